@@ -1,0 +1,229 @@
+"""The offline brain: rule-based and deterministic for a seed. It is not a model.
+
+It follows each persona's routine with some variation, rates importance from the words of
+a memory, talks when it meets people it knows (and sometimes strangers), shares in
+conversation the most important thing it remembers that it has not yet discussed with
+the listener, and reflects on the people and places that recur in its recent memories.
+Each answer is a pure function of the seed and the request, so a run is reproducible and
+answers never depend on the order in which requests were asked.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from typing import Sequence
+
+from smallville.brain import requests as rq
+from smallville.brain.text import SHARE_MARK, first_name, names_in, progressive, shared_fact
+
+# Word stems and the importance they lend a memory (the highest match wins).
+_WEIGHTS: tuple[tuple[str, int], ...] = (
+    ("died", 9), ("hospital", 8), ("wedding", 8), ("engaged", 8),
+    ("valentine", 7), ("party", 7), ("mayor", 7), ("election", 7), ("running for", 7),
+    ("candida", 6), ("campaign", 6), ("love", 6), ("crush", 6), ("invit", 6), ("secret", 6),
+    ("argu", 6), ("fight", 6), ("sick", 6), ("birthday", 6), ("celebrat", 5), ("deadline", 5),
+    ("exam", 5), ("date", 5), ("thesis", 4), ("book", 4), ("research", 4), ("news", 4),
+    ("friend", 4), ("work", 3), ("class", 3), ("lecture", 3), ("music", 3), ("paint", 3),
+)
+_DULL = ("is idle", "is sleeping", "is asleep", "is empty", "is closed", "is off", "is in use")
+_CHAT = re.compile(r" said to ")
+_TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*(am|pm)\b", re.I)
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+           "september", "october", "november", "december")
+_FILLERS = ("taking a short break", "checking their phone", "tidying up", "stretching their legs")
+
+
+def rate(text: str) -> int:
+    """Importance 1..10 of a memory from its words."""
+    low = text.lower()
+    score = max((w for stem, w in _WEIGHTS if stem in low), default=2)
+    if any(d in low for d in _DULL) and score <= 3:
+        return 1
+    if _CHAT.search(text):
+        score = max(score, 3)
+    return min(score, 10)
+
+
+class OfflineBrain:
+    """Answers every request by rule; see the module docstring."""
+
+    name = "offline"
+
+    def __init__(self, seed: int = 0, talk_chance: float = 0.35, stranger_chance: float = 0.1) -> None:
+        self.seed = seed
+        self.talk_chance = talk_chance
+        self.stranger_chance = stranger_chance
+
+    def describe(self) -> dict:
+        return {"name": self.name, "kind": "rule-based", "seed": self.seed,
+                "talk_chance": self.talk_chance, "stranger_chance": self.stranger_chance}
+
+    def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
+        return [self._answer(r) for r in requests]
+
+    def _rng(self, request: rq.Message) -> random.Random:
+        return random.Random(f"{self.seed}:{rq.request_key(request)}")
+
+    def _answer(self, request: rq.Message) -> rq.Message:
+        handler = getattr(self, "_" + request.kind)
+        return handler(request, self._rng(request))
+
+    # ---- memory ---------------------------------------------------------------------
+
+    def _rate_importance(self, req: rq.RateImportance, rng: random.Random) -> rq.Importance:
+        return rq.Importance(tuple(rate(t) for t in req.texts))
+
+    # ---- planning -------------------------------------------------------------------
+
+    def _plan_day(self, req: rq.PlanDay, rng: random.Random) -> rq.DayPlan:
+        routine = sorted(req.routine)
+        if not routine:
+            routine = [(7 * 60, "wake up and get ready", ""), (23 * 60, "go to bed and sleep", "")]
+        starts = [at + (rng.randint(-15, 15) if i else rng.randint(-10, 20)) for i, (at, _, _) in enumerate(routine)]
+        starts = [max(0, s) for s in starts]
+        for i in range(1, len(starts)):               # keep the order after jitter
+            starts[i] = max(starts[i], starts[i - 1] + 15)
+        day_end = routine[0][0] + 24 * 60             # the next wake-up
+        blocks: list[rq.Block] = []
+        for i, (_, what, where) in enumerate(routine):
+            end = starts[i + 1] if i + 1 < len(routine) else day_end
+            if end <= starts[i]:
+                continue
+            blocks.extend(_hourly(starts[i], end, progressive(what), where))
+        blocks = _insert_engagements(blocks, req)
+        return rq.DayPlan(tuple(blocks))
+
+    def _decompose(self, req: rq.Decompose, rng: random.Random) -> rq.Actions:
+        total = max(1, req.end - req.start)
+        if "sleep" in req.activity:
+            bed = next((o for o in req.objects if "bed" in o), None)
+            return rq.Actions((rq.Step(min(total, 180), "sleeping", bed),))
+        steps: list[rq.Step] = []
+        left = total
+        if req.reason:
+            first = min(left, 5)
+            steps.append(rq.Step(first, f"thinking over what just happened ({req.reason})"))
+            left -= first
+        while left > 0:
+            minutes = min(left, rng.choice((5, 10, 10, 15, 15)))
+            roll = rng.random()
+            if req.objects and roll < 0.55:
+                obj = rng.choice(req.objects)
+                steps.append(rq.Step(minutes, f"{req.activity} (using the {obj})", obj))
+            elif roll < 0.9 or minutes == total:
+                steps.append(rq.Step(minutes, req.activity))
+            else:
+                steps.append(rq.Step(minutes, rng.choice(_FILLERS)))
+            left -= minutes
+        return rq.Actions(tuple(steps))
+
+    def _react(self, req: rq.React, rng: random.Random) -> rq.Reaction:
+        events = [o for o in req.observations if rate(o) >= 7 and not _CHAT.search(o)]
+        if events:
+            return rq.Reaction("replan", reason=events[0])
+        known = dict(req.relationships)
+        for pid, pname, _ in sorted(req.people, key=lambda p: (p[0] not in known, p[0])):
+            chance = self.talk_chance if pid in known else self.stranger_chance
+            if rng.random() < chance:
+                return rq.Reaction("talk", target=pid, reason=f"wants to talk with {pname}")
+        return rq.Reaction("continue")
+
+    # ---- conversation ---------------------------------------------------------------
+
+    def _speak(self, req: rq.Speak, rng: random.Random) -> rq.Utterance:
+        said = {shared_fact(line) for _, line in req.history} | {shared_fact(line) for line in req.earlier}
+        news = [(imp, i, shared_fact(text)) for i, (text, imp) in enumerate(req.memories)
+                if imp >= 4 and shared_fact(text) not in said and first_name(req.listener_name) not in shared_fact(text)[:40]]
+        news.sort(key=lambda n: (-n[0], n[1]))
+        listener = first_name(req.listener_name)
+        opening = not req.history
+        last_shared = bool(req.history) and SHARE_MARK in req.history[-1][1]
+        if news:
+            prefix = f"Hi {listener}! " if opening else ("Oh, I didn't know that. " if last_shared else "")
+            return rq.Utterance(f"{prefix}{SHARE_MARK}{news[0][2]}")
+        if opening:
+            return rq.Utterance(f"Hi {listener}! How is your day going?")
+        if len(req.history) < 2:
+            return rq.Utterance(rng.choice(("Pretty good, thanks. Busy as usual.", "Not bad at all, thanks for asking.")))
+        reply = "Oh, I didn't know that. " if last_shared else ""
+        return rq.Utterance(f"{reply}Good talking to you, {listener}. See you around!", end=True)
+
+    # ---- reflection -----------------------------------------------------------------
+
+    def _reflect_questions(self, req: rq.ReflectQuestions, rng: random.Random) -> rq.Questions:
+        counts = Counter(n for text in req.memories for n in set(names_in(text)) if n != req.name)
+        topics = [n for n, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][: req.count]
+        questions = [f"What do I think about {t}?" for t in topics]
+        if len(questions) < req.count:
+            questions.append(f"How has {first_name(req.name)} been spending the days?")
+        return rq.Questions(tuple(questions[: req.count]))
+
+    def _insights(self, req: rq.Insights, rng: random.Random) -> rq.InsightList:
+        me = first_name(req.name)
+        topic = req.question.removeprefix("What do I think about ").rstrip("?")
+        about = tuple(i for i, e in enumerate(req.evidence) if topic in e) or tuple(range(len(req.evidence)))
+        if not req.evidence:
+            return rq.InsightList(())
+        insights = [rq.Insight(f"{topic} has been a part of {me}'s days lately", about[:5])]
+        chats = tuple(i for i in about if _CHAT.search(req.evidence[i]))
+        if chats:
+            fact = shared_fact(req.evidence[chats[0]])
+            insights.append(rq.Insight(f"{me} has been talking with people about {topic}: {fact}", chats[:5]))
+        best = max(about, key=lambda i: (rate(req.evidence[i]), -i))
+        if rate(req.evidence[best]) >= 5:
+            insights.append(rq.Insight(f"{me} thinks this matters: {shared_fact(req.evidence[best])}", (best,)))
+        return rq.InsightList(tuple(insights))
+
+
+def _hourly(start: int, end: int, activity: str, where: str) -> list[rq.Block]:
+    """A broad block refined into blocks of at most an hour; sleep stays one block."""
+    if "sleep" in activity:
+        return [rq.Block(start, end, activity, where)]
+    blocks, t = [], start
+    while t < end:
+        nxt = min(end, (t // 60 + 1) * 60)
+        if end - nxt < 15:
+            nxt = end
+        blocks.append(rq.Block(t, nxt, activity, where))
+        t = nxt
+    return blocks
+
+
+def _insert_engagements(blocks: list[rq.Block], req: rq.PlanDay) -> list[rq.Block]:
+    """Remembered appointments for this date ("... at Hobbs Cafe on February 14th, 5pm")
+    replace whatever the routine had at that time."""
+    month_day = req.date.split(", ")[1].lower() if ", " in req.date else ""
+    for text in req.memories:
+        low = text.lower()
+        day = re.search(r"(" + "|".join(_MONTHS) + r") (\d{1,2})(?:st|nd|rd|th)?\b", low)
+        if not day or f"{day.group(1)} {int(day.group(2))}" != month_day:
+            continue
+        place = next((p for p in sorted(req.places, key=len, reverse=True) if p.lower() in low), None)
+        times = _TIME.findall(text)
+        if not place or not times:
+            continue
+        start = _minutes(times[0])
+        end = _minutes(times[1]) if len(times) > 1 else start + 120
+        if end <= start:
+            continue
+        if any("sleep" in b.activity and b.start < end and start < b.end for b in blocks):
+            continue
+        kept: list[rq.Block] = []
+        for b in blocks:
+            if b.end <= start or b.start >= end:
+                kept.append(b)
+                continue
+            if b.start < start:
+                kept.append(rq.Block(b.start, start, b.activity, b.where))
+            if b.end > end:
+                kept.append(rq.Block(end, b.end, b.activity, b.where))
+        kept.append(rq.Block(start, end, f"going to an event at {place}", place))
+        return sorted(kept, key=lambda b: b.start)
+    return blocks
+
+
+def _minutes(match: tuple[str, str, str]) -> int:
+    hour, minute, half = int(match[0]) % 12, int(match[1] or 0), match[2].lower()
+    return (hour + (12 if half == "pm" else 0)) * 60 + minute

@@ -1,0 +1,252 @@
+"""Typed questions an agent asks its brain, and their typed answers.
+
+Every request is a frozen dataclass that round-trips through a dict; the sha256 of its
+canonical JSON is its identity (`request_key`), used to record and replay answers and to
+seed the offline brain. Answers are frozen dataclasses too, checked on construction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+
+def _canonical(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class Message:
+    """Shared behaviour of requests and answers: dict round-trip and a stable key."""
+
+    kind: ClassVar[str] = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        values = {f.name: _tupled(data[f.name]) for f in fields(cls) if f.name in data}
+        return cls(**values)
+
+
+def _tupled(value: Any) -> Any:
+    """JSON lists back to the tuples the frozen dataclasses hold."""
+    if isinstance(value, list):
+        return tuple(_tupled(v) for v in value)
+    return value
+
+
+def request_key(request: Message) -> str:
+    """Identity of a request: sha256 of its canonical JSON, 16 hex digits."""
+    return hashlib.sha256(_canonical(request.to_dict()).encode()).hexdigest()[:16]
+
+
+# ---- requests -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RateImportance(Message):
+    """How poignant is each of these memories, 1 (mundane) to 10 (life-changing)?"""
+
+    kind: ClassVar[str] = "rate_importance"
+    agent: str
+    name: str
+    texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PlanDay(Message):
+    """Plan a day in hourly blocks, from the persona, routine and what is remembered."""
+
+    kind: ClassVar[str] = "plan_day"
+    agent: str
+    name: str
+    persona: str
+    date: str                                   # "Monday, February 13, 2023"
+    routine: tuple[tuple[int, str, str], ...]   # (minute of day, what, where)
+    memories: tuple[str, ...]
+    places: tuple[str, ...]                     # sectors the agent can go to
+
+
+@dataclass(frozen=True)
+class Decompose(Message):
+    """Break one block of the plan into actions of 5 to 15 minutes."""
+
+    kind: ClassVar[str] = "decompose"
+    agent: str
+    name: str
+    activity: str
+    where: str
+    start: int                                  # minute of day
+    end: int
+    objects: tuple[str, ...]                    # objects in that arena
+    memories: tuple[str, ...]
+    reason: str = ""                            # why re-planning, when it is a re-plan
+
+
+@dataclass(frozen=True)
+class React(Message):
+    """Something new was perceived: carry on, talk to someone, or re-plan?"""
+
+    kind: ClassVar[str] = "react"
+    agent: str
+    name: str
+    activity: str
+    observations: tuple[str, ...]
+    people: tuple[tuple[str, str, str], ...]    # (id, name, activity) of those free to talk
+    relationships: tuple[tuple[str, str], ...]  # (id, how the agent sees them)
+    memories: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Speak(Message):
+    """Say the next line of a conversation."""
+
+    kind: ClassVar[str] = "speak"
+    agent: str
+    name: str
+    listener: str
+    listener_name: str
+    relationship: str
+    history: tuple[tuple[str, str], ...]        # (speaker name, line) so far
+    memories: tuple[tuple[str, int], ...]       # (text, importance) the speaker recalls
+    earlier: tuple[str, ...]                    # lines of earlier talks between the two
+
+
+@dataclass(frozen=True)
+class ReflectQuestions(Message):
+    """Which high-level questions do these recent memories raise?"""
+
+    kind: ClassVar[str] = "reflect_questions"
+    agent: str
+    name: str
+    memories: tuple[str, ...]
+    count: int = 3
+
+
+@dataclass(frozen=True)
+class Insights(Message):
+    """What follows from this evidence? Each insight cites the evidence it rests on."""
+
+    kind: ClassVar[str] = "insights"
+    agent: str
+    name: str
+    question: str
+    evidence: tuple[str, ...]
+
+
+# ---- answers --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Importance(Message):
+    kind: ClassVar[str] = "importance"
+    scores: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        for score in self.scores:
+            if not isinstance(score, int) or not 1 <= score <= 10:
+                raise ValueError(f"importance {score!r} is not an integer 1..10")
+
+
+@dataclass(frozen=True)
+class Block(Message):
+    kind: ClassVar[str] = "block"
+    start: int       # minute of the plan's day; may pass 1440 (after midnight)
+    end: int
+    activity: str
+    where: str
+
+    def __post_init__(self) -> None:
+        if self.end <= self.start:
+            raise ValueError(f"plan block {self.activity!r} ends before it starts")
+
+
+@dataclass(frozen=True)
+class DayPlan(Message):
+    kind: ClassVar[str] = "day_plan"
+    blocks: tuple[Block, ...]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DayPlan":
+        return cls(tuple(Block.from_dict(b) for b in data["blocks"]))
+
+
+@dataclass(frozen=True)
+class Step(Message):
+    kind: ClassVar[str] = "step"
+    minutes: int
+    description: str
+    object: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.minutes <= 180:
+            raise ValueError(f"action {self.description!r} lasts {self.minutes} minutes")
+
+
+@dataclass(frozen=True)
+class Actions(Message):
+    kind: ClassVar[str] = "actions"
+    steps: tuple[Step, ...]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Actions":
+        return cls(tuple(Step.from_dict(s) for s in data["steps"]))
+
+
+@dataclass(frozen=True)
+class Reaction(Message):
+    kind: ClassVar[str] = "reaction"
+    action: str                 # "continue" | "talk" | "replan"
+    target: str | None = None   # whom to talk to
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.action not in ("continue", "talk", "replan"):
+            raise ValueError(f"unknown reaction {self.action!r}")
+        if self.action == "talk" and not self.target:
+            raise ValueError("a reaction to talk names no one to talk to")
+
+
+@dataclass(frozen=True)
+class Utterance(Message):
+    kind: ClassVar[str] = "utterance"
+    text: str
+    end: bool = False
+
+
+@dataclass(frozen=True)
+class Questions(Message):
+    kind: ClassVar[str] = "questions"
+    questions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Insight(Message):
+    kind: ClassVar[str] = "insight"
+    text: str
+    because: tuple[int, ...] = field(default=())   # indexes into the request's evidence
+
+
+@dataclass(frozen=True)
+class InsightList(Message):
+    kind: ClassVar[str] = "insight_list"
+    insights: tuple[Insight, ...]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "InsightList":
+        return cls(tuple(Insight.from_dict(i) for i in data["insights"]))
+
+
+ANSWER_OF: dict[type, type] = {
+    RateImportance: Importance,
+    PlanDay: DayPlan,
+    Decompose: Actions,
+    React: Reaction,
+    Speak: Utterance,
+    ReflectQuestions: Questions,
+    Insights: InsightList,
+}
+REQUEST_KINDS: dict[str, type] = {cls.kind: cls for cls in ANSWER_OF}

@@ -1,0 +1,79 @@
+"""The command line: parse, call the library, render. Heavy modules load only when used."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from smallville import __version__
+from smallville.errors import ScenarioError, SmallvilleError
+
+
+def _duration(text: str) -> float:
+    from smallville.timefmt import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="smallville", description="A multi-agent town simulation engine in the style of Generative Agents.")
+    parser.add_argument("--version", action="version", version=f"smallville {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+
+    run = commands.add_parser("run", help="simulate a scenario and log it to a run directory")
+    run.add_argument("scenario", type=Path, help="a scenario file, e.g. scenarios/the_ville.yaml")
+    run.add_argument("--for", dest="duration", type=_duration, metavar="DURATION",
+                     help="simulated time to run, e.g. 2h or 2d (default: the scenario's duration)")
+    run.add_argument("--seed", type=int, help="random seed (default: the scenario's seed)")
+    run.add_argument("--brain", default="offline", help="who answers the agents' questions (default: offline)")
+    run.add_argument("--embedder", default="use",
+                     help="sentence embedder: use (default, offline model), lexical, or a litellm model name")
+    run.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where run folders go (default: runs)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+
+    validate = commands.add_parser("validate", help="check scenario and agent files without running them")
+    validate.add_argument("files", type=Path, nargs="+", metavar="FILE")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "validate":
+            return _validate(args)
+        return _run(args)
+    except ScenarioError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return exc.exit_code
+    except SmallvilleError as exc:
+        print(f"smallville: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def _validate(args) -> int:
+    from smallville.scenario import validate_files
+
+    problems = validate_files([str(f) for f in args.files])
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        return 2
+    for f in args.files:
+        print(f"{f}: ok")
+    return 0
+
+
+def _run(args) -> int:
+    from smallville.scenario import load_scenario
+    from smallville import render
+
+    scenario = load_scenario(str(args.scenario))
+    result = render.run_with_progress(scenario, args)
+    return 0 if result.manifest["status"] == "completed" else 130

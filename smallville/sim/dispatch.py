@@ -1,0 +1,47 @@
+"""Gathers the brain requests agents make at one simulated instant and answers them together.
+
+A request is a SimPy event. The first request at an instant schedules a flush behind every
+event already queued for that instant, so all agents that wake at a tick ask first; the
+flush then answers the whole batch and succeeds the events sorted by (agent id, sequence),
+so agents resume in a fixed order whatever the brain did inside.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import simpy
+
+from smallville.brain.base import Brain
+from smallville.brain.requests import Message
+
+
+class Dispatcher:
+    """The one way agents reach the brain."""
+
+    def __init__(self, env: simpy.Environment, brain: Brain) -> None:
+        self.env = env
+        self.brain = brain
+        self._pending: list[tuple[str, int, Message, simpy.Event]] = []
+        self._seq: Counter[str] = Counter()
+        self.batches = 0
+        self.requests: Counter[str] = Counter()
+
+    def ask(self, agent: str, request: Message) -> simpy.Event:
+        """An event that succeeds with the brain's answer, at the same simulated time."""
+        event = self.env.event()
+        self._seq[agent] += 1
+        if not self._pending:
+            self.env.timeout(0).callbacks.append(self._flush)
+        self._pending.append((agent, self._seq[agent], request, event))
+        return event
+
+    def _flush(self, _: Any) -> None:
+        batch = sorted(self._pending, key=lambda p: (p[0], p[1]))
+        self._pending = []
+        answers = self.brain.answer([p[2] for p in batch])
+        self.batches += 1
+        for (_, _, request, event), answer in zip(batch, answers):
+            self.requests[request.kind] += 1
+            event.succeed(answer)

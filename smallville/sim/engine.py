@@ -1,0 +1,193 @@
+"""The simulation root: one object owns the clock, the world, the agents, the brain and the log."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import simpy
+
+from smallville.brain.base import Brain
+from smallville.brain.requests import Message
+from smallville.memory import MemoryStream
+from smallville.sim import life
+from smallville.sim.agent import Agent
+from smallville.sim.dispatch import Dispatcher
+from smallville.sim.log import EventLog
+from smallville.world import World
+from smallville.world.grid import in_area, normalize_area
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Knobs of the architecture; the defaults follow the paper."""
+
+    weights: tuple[float, float, float] = (1.0, 1.0, 1.0)   # recency, importance, relevance
+    decay: float = 0.995                                     # recency decay per game hour
+    reflection_threshold: float = 150.0
+    reflection_questions: int = 3
+    reflection_window: int = 100
+    evidence_k: int = 10
+    retrieve_k: int = 5
+    plan_k: int = 10
+    react_k: int = 5
+    talk_k: int = 8
+    max_turns: int = 8
+    earlier_lines: int = 40
+    talk_cooldown: float = 2 * 3600.0
+
+    def to_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+class Simulation:
+    """A scenario brought to life: call `run(until)` to advance simulated time."""
+
+    def __init__(self, scenario, brain: Brain, embedder, *, seed: int | None = None,
+                 config: SimConfig | None = None, log: EventLog | None = None) -> None:
+        self.scenario = scenario
+        self.config = config or SimConfig()
+        self.seed = scenario.seed if seed is None else seed
+        self.env = simpy.Environment()
+        self.world = World.from_map(scenario.map)
+        self.tick = scenario.tick
+        self.log = log or EventLog(scenario.start)
+        self.dispatch = Dispatcher(self.env, brain)
+        self.brain = brain
+        self.embedder = embedder
+        self.counts: Counter[str] = Counter()
+        self.places = tuple(sorted({a.split(" / ")[0] for a in self.world.grid.areas()}))
+        self._start_of_day = scenario.start.hour * 3600 + scenario.start.minute * 60 + scenario.start.second
+        self.agents: dict[str, Agent] = {}
+        for spec in sorted(scenario.agents, key=lambda s: s.id):
+            stream = MemoryStream(dim=embedder.dim, weights=self.config.weights, decay=self.config.decay,
+                                  embedder=embedder)
+            agent = Agent(spec.id, spec, stream, random.Random(f"{self.seed}:agent:{spec.id}"))
+            agent.relationships = dict(spec.relationships)
+            self.agents[spec.id] = agent
+            self.world.place(spec.id, self.pick_tile(agent, spec.start_at or spec.home))
+        self.probe_start: dict[str, list[str]] = {}
+        self._started = False
+
+    # ---- running --------------------------------------------------------------------
+
+    def run(self, until: float, step: float = 900.0, on_step=None) -> None:
+        """Advance to simulated second `until`, calling `on_step(now)` every `step` seconds."""
+        if not self._started:
+            self._started = True
+            self.env.process(self._begin())
+        t = self.env.now
+        while t < until:
+            t = min(until, t + step)
+            self.env.run(until=t)
+            self.log.flush()
+            if on_step:
+                on_step(t)
+
+    def _begin(self):
+        seeding = [self.env.process(self._seed(agent)) for agent in self.agents.values()]
+        yield self.env.all_of(seeding)
+        self.probe_start = self.probe_knowers()
+        for agent in self.agents.values():
+            agent.process = self.env.process(life.live(self, agent))
+        for event in self.scenario.events:
+            if event.at >= 0:
+                self.env.process(self._world_event(event))
+
+    def _seed(self, agent: Agent):
+        seeds = list(agent.spec.memories) + list(self.scenario.memories.get(agent.id, ()))
+        for seed in sorted(seeds, key=lambda m: m.at or 0.0):
+            yield from life.remember(self, agent, [seed.text], "seed", [seed.importance], created=seed.at or 0.0)
+
+    def _world_event(self, event):
+        yield self.env.timeout(event.at)
+        if event.agent:
+            self.emit("event", event.agent, {"what": event.what, "whisper": True})
+            yield from life.remember(self, self.agents[event.agent], [event.what], "thought")
+            return
+        present = [a for a in self.world.agents_in(event.where) if self.agents[a].status != "sleeping"]
+        self.emit("event", None, {"what": event.what, "where": event.where, "present": present})
+        for agent_id in present:
+            self.agents[agent_id].alerts.append(event.what)
+        yield self.env.all_of([self.env.process(life.remember(self, self.agents[a], [event.what], "observation"))
+                               for a in present])
+
+    # ---- services for agents ---------------------------------------------------------
+
+    def ask(self, agent: Agent, request: Message) -> simpy.Event:
+        return self.dispatch.ask(agent.id, request)
+
+    def store(self, agent: Agent, text: str, kind: str, importance: int, links=(), created=None) -> int:
+        """Add one memory to an agent's stream, and log it."""
+        at = self.env.now if created is None else created
+        mid = agent.stream.add(text, importance=importance, created=at, kind=kind, links=tuple(links))
+        agent.since_reflection += importance
+        self.count("memories")
+        if kind == "reflection":
+            self.count("reflections")
+        self.emit("memory", agent.id, {"id": mid, "kind": kind, "importance": importance, "text": text,
+                                       **({"links": list(links)} if links else {})})
+        low = text.lower()
+        for probe in self.scenario.probes:
+            if probe.name not in agent.knows and all(w in low for w in probe.match):
+                agent.knows.add(probe.name)
+                self.emit("learned", agent.id, {"probe": probe.name, "memory": mid})
+        return mid
+
+    def retrieve(self, agent: Agent, query: str, k: int):
+        return agent.stream.retrieve(query, k=k, now=self.env.now) if len(agent.stream) else []
+
+    def recall(self, agent: Agent, query: str, k: int) -> list[str]:
+        return [h.memory.text for h in self.retrieve(agent, query, k)]
+
+    def can_talk(self, a: Agent, b: Agent) -> bool:
+        return (b.free_to_talk and a.id != b.id
+                and self.env.now - a.last_talk.get(b.id, -math.inf) >= self.config.talk_cooldown)
+
+    def pick_tile(self, agent: Agent, area: str):
+        tiles = self.world.grid.tiles_in(area)
+        return agent.rng.choice(tiles) if tiles else self.world.position(agent.id)
+
+    def known_area(self, where: str) -> str:
+        """An area path the map has, or "" (stay put) for one it lacks."""
+        where = normalize_area(where or "")
+        return where if where and self.world.grid.tiles_in(where) else ""
+
+    # ---- time -----------------------------------------------------------------------
+
+    def align(self, t: float) -> float:
+        """The first decision time on the tick grid at or after `t`."""
+        return math.ceil(t / self.tick - 1e-9) * self.tick
+
+    def day_of(self, t: float) -> int:
+        return int((self._start_of_day + t) // 86400)
+
+    def midnight(self, day: int) -> float:
+        return day * 86400.0 - self._start_of_day
+
+    def date_text(self, day: int) -> str:
+        date = self.scenario.start.date() + timedelta(days=day)
+        return f"{date:%A}, {date:%B} {date.day}, {date.year}"
+
+    def clock(self, t: float) -> str:
+        """`HH:MM` of a simulated time (`+1d HH:MM` past the first day's end is not needed
+        for logs: the event's own time carries the date)."""
+        return (self.scenario.start + timedelta(seconds=t)).strftime("%H:%M")
+
+    def now_datetime(self) -> datetime:
+        return self.scenario.start + timedelta(seconds=self.env.now)
+
+    # ---- output ---------------------------------------------------------------------
+
+    def emit(self, kind: str, agent: str | None, data: dict) -> None:
+        self.log.emit(self.env.now, kind, agent, data)
+
+    def count(self, what: str) -> None:
+        self.counts[what] += 1
+
+    def probe_knowers(self) -> dict[str, list[str]]:
+        return {p.name: sorted(a.id for a in self.agents.values() if p.name in a.knows)
+                for p in self.scenario.probes}

@@ -1,0 +1,294 @@
+"""What an agent does with its time: perceive -> store -> reflect -> plan -> act.
+
+Each function here is a SimPy generator run inside an agent's process (`yield from`);
+`sim` is the `Simulation` that owns the clock, the world, the brain and the log.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from smallville.brain import requests as rq
+from smallville.sim.agent import Action, Agent, PlanBlock
+from smallville.world.grid import in_area
+
+
+def live(sim, agent: Agent):
+    """The agent's whole life: plan each day, then act it out block by block."""
+    while True:
+        now = sim.env.now
+        if not agent.plan or now >= agent.plan[-1].end:
+            yield from plan_day(sim, agent, agent.plan_day + 1 if agent.plan else sim.day_of(now))
+            if not agent.plan:
+                yield from idle(sim, agent, now + 3600)
+                continue
+        block = agent.block_at(now)
+        if block is None:
+            nxt = agent.next_block(now)
+            yield from idle(sim, agent, nxt.start if nxt else agent.plan[-1].end)
+            continue
+        if block is not agent.block:
+            agent.block = block
+            agent.queue.clear()
+        if block.where and not in_area(sim.world.area_of(agent.id), block.where):
+            if (yield from walk(sim, agent, sim.pick_tile(agent, block.where))):
+                continue
+        if "sleep" in block.activity:
+            yield from sleep(sim, agent, block)
+            continue
+        if not agent.queue:
+            yield from decompose(sim, agent, block)
+            if not agent.queue:
+                yield from idle(sim, agent, block.end)
+                continue
+        action = agent.queue.popleft()
+        if action.end > sim.env.now:
+            yield from act(sim, agent, action)
+
+
+# ---- plan ---------------------------------------------------------------------------
+
+
+def plan_day(sim, agent: Agent, day: int):
+    """Ask for the day's plan in hourly blocks and remember it."""
+    date = sim.date_text(day)
+    routine = tuple((r.at, r.do, r.where or "") for r in agent.spec.routine)
+    memories = sim.recall(agent, f"{agent.name}'s plans for {date}", sim.config.plan_k)
+    plan = yield sim.ask(agent, rq.PlanDay(agent.id, agent.name, agent.persona(), date, routine,
+                                           tuple(memories), sim.places))
+    midnight = sim.midnight(day)
+    agent.plan = [PlanBlock(midnight + b.start * 60, midnight + b.end * 60, b.activity, sim.known_area(b.where))
+                  for b in plan.blocks]
+    agent.plan_day = day
+    agent.block = None
+    sim.emit("plan", agent.id, {"date": date, "blocks": [[sim.clock(b.start), sim.clock(b.end), b.activity, b.where]
+                                                         for b in agent.plan]})
+    broad = []
+    for b in agent.plan:
+        if not broad or broad[-1][1] != b.activity:
+            broad.append((sim.clock(b.start), b.activity))
+    summary = f"{agent.name}'s plan for {date}: " + "; ".join(f"{t} {a}" for t, a in broad)
+    yield from remember(sim, agent, [summary], "plan")
+
+
+def decompose(sim, agent: Agent, block: PlanBlock):
+    """Break what is left of the current block into 5-15 minute actions."""
+    now = sim.env.now
+    reason, agent.reason = agent.reason, ""
+    area = sim.world.area_of(agent.id)
+    objects = tuple(t.name for t in sim.world.objects_in(area))
+    memories = sim.recall(agent, block.activity, sim.config.retrieve_k)
+    day0 = sim.midnight(agent.plan_day)
+    answer = yield sim.ask(agent, rq.Decompose(agent.id, agent.name, block.activity, block.where or area,
+                                                int((now - day0) // 60), int((block.end - day0) // 60),
+                                                objects, tuple(memories), reason))
+    agent.queue.clear()
+    t = now
+    for step in answer.steps:
+        end = min(t + step.minutes * 60, block.end)
+        agent.queue.append(Action(t, end, step.description, step.object))
+        t = end
+        if t >= block.end:
+            break
+    if reason:
+        sim.count("replans")
+        sim.emit("replan", agent.id, {"reason": reason, "actions": [[sim.clock(a.start), a.description]
+                                                                   for a in agent.queue]})
+
+
+# ---- act ----------------------------------------------------------------------------
+
+
+def act(sim, agent: Agent, action: Action):
+    """Do one action: go to its object, perceive, maybe react, then wait it out."""
+    area = sim.world.area_of(agent.id)
+    thing = sim.world.find_object(area, action.object)
+    if thing is not None and thing.user is None:
+        yield from walk(sim, agent, thing.tile)
+        thing.user, thing.state = agent.id, f"in use by {agent.name}"
+        sim.emit("object", agent.id, {"object": thing.name, "area": thing.area, "state": thing.state})
+    else:
+        thing = None
+    agent.status, agent.activity = "acting", action.description
+    sim.count("actions")
+    sim.emit("action", agent.id, {"action": action.description, "area": sim.world.area_of(agent.id),
+                                  "object": thing.name if thing else None, "until": sim.clock(action.end)})
+    try:
+        if (yield from perceive(sim, agent)):
+            return
+        if action.end > sim.env.now:
+            yield from wait_free(sim, agent, action.end)
+    finally:
+        if thing is not None:
+            thing.user, thing.state = None, thing.idle_state
+            sim.emit("object", agent.id, {"object": thing.name, "area": thing.area, "state": thing.state})
+
+
+def wait_free(sim, agent: Agent, until: float):
+    """Wait until `until`, open to being drawn into a conversation; returns True if one came."""
+    agent.free_to_talk = True
+    try:
+        yield sim.env.timeout(max(0.0, sim.align(until) - sim.env.now))
+    except simpy.Interrupt as stop:
+        agent.free_to_talk = False
+        yield stop.cause                      # the conversation's end
+        agent.queue.clear()
+        return True
+    agent.free_to_talk = False
+    return False
+
+
+def idle(sim, agent: Agent, until: float):
+    agent.status, agent.activity = "idle", "idling"
+    yield from wait_free(sim, agent, until)
+
+
+def walk(sim, agent: Agent, tile) -> bool:
+    """Walk to a tile: n tiles take n x tile_time, arriving on the tick grid.
+    Returns whether the agent moved."""
+    here = sim.world.position(agent.id)
+    path = sim.world.grid.path(here, tile)
+    if not path or len(path) < 2:
+        return False
+    arrive = sim.align(sim.env.now + (len(path) - 1) * sim.world.tile_time)
+    destination = sim.world.grid.area_at(tile)
+    agent.status, agent.activity = "walking", f"walking to {destination}"
+    sim.emit("move", agent.id, {"from": list(here), "to": list(tile), "area": destination,
+                                "tiles": len(path) - 1, "arrive": sim.clock(arrive)})
+    yield sim.env.timeout(arrive - sim.env.now)
+    sim.world.place(agent.id, tile)
+    agent.status = "idle"
+    return True
+
+
+def sleep(sim, agent: Agent, block: PlanBlock):
+    """Go to bed and sleep through the block: one event, no work while asleep."""
+    area = sim.world.area_of(agent.id)
+    bed = next((t for t in sim.world.objects_in(area) if "bed" in t.name and t.user is None), None)
+    if bed is not None:
+        yield from walk(sim, agent, bed.tile)
+        bed.user, bed.state = agent.id, f"in use by {agent.name}"
+    agent.status, agent.activity = "sleeping", "sleeping"
+    sim.emit("sleep", agent.id, {"area": area, "until": sim.clock(block.end)})
+    agent.seen.clear()
+    yield sim.env.timeout(max(0.0, sim.align(block.end) - sim.env.now))
+    if bed is not None:
+        bed.user, bed.state = None, bed.idle_state
+    agent.status, agent.activity = "idle", "waking up"
+    sim.emit("wake", agent.id, {"area": area})
+
+
+# ---- perceive, store, reflect -------------------------------------------------------
+
+
+def perceive(sim, agent: Agent):
+    """See who and what is near; remember what changed; react to it.
+    Returns True when the reaction took the agent away from its action."""
+    seen: list[tuple[str, str]] = []
+    people = sim.world.agents_near(agent.id)
+    for other in people:
+        seen.append((other, f"{sim.agents[other].name} is {sim.agents[other].activity}"))
+    for thing in sim.world.objects_near(agent.id):
+        seen.append((f"{thing.area}:{thing.name}", f"{thing.name} is {thing.state}"))
+    new = [(key, text) for key, text in seen if agent.seen.get(key) != text]
+    agent.seen.update(new)
+    alerts, agent.alerts = agent.alerts, []
+    if new:
+        yield from remember(sim, agent, [text for _, text in new], "observation")
+    yield from reflect(sim, agent)
+    new_keys = {key for key, _ in new}
+    free = [o for o in people if o in new_keys and sim.can_talk(agent, sim.agents[o])]
+    if not free and not alerts:
+        return False
+    observations = tuple(alerts + [text for _, text in new])
+    memories = sim.recall(agent, " ".join(observations[:3]), sim.config.react_k)
+    reaction = yield sim.ask(agent, rq.React(
+        agent.id, agent.name, agent.activity, observations,
+        tuple((o, sim.agents[o].name, sim.agents[o].activity) for o in free),
+        tuple(sorted((o, agent.relationships[o]) for o in free if o in agent.relationships)),
+        tuple(memories)))
+    if reaction.action == "talk" and reaction.target in free and sim.can_talk(agent, sim.agents[reaction.target]):
+        yield from converse(sim, agent, sim.agents[reaction.target])
+        return True
+    if reaction.action == "replan" and agent.block is not None:
+        agent.reason = reaction.reason or "something happened"
+        agent.queue.clear()
+        return True
+    return False
+
+
+def remember(sim, agent: Agent, texts: list[str], kind: str, importances=None, links=None, created=None):
+    """Store memories, asking the brain to rate those without an importance."""
+    importances = list(importances) if importances is not None else [None] * len(texts)
+    unrated = [t for t, imp in zip(texts, importances) if imp is None]
+    if unrated:
+        answer = yield sim.ask(agent, rq.RateImportance(agent.id, agent.name, tuple(unrated)))
+        scores = iter(answer.scores)
+        importances = [imp if imp is not None else next(scores) for imp in importances]
+    for i, (text, importance) in enumerate(zip(texts, importances)):
+        sim.store(agent, text, kind, importance, links[i] if links else (), created)
+
+
+def reflect(sim, agent: Agent):
+    """When enough has happened, ask questions of recent memories and store insights
+    linked to the evidence they rest on."""
+    if agent.since_reflection < sim.config.reflection_threshold:
+        return
+    agent.since_reflection = 0.0
+    n = len(agent.stream)
+    recent = [agent.stream[i].text for i in range(max(0, n - sim.config.reflection_window), n)]
+    questions = yield sim.ask(agent, rq.ReflectQuestions(agent.id, agent.name, tuple(recent),
+                                                          sim.config.reflection_questions))
+    evidence = [[h.memory for h in sim.retrieve(agent, q, sim.config.evidence_k)]
+                for q in questions.questions]
+    asks = [sim.ask(agent, rq.Insights(agent.id, agent.name, q, tuple(m.text for m in ev)))
+            for q, ev in zip(questions.questions, evidence)]
+    answers = yield sim.env.all_of(asks)
+    texts, links = [], []
+    for ask, ev in zip(asks, evidence):
+        for insight in answers[ask].insights:
+            texts.append(insight.text)
+            links.append(tuple(sorted({ev[i].id for i in insight.because if 0 <= i < len(ev)})))
+    sim.emit("reflect", agent.id, {"questions": list(questions.questions)})
+    yield from remember(sim, agent, texts, "reflection", links=links)
+
+
+# ---- talk ---------------------------------------------------------------------------
+
+
+def converse(sim, a: Agent, b: Agent):
+    """A conversation of alternating lines, one a tick; both remember every line."""
+    done = sim.env.event()
+    a.free_to_talk = b.free_to_talk = False
+    b.process.interrupt(done)
+    for x, y in ((a, b), (b, a)):
+        x.status, x.activity = "talking", f"talking with {y.name}"
+    sim.emit("talk_start", a.id, {"with": b.id, "area": sim.world.area_of(a.id)})
+    history: list[tuple[str, str]] = []
+    for turn in range(sim.config.max_turns):
+        speaker, listener = (a, b) if turn % 2 == 0 else (b, a)
+        query = listener.name + (" " + history[-1][1] if history else "")
+        recalled = [(h.memory.text, h.memory.importance) for h in sim.retrieve(speaker, query, sim.config.talk_k)]
+        line = yield sim.ask(speaker, rq.Speak(
+            speaker.id, speaker.name, listener.id, listener.name,
+            speaker.relationships.get(listener.id, ""), tuple(history), tuple(recalled),
+            tuple(speaker.earlier_lines.get(listener.id, ())[-sim.config.earlier_lines:])))
+        history.append((speaker.name, line.text))
+        sim.emit("say", speaker.id, {"to": listener.id, "text": line.text})
+        yield sim.env.timeout(sim.tick)
+        if line.end:
+            break
+    lines = [f"{name} said to {(b if name == a.name else a).name}: {text}" for name, text in history]
+    yield sim.env.all_of([sim.env.process(remember(sim, x, lines, "chat")) for x in (a, b)])
+    for x, y in ((a, b), (b, a)):
+        x.last_talk[y.id] = sim.env.now
+        x.talks[y.id] = x.talks.get(y.id, 0) + 1
+        x.earlier_lines.setdefault(y.id, []).extend(text for _, text in history)
+        if y.id not in x.relationships:
+            x.relationships[y.id] = f"someone {x.name} met at {sim.world.area_of(x.id)}"
+        sim.emit("relationship", x.id, {"with": y.id, "talks": x.talks[y.id], "view": x.relationships[y.id]})
+        x.reason = f"talked with {y.name}"
+        x.status = "idle"
+    sim.count("conversations")
+    sim.emit("talk_end", a.id, {"with": b.id, "lines": len(history)})
+    done.succeed()

@@ -1,0 +1,32 @@
+"""The append-only event log: one JSON object a line (t, time, kind, agent, data)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import IO, Any
+
+from smallville.timefmt import format_sim
+
+
+class EventLog:
+    """Writes events as they happen; keeps them in memory too when no file is given."""
+
+    def __init__(self, start: datetime, out: IO[str] | None = None) -> None:
+        self.start = start
+        self.out = out
+        self.records: list[dict[str, Any]] = []
+        self.count = 0
+
+    def emit(self, t: float, kind: str, agent: str | None, data: dict[str, Any]) -> None:
+        record = {"t": int(t) if float(t).is_integer() else round(t, 3), "time": format_sim(self.start, t),
+                  "kind": kind, "agent": agent, "data": data}
+        self.count += 1
+        if self.out is None:
+            self.records.append(record)
+        else:
+            self.out.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+    def flush(self) -> None:
+        if self.out is not None:
+            self.out.flush()

@@ -1,0 +1,229 @@
+"""Embedders: shapes, unit rows, determinism, the cache, and meaning where a model has it."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from smallville.embed import (
+    CachedEmbedder,
+    Embedder,
+    LexicalEmbedder,
+    LiteLLMEmbedder,
+    UseEmbedder,
+    make_embedder,
+)
+from smallville.errors import BrainError
+
+TEXTS = ["The bed is idle", "Isabella is throwing a party at the cafe", "", "Hello, world!"]
+
+
+def check_rows(rows: np.ndarray, n: int, dim: int) -> None:
+    assert rows.dtype == np.float32
+    assert rows.shape == (n, dim)
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-5)
+
+
+def cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b)
+
+
+# -- lexical ---------------------------------------------------------------------------
+
+
+def test_lexical_shapes_and_units():
+    emb = LexicalEmbedder()
+    assert emb.name == "lexical-512" and emb.dim == 512
+    assert isinstance(emb, Embedder)
+    check_rows(emb.embed(TEXTS), len(TEXTS), 512)
+    check_rows(LexicalEmbedder(dim=64).embed(TEXTS), len(TEXTS), 64)
+    assert emb.embed([]).shape == (0, 512)
+
+
+def test_lexical_ignores_case_and_punctuation():
+    emb = LexicalEmbedder()
+    a, b = emb.embed(["Isabella's party, at the CAFE!", "isabellas party at the cafe"])
+    assert np.array_equal(a, b)
+
+
+def test_lexical_same_in_another_process():
+    emb = LexicalEmbedder()
+    code = ("import numpy as np, sys; from smallville.embed import LexicalEmbedder; "
+            "np.save(sys.stdout.buffer, LexicalEmbedder().embed(['the bed is idle']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True,
+                         env={**os.environ, "PYTHONHASHSEED": "123"}).stdout
+    other = np.load(io.BytesIO(out), allow_pickle=False)
+    assert np.array_equal(other, emb.embed(["the bed is idle"]))
+
+
+def test_lexical_shared_words_are_closer():
+    q, near, far = LexicalEmbedder().embed(
+        ["who is throwing a party", "Isabella is throwing a party", "the stove is cold"])
+    assert cos(q, near) > cos(q, far)
+    assert cos(q, near) > 0.5
+
+
+def test_lexical_word_pairs_count():
+    q, same_order, swapped = LexicalEmbedder().embed(
+        ["klaus loves maria", "klaus loves maria today", "maria loves klaus today"])
+    assert cos(q, same_order) > cos(q, swapped)
+
+
+# -- cache -----------------------------------------------------------------------------
+
+
+class CountingEmbedder:
+    """A test double: lexical rows, recording every batch it was asked for."""
+
+    name = "counting"
+    dim = 32
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self._inner = LexicalEmbedder(dim=32)
+
+    def embed(self, texts):
+        self.calls.append(list(texts))
+        return self._inner.embed(texts)
+
+
+def test_cache_embeds_each_text_once():
+    inner = CountingEmbedder()
+    cache = CachedEmbedder(inner)
+    rows = cache.embed(["the bed is idle", "the bed is idle", "a cafe"])
+    assert inner.calls == [["the bed is idle", "a cafe"]]
+    assert (cache.misses, cache.hits) == (2, 1)
+    assert np.array_equal(rows[0], rows[1])
+    again = cache.embed(["a cafe", "the bed is idle", "new text"])
+    assert inner.calls[-1] == ["new text"]
+    assert (cache.misses, cache.hits) == (3, 3)
+    assert np.array_equal(again[:2], rows[[2, 0]])
+    check_rows(again, 3, 32)
+    cache.embed(["a cafe"])
+    assert len(inner.calls) == 2 and len(cache) == 3
+    assert cache.embed([]).shape == (0, 32)
+    assert cache.name == "counting" and cache.dim == 32
+
+
+def test_make_embedder_specs():
+    assert make_embedder("lexical").name == "lexical-512"
+    assert make_embedder().name == "use-multilingual-v3"
+    assert isinstance(make_embedder("use").inner, UseEmbedder)
+    llm = make_embedder("openai/text-embedding-3-small")
+    assert isinstance(llm.inner, LiteLLMEmbedder)
+    assert llm.name == "litellm:openai/text-embedding-3-small"
+    for bad in ("", "  ", None, " use"):
+        with pytest.raises(ValueError, match="embedder"):
+            make_embedder(bad)
+
+
+# -- USE -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def use():
+    return UseEmbedder()
+
+
+def test_use_is_lazy_and_shapes(use):
+    assert UseEmbedder()._model is None
+    assert use.name == "use-multilingual-v3" and use.dim == 512
+    rows = use.embed(TEXTS)
+    check_rows(rows, len(TEXTS), 512)
+    np.testing.assert_allclose(use.embed([TEXTS[1]])[0], rows[1], atol=1e-5)
+    assert use.embed([]).shape == (0, 512)
+
+
+def test_use_understands_the_question(use):
+    q, party, bed, q2, paper = use.embed([
+        "Who is hosting a party?", "Isabella is throwing a party at the cafe",
+        "The bed is idle", "What is Klaus working on?", "Klaus is writing a research paper"])
+    assert cos(q, party) > cos(q, bed)
+    assert cos(q2, paper) > max(cos(q2, party), cos(q2, bed)) + 0.3  # no shared words but Klaus
+
+
+# -- litellm against a local OpenAI-compatible server ----------------------------------
+
+
+def fake_vector(text: str, dim: int = 8) -> list[float]:
+    return np.random.default_rng(zlib.crc32(text.encode())).normal(size=dim).tolist()
+
+
+@pytest.fixture
+def server(monkeypatch):
+    """An OpenAI-style /v1/embeddings endpoint on 127.0.0.1 that records its requests."""
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    requests: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            requests.append({"path": self.path, **body})
+            data = [{"object": "embedding", "index": i, "embedding": fake_vector(t)}
+                    for i, t in enumerate(body["input"])]
+            data.reverse()  # servers may answer out of order; `index` says where each goes
+            out = json.dumps({"object": "list", "data": data, "model": body["model"],
+                              "usage": {"prompt_tokens": 1, "total_tokens": 1}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *args):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/v1", requests
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_litellm_batches_and_normalises(server):
+    api_base, requests = server
+    emb = LiteLLMEmbedder("openai/test-embed", api_base=api_base, api_key="x", batch_size=2)
+    texts = ["a", "b", "c", "d", "e"]
+    rows = emb.embed(texts)
+    assert [r["input"] for r in requests] == [["a", "b"], ["c", "d"], ["e"]]
+    assert {r["path"] for r in requests} == {"/v1/embeddings"}
+    assert {r["model"] for r in requests} == {"test-embed"}
+    assert emb.dim == 8 and emb.name == "litellm:openai/test-embed"
+    check_rows(rows, 5, 8)
+    expected = np.array([fake_vector(t) for t in texts])
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(rows, expected, atol=1e-6)
+
+
+def test_litellm_learns_dim_on_demand(server):
+    api_base, requests = server
+    cached = CachedEmbedder(LiteLLMEmbedder("openai/test-embed", api_base=api_base,
+                                            api_key="x"))
+    assert cached.dim == 8 and len(requests) == 1
+    cached.embed(["x", "x", "y"])
+    assert requests[-1]["input"] == ["x", "y"]
+
+
+def test_litellm_unreachable_is_a_brain_error(monkeypatch):
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    emb = LiteLLMEmbedder("openai/test-embed", api_base=f"http://127.0.0.1:{port}/v1",
+                          api_key="x", timeout=5)
+    with pytest.raises(BrainError) as err:
+        emb.embed(["hello"])
+    message = str(err.value)
+    assert "\n" not in message
+    assert "openai/test-embed" in message and f"127.0.0.1:{port}" in message

@@ -1,0 +1,108 @@
+"""The offline brain: rule-based, deterministic, and built to spread news."""
+
+from smallville.brain import requests as rq
+from smallville.brain.offline import OfflineBrain, rate
+
+PARTY = "Isabella is planning a Valentine's Day party at Hobbs Cafe on February 14th, 5pm to 7pm."
+
+
+def ask(brain, request):
+    return brain.answer([request])[0]
+
+
+def test_importance_follows_the_words():
+    assert rate("the bed is idle") == 1
+    assert rate(PARTY) >= 7
+    assert rate("Klaus Mueller said to Maria Lopez: nice weather") == 3
+    assert 1 <= rate("anything at all") <= 10
+
+
+def test_answers_are_a_function_of_seed_and_request():
+    req = rq.Decompose("ann", "Ann Lee", "reading in the library", "Library", 600, 660, ("desk", "shelf"), ())
+    assert ask(OfflineBrain(1), req) == ask(OfflineBrain(1), req)
+    different = {ask(OfflineBrain(s), req) for s in range(6)}
+    assert len(different) > 1
+
+
+def test_decomposition_fills_the_block_in_short_actions():
+    req = rq.Decompose("ann", "Ann Lee", "reading in the library", "Library", 600, 690, ("desk",), ())
+    steps = ask(OfflineBrain(0), req).steps
+    assert sum(s.minutes for s in steps) == 90
+    assert all(5 <= s.minutes <= 15 for s in steps)
+    assert all(s.object in (None, "desk") for s in steps)
+
+
+def test_day_plan_follows_the_routine_in_hourly_blocks():
+    routine = ((6 * 60, "wake up", "Home"), (9 * 60, "work at the shop", "Shop"), (22 * 60, "go to bed and sleep", "Home"))
+    plan = ask(OfflineBrain(3), rq.PlanDay("ann", "Ann Lee", "", "Monday, February 13, 2023", routine, (), ("Home", "Shop")))
+    blocks = plan.blocks
+    assert all(b.end - b.start <= 75 for b in blocks if "sleep" not in b.activity)
+    assert [b.start for b in blocks] == sorted(b.start for b in blocks)
+    assert all(a.end == b.start for a, b in zip(blocks, blocks[1:]))       # no gaps
+    assert any(b.activity == "working at the shop" and b.where == "Shop" for b in blocks)
+    assert blocks[-1].activity == "going to bed and sleeping" and blocks[-1].end == 6 * 60 + 24 * 60
+    assert abs(blocks[0].start - 6 * 60) <= 20
+
+
+def test_remembered_appointment_enters_the_plan_of_that_day():
+    routine = ((6 * 60, "wake up", "Home"), (9 * 60, "work at the shop", "Shop"), (22 * 60, "go to bed and sleep", "Home"))
+    memories = ("Maria Lopez said to Klaus Mueller: Did you hear? " + PARTY,)
+    on_the_day = ask(OfflineBrain(0), rq.PlanDay("k", "Klaus", "", "Tuesday, February 14, 2023", routine, memories,
+                                                 ("Hobbs Cafe", "Shop")))
+    party = [b for b in on_the_day.blocks if b.where == "Hobbs Cafe"]
+    assert [(b.start, b.end) for b in party] == [(17 * 60, 19 * 60)]
+    day_before = ask(OfflineBrain(0), rq.PlanDay("k", "Klaus", "", "Monday, February 13, 2023", routine, memories,
+                                                 ("Hobbs Cafe", "Shop")))
+    assert not any(b.where == "Hobbs Cafe" for b in day_before.blocks)
+
+
+def test_speaker_shares_the_most_important_news_not_yet_discussed():
+    brain = OfflineBrain(0)
+    memories = ((PARTY, 8), ("The coffee machine is idle", 1), ("Klaus Mueller likes sociology", 4))
+    first = ask(brain, rq.Speak("isa", "Isabella Rodriguez", "mar", "Maria Lopez", "a friend", (), memories, ()))
+    assert PARTY in first.text and not first.end
+    # Already told in an earlier conversation: the next most important thing instead.
+    again = ask(brain, rq.Speak("isa", "Isabella Rodriguez", "mar", "Maria Lopez", "a friend", (), memories,
+                                (first.text,)))
+    assert PARTY not in again.text and "Klaus Mueller likes sociology" in again.text
+
+
+def test_heard_news_is_passed_on_without_nesting():
+    heard = "Isabella Rodriguez said to Maria Lopez: Hi Maria! Did you hear? " + PARTY
+    line = ask(OfflineBrain(0), rq.Speak("mar", "Maria Lopez", "kla", "Klaus Mueller", "", (), ((heard, 7),), ()))
+    assert line.text == "Hi Klaus! Did you hear? " + PARTY
+
+
+def test_conversation_ends_when_nothing_is_left_to_say():
+    history = (("Ann Lee", "Hi Bob! How is your day going?"), ("Bob Roy", "Pretty good, thanks. Busy as usual."))
+    line = ask(OfflineBrain(0), rq.Speak("ann", "Ann Lee", "bob", "Bob Roy", "", history, (("dull", 2),), ()))
+    assert line.end
+
+
+def test_reflection_asks_about_recurring_people_and_cites_evidence():
+    brain = OfflineBrain(0)
+    memories = ("Maria Lopez is studying", "Maria Lopez said to Ann Lee: hello", "Klaus Mueller is reading",
+                "Maria Lopez is eating")
+    questions = ask(brain, rq.ReflectQuestions("ann", "Ann Lee", memories, 2)).questions
+    assert questions == ("What do I think about Maria Lopez?", "What do I think about Klaus Mueller?")
+    insights = ask(brain, rq.Insights("ann", "Ann Lee", questions[0], memories)).insights
+    assert insights and all(i.because for i in insights)
+    assert set(insights[0].because) == {0, 1, 3}
+
+
+def test_react_replans_on_a_striking_event_and_talks_to_friends():
+    brain = OfflineBrain(0)
+    event = ask(brain, rq.React("ann", "Ann", "reading", ("The Valentine's Day party at Hobbs Cafe has started.",), (), (), ()))
+    assert event.action == "replan"
+    talks = [ask(brain, rq.React("ann", "Ann", f"reading {i}", ("Bob is eating",), (("bob", "Bob", "eating"),),
+                                 (("bob", "a friend"),), ())) for i in range(40)]
+    assert {t.action for t in talks} == {"talk", "continue"}
+    assert all(t.target == "bob" for t in talks if t.action == "talk")
+
+
+def test_requests_round_trip_and_have_stable_keys():
+    req = rq.Speak("isa", "Isabella", "mar", "Maria", "", (("Isabella", "hi"),), (("x", 3),), ())
+    again = rq.Speak.from_dict(req.to_dict())
+    assert again == req and rq.request_key(again) == rq.request_key(req)
+    plan = rq.DayPlan((rq.Block(60, 120, "a", "b"),))
+    assert rq.DayPlan.from_dict(plan.to_dict()) == plan
