@@ -15,20 +15,22 @@ def run_with_progress(scenario, args, console: Console | None = None) -> RunResu
     console = console or Console(stderr=True)
     duration = args.duration or scenario.duration
     seed = scenario.seed if args.seed is None else args.seed
-    if not args.quiet:
-        console.print(f"[bold]{scenario.name}[/]: {len(scenario.agents)} agents, "
-                      f"{format_duration(duration)} from {format_sim(scenario.start, 0)}, seed {seed}, "
-                      f"brain {args.brain}")
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                         TimeElapsedColumn(), console=console, disable=args.quiet, transient=True)
     with progress:
         task = progress.add_task("starting", total=duration)
 
+        def on_start(sim, path) -> None:
+            if not args.quiet:
+                console.print(f"[bold]{scenario.name}[/]: {len(scenario.agents)} agents, "
+                              f"{format_duration(duration)} from {format_sim(scenario.start, 0)}, seed {seed}, "
+                              f"brain {args.brain}, embedder {sim.embedder.name}; writing {path}")
+
         def on_step(now: float) -> None:
             progress.update(task, completed=now, description=f"simulated {format_sim(scenario.start, now)}")
 
         result = run_scenario(scenario, runs_dir=args.runs_dir, seed=args.seed, duration=args.duration,
-                              brain=args.brain, embedder=args.embedder, on_step=on_step)
+                              brain=args.brain, embedder=args.embedder, on_start=on_start, on_step=on_step)
     if not args.quiet:
         console.print(summary(result))
     status = result.manifest["status"]

@@ -47,18 +47,23 @@ def test_day_plan_follows_the_routine_in_hourly_blocks():
 def test_remembered_appointment_enters_the_plan_of_that_day():
     routine = ((6 * 60, "wake up", "Home"), (9 * 60, "work at the shop", "Shop"), (22 * 60, "go to bed and sleep", "Home"))
     memories = ("Maria Lopez said to Klaus Mueller: Did you hear? " + PARTY,)
-    on_the_day = ask(OfflineBrain(0), rq.PlanDay("k", "Klaus", "", "Tuesday, February 14, 2023", routine, memories,
-                                                 ("Hobbs Cafe", "Shop")))
-    party = [b for b in on_the_day.blocks if b.where == "Hobbs Cafe"]
-    assert [(b.start, b.end) for b in party] == [(17 * 60, 19 * 60)]
-    day_before = ask(OfflineBrain(0), rq.PlanDay("k", "Klaus", "", "Monday, February 13, 2023", routine, memories,
-                                                 ("Hobbs Cafe", "Shop")))
-    assert not any(b.where == "Hobbs Cafe" for b in day_before.blocks)
+    def plan(brain, name, date):
+        return ask(brain, rq.PlanDay("k", name, "", date, routine, memories, ("Hobbs Cafe", "Shop"))).blocks
+
+    keen = OfflineBrain(0, attend_chance=1.0)
+    party = [b for b in plan(keen, "Klaus Mueller", "Tuesday, February 14, 2023") if b.where == "Hobbs Cafe"]
+    assert (party[0].start, party[-1].end) == (17 * 60 - 15, 19 * 60)      # leaves in time to get there
+    assert all(a.end == b.start for a, b in zip(party, party[1:]))
+    assert not any(b.where == "Hobbs Cafe" for b in plan(keen, "Klaus Mueller", "Monday, February 13, 2023"))
+    shy = OfflineBrain(0, attend_chance=0.0)
+    assert not any(b.where == "Hobbs Cafe" for b in plan(shy, "Klaus Mueller", "Tuesday, February 14, 2023"))
+    assert any(b.where == "Hobbs Cafe" for b in plan(shy, "Isabella Rodriguez", "Tuesday, February 14, 2023"))
 
 
 def test_speaker_shares_the_most_important_news_not_yet_discussed():
-    brain = OfflineBrain(0)
-    memories = ((PARTY, 8), ("The coffee machine is idle", 1), ("Klaus Mueller likes sociology", 4))
+    brain = OfflineBrain(0, gossip=1.0)
+    memories = ((PARTY, 10, "seed"), ("The coffee machine is idle", 1, "observation"),
+                ("Klaus Mueller likes sociology", 10, "seed"))
     first = ask(brain, rq.Speak("isa", "Isabella Rodriguez", "mar", "Maria Lopez", "a friend", (), memories, ()))
     assert PARTY in first.text and not first.end
     # Already told in an earlier conversation: the next most important thing instead.
@@ -69,13 +74,22 @@ def test_speaker_shares_the_most_important_news_not_yet_discussed():
 
 def test_heard_news_is_passed_on_without_nesting():
     heard = "Isabella Rodriguez said to Maria Lopez: Hi Maria! Did you hear? " + PARTY
-    line = ask(OfflineBrain(0), rq.Speak("mar", "Maria Lopez", "kla", "Klaus Mueller", "", (), ((heard, 7),), ()))
+    line = ask(OfflineBrain(0, gossip=1.0), rq.Speak("mar", "Maria Lopez", "kla", "Klaus Mueller", "", (), ((heard, 10, "chat"),), ()))
     assert line.text == "Hi Klaus! Did you hear? " + PARTY
+
+
+def test_gossip_scales_how_often_news_is_passed_on():
+    memories = ((PARTY, 7, "chat"),)
+    told = [PARTY in ask(OfflineBrain(seed, gossip=0.6), rq.Speak("a", "Ann Lee", "b", "Bob Roy", "", (), memories, ())).text
+            for seed in range(200)]
+    assert 0.2 < sum(told) / len(told) < 0.5            # 0.6 * (7 - 3) / 7 = 0.34
+    silent = ask(OfflineBrain(0, gossip=0.0), rq.Speak("a", "Ann Lee", "b", "Bob Roy", "", (), memories, ()))
+    assert PARTY not in silent.text
 
 
 def test_conversation_ends_when_nothing_is_left_to_say():
     history = (("Ann Lee", "Hi Bob! How is your day going?"), ("Bob Roy", "Pretty good, thanks. Busy as usual."))
-    line = ask(OfflineBrain(0), rq.Speak("ann", "Ann Lee", "bob", "Bob Roy", "", history, (("dull", 2),), ()))
+    line = ask(OfflineBrain(0), rq.Speak("ann", "Ann Lee", "bob", "Bob Roy", "", history, (("dull", 2, "observation"),), ()))
     assert line.end
 
 
@@ -101,7 +115,7 @@ def test_react_replans_on_a_striking_event_and_talks_to_friends():
 
 
 def test_requests_round_trip_and_have_stable_keys():
-    req = rq.Speak("isa", "Isabella", "mar", "Maria", "", (("Isabella", "hi"),), (("x", 3),), ())
+    req = rq.Speak("isa", "Isabella", "mar", "Maria", "", (("Isabella", "hi"),), (("x", 3, "chat"),), ())
     again = rq.Speak.from_dict(req.to_dict())
     assert again == req and rq.request_key(again) == rq.request_key(req)
     plan = rq.DayPlan((rq.Block(60, 120, "a", "b"),))

@@ -32,6 +32,7 @@ _CHAT = re.compile(r" said to ")
 _TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*(am|pm)\b", re.I)
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
            "september", "october", "november", "december")
+_SHAREABLE = ("seed", "chat", "thought", "reflection")
 _FILLERS = ("taking a short break", "checking their phone", "tidying up", "stretching their legs")
 
 
@@ -51,14 +52,17 @@ class OfflineBrain:
 
     name = "offline"
 
-    def __init__(self, seed: int = 0, talk_chance: float = 0.35, stranger_chance: float = 0.1) -> None:
+    def __init__(self, seed: int = 0, talk_chance: float = 0.25, stranger_chance: float = 0.08,
+                 attend_chance: float = 0.6, gossip: float = 0.6) -> None:
         self.seed = seed
-        self.talk_chance = talk_chance
-        self.stranger_chance = stranger_chance
+        self.talk_chance = talk_chance          # chance to start a talk with someone known, per meeting
+        self.stranger_chance = stranger_chance  # the same with someone not known
+        self.attend_chance = attend_chance      # chance to go to an event someone told them about
+        self.gossip = gossip                    # scales the chance to pass news on
 
     def describe(self) -> dict:
-        return {"name": self.name, "kind": "rule-based", "seed": self.seed,
-                "talk_chance": self.talk_chance, "stranger_chance": self.stranger_chance}
+        return {"name": self.name, "kind": "rule-based", "seed": self.seed, "talk_chance": self.talk_chance,
+                "stranger_chance": self.stranger_chance, "attend_chance": self.attend_chance, "gossip": self.gossip}
 
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
         return [self._answer(r) for r in requests]
@@ -92,7 +96,7 @@ class OfflineBrain:
             if end <= starts[i]:
                 continue
             blocks.extend(_hourly(starts[i], end, progressive(what), where))
-        blocks = _insert_engagements(blocks, req)
+        blocks = _insert_engagements(blocks, req, rng, self.attend_chance)
         return rq.DayPlan(tuple(blocks))
 
     def _decompose(self, req: rq.Decompose, rng: random.Random) -> rq.Actions:
@@ -104,7 +108,7 @@ class OfflineBrain:
         left = total
         if req.reason:
             first = min(left, 5)
-            steps.append(rq.Step(first, f"thinking over what just happened ({req.reason})"))
+            steps.append(rq.Step(first, "thinking over what just happened"))
             left -= first
         while left > 0:
             minutes = min(left, rng.choice((5, 10, 10, 15, 15)))
@@ -133,11 +137,16 @@ class OfflineBrain:
     # ---- conversation ---------------------------------------------------------------
 
     def _speak(self, req: rq.Speak, rng: random.Random) -> rq.Utterance:
-        said = {shared_fact(line) for _, line in req.history} | {shared_fact(line) for line in req.earlier}
-        news = [(imp, i, shared_fact(text)) for i, (text, imp) in enumerate(req.memories)
-                if imp >= 4 and shared_fact(text) not in said and first_name(req.listener_name) not in shared_fact(text)[:40]]
-        news.sort(key=lambda n: (-n[0], n[1]))
         listener = first_name(req.listener_name)
+        said = {shared_fact(line) for _, line in req.history} | {shared_fact(line) for line in req.earlier}
+        news = []
+        for i, (text, importance, kind) in enumerate(req.memories):
+            fact = shared_fact(text)
+            if kind in _SHAREABLE and importance >= 4 and fact not in said and not fact.startswith(listener):
+                news.append((-importance, i, fact))
+        news.sort()
+        # Whether to pass a piece of news on to this listener is decided once per talk.
+        news = [n for n in news if self._tells(req, n[2], -n[0])]
         opening = not req.history
         last_shared = bool(req.history) and SHARE_MARK in req.history[-1][1]
         if news:
@@ -150,6 +159,12 @@ class OfflineBrain:
         reply = "Oh, I didn't know that. " if last_shared else ""
         return rq.Utterance(f"{reply}Good talking to you, {listener}. See you around!", end=True)
 
+    def _tells(self, req: rq.Speak, fact: str, importance: int) -> bool:
+        """News is passed on more often the more it matters: with gossip g, importance 4 ->
+        g/7 of the time, 10 -> g."""
+        draw = random.Random(f"{self.seed}:{req.agent}:{req.listener}:{len(req.earlier)}:{fact}").random()
+        return draw < self.gossip * (importance - 3) / 7
+
     # ---- reflection -----------------------------------------------------------------
 
     def _reflect_questions(self, req: rq.ReflectQuestions, rng: random.Random) -> rq.Questions:
@@ -161,16 +176,15 @@ class OfflineBrain:
         return rq.Questions(tuple(questions[: req.count]))
 
     def _insights(self, req: rq.Insights, rng: random.Random) -> rq.InsightList:
+        if not req.evidence:
+            return rq.InsightList(())
         me = first_name(req.name)
         topic = req.question.removeprefix("What do I think about ").rstrip("?")
         about = tuple(i for i, e in enumerate(req.evidence) if topic in e) or tuple(range(len(req.evidence)))
-        if not req.evidence:
-            return rq.InsightList(())
         insights = [rq.Insight(f"{topic} has been a part of {me}'s days lately", about[:5])]
         chats = tuple(i for i in about if _CHAT.search(req.evidence[i]))
         if chats:
-            fact = shared_fact(req.evidence[chats[0]])
-            insights.append(rq.Insight(f"{me} has been talking with people about {topic}: {fact}", chats[:5]))
+            insights.append(rq.Insight(f"{me} has been hearing and talking about {topic}", chats[:5]))
         best = max(about, key=lambda i: (rate(req.evidence[i]), -i))
         if rate(req.evidence[best]) >= 5:
             insights.append(rq.Insight(f"{me} thinks this matters: {shared_fact(req.evidence[best])}", (best,)))
@@ -191,9 +205,11 @@ def _hourly(start: int, end: int, activity: str, where: str) -> list[rq.Block]:
     return blocks
 
 
-def _insert_engagements(blocks: list[rq.Block], req: rq.PlanDay) -> list[rq.Block]:
+def _insert_engagements(blocks: list[rq.Block], req: rq.PlanDay, rng: random.Random,
+                        attend_chance: float) -> list[rq.Block]:
     """Remembered appointments for this date ("... at Hobbs Cafe on February 14th, 5pm")
-    replace whatever the routine had at that time."""
+    replace whatever the routine had then, leaving a quarter of an hour to get there.
+    One's own event is always kept; someone else's is attended with `attend_chance`."""
     month_day = req.date.split(", ")[1].lower() if ", " in req.date else ""
     for text in req.memories:
         low = text.lower()
@@ -206,8 +222,12 @@ def _insert_engagements(blocks: list[rq.Block], req: rq.PlanDay) -> list[rq.Bloc
             continue
         start = _minutes(times[0])
         end = _minutes(times[1]) if len(times) > 1 else start + 120
+        own = shared_fact(text).startswith(first_name(req.name))
         if end <= start:
             continue
+        if not own and rng.random() >= attend_chance:
+            return blocks
+        start -= 15
         if any("sleep" in b.activity and b.start < end and start < b.end for b in blocks):
             continue
         kept: list[rq.Block] = []
@@ -219,7 +239,7 @@ def _insert_engagements(blocks: list[rq.Block], req: rq.PlanDay) -> list[rq.Bloc
                 kept.append(rq.Block(b.start, start, b.activity, b.where))
             if b.end > end:
                 kept.append(rq.Block(end, b.end, b.activity, b.where))
-        kept.append(rq.Block(start, end, f"going to an event at {place}", place))
+        kept.extend(_hourly(start, end, f"going to an event at {place}", place))
         return sorted(kept, key=lambda b: b.start)
     return blocks
 

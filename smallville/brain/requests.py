@@ -111,7 +111,7 @@ class Speak(Message):
     listener_name: str
     relationship: str
     history: tuple[tuple[str, str], ...]        # (speaker name, line) so far
-    memories: tuple[tuple[str, int], ...]       # (text, importance) the speaker recalls
+    memories: tuple[tuple[str, int, str], ...]  # (text, importance, kind) the speaker recalls
     earlier: tuple[str, ...]                    # lines of earlier talks between the two
 
 

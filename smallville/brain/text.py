@@ -8,7 +8,7 @@ _DOUBLE = {"sit", "run", "get", "put", "shop", "stop", "jog", "swim", "plan", "c
 _IRREGULAR = {"be": "being", "see": "seeing", "lie": "lying", "die": "dying", "tie": "tying"}
 _NAME = re.compile(r"\b[A-Z][a-z'’]+(?: [A-Z][a-z'’]+)+\b")
 SHARE_MARK = "Did you hear? "
-_SAID = re.compile(r"^.+? said to .+?: ")
+_FRAME = re.compile(r"^(?:.+? said to .+?: |.+? thinks this matters: )")
 
 
 def gerund(verb: str) -> str:
@@ -45,11 +45,15 @@ def names_in(text: str) -> list[str]:
 
 
 def shared_fact(text: str) -> str:
-    """The fact a memory carries: a heard line `X said to Y: ... Did you hear? FACT` gives
-    FACT; any other memory is its own fact."""
-    if SHARE_MARK in text:
-        return text.split(SHARE_MARK, 1)[1].strip()
-    return _SAID.sub("", text).strip()
+    """The fact a memory carries, without the frames the offline brain puts around facts
+    (`X said to Y: ... Did you hear? FACT`, `X thinks this matters: FACT`)."""
+    while True:
+        if SHARE_MARK in text:
+            text = text.split(SHARE_MARK, 1)[1]
+        stripped = _FRAME.sub("", text, count=1)
+        if stripped == text:
+            return text.strip()
+        text = stripped
 
 
 def first_name(name: str) -> str:

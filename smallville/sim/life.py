@@ -113,15 +113,11 @@ def act(sim, agent: Agent, action: Action):
     sim.count("actions")
     sim.emit("action", agent.id, {"action": action.description, "area": sim.world.area_of(agent.id),
                                   "object": thing.name if thing else None, "until": sim.clock(action.end)})
-    try:
-        if (yield from perceive(sim, agent)):
-            return
-        if action.end > sim.env.now:
-            yield from wait_free(sim, agent, action.end)
-    finally:
-        if thing is not None:
-            thing.user, thing.state = None, thing.idle_state
-            sim.emit("object", agent.id, {"object": thing.name, "area": thing.area, "state": thing.state})
+    if not (yield from perceive(sim, agent)) and action.end > sim.env.now:
+        yield from wait_free(sim, agent, action.end)
+    if thing is not None:
+        thing.user, thing.state = None, thing.idle_state
+        sim.emit("object", agent.id, {"object": thing.name, "area": thing.area, "state": thing.state})
 
 
 def wait_free(sim, agent: Agent, until: float):
@@ -251,6 +247,7 @@ def reflect(sim, agent: Agent):
             links.append(tuple(sorted({ev[i].id for i in insight.because if 0 <= i < len(ev)})))
     sim.emit("reflect", agent.id, {"questions": list(questions.questions)})
     yield from remember(sim, agent, texts, "reflection", links=links)
+    agent.since_reflection = 0.0          # insights do not count towards the next reflection
 
 
 # ---- talk ---------------------------------------------------------------------------
@@ -268,7 +265,8 @@ def converse(sim, a: Agent, b: Agent):
     for turn in range(sim.config.max_turns):
         speaker, listener = (a, b) if turn % 2 == 0 else (b, a)
         query = listener.name + (" " + history[-1][1] if history else "")
-        recalled = [(h.memory.text, h.memory.importance) for h in sim.retrieve(speaker, query, sim.config.talk_k)]
+        recalled = [(h.memory.text, h.memory.importance, h.memory.kind)
+                    for h in sim.retrieve(speaker, query, sim.config.talk_k)]
         line = yield sim.ask(speaker, rq.Speak(
             speaker.id, speaker.name, listener.id, listener.name,
             speaker.relationships.get(listener.id, ""), tuple(history), tuple(recalled),

@@ -1,0 +1,130 @@
+"""The whole loop: plans, actions, walking, conversations, reflection, diffusion, determinism."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+
+from conftest import CAFE_TRIO, ROOT, THE_VILLE, simulate
+
+from smallville.runner import run_scenario
+from smallville.scenario import load_scenario
+
+GOLDEN = ROOT / "tests" / "golden" / "cafe_trio_3h.jsonl"
+
+
+def kinds(sim, kind):
+    return [r for r in sim.log.records if r["kind"] == kind]
+
+
+def test_golden_cafe_trio(tmp_path):
+    """Three simulated hours of cafe_trio, byte for byte. After an intended change of
+    behaviour, regenerate with SMALLVILLE_UPDATE_GOLDEN=1."""
+    result = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path, duration=3 * 3600, embedder="lexical")
+    produced = (result.path / "events.jsonl").read_bytes()
+    if os.environ.get("SMALLVILLE_UPDATE_GOLDEN"):
+        GOLDEN.write_bytes(produced)
+    assert produced == GOLDEN.read_bytes()
+
+
+def test_same_seed_same_log_and_other_seeds_differ():
+    logs = [json.dumps(simulate(CAFE_TRIO, 6 * 3600, seed=s).log.records) for s in (5, 5, 6)]
+    assert logs[0] == logs[1]
+    assert logs[0] != logs[2]
+
+
+def test_every_agent_plans_its_day_in_hourly_blocks(trio_day):
+    plans = kinds(trio_day, "plan")
+    assert {p["agent"] for p in plans} == set(trio_day.agents)
+    for plan in plans:
+        for start, end, activity, where in plan["data"]["blocks"]:
+            if "sleep" not in activity:
+                h1, m1 = map(int, start.split(":"))
+                h2, m2 = map(int, end.split(":"))
+                assert ((h2 * 60 + m2) - (h1 * 60 + m1)) % 1440 <= 75
+    assert all(a.stream[i].kind != "plan" or "plan for" in a.stream[i].text
+               for a in trio_day.agents.values() for i in range(len(a.stream)))
+
+
+def test_actions_last_five_to_fifteen_minutes_and_use_objects(trio_day):
+    actions = kinds(trio_day, "action")
+    assert len(actions) > 100
+    objects = [a for a in actions if a["data"]["object"]]
+    assert objects, "nobody used an object"
+    used = {o["data"]["object"] for o in kinds(trio_day, "object") if o["data"]["state"].startswith("in use")}
+    assert used >= {o["data"]["object"] for o in objects}
+
+
+def test_walking_takes_tile_time_per_tile_and_lands_on_the_tick(trio_day):
+    moves = kinds(trio_day, "move")
+    assert moves
+    tile_time, tick = trio_day.world.tile_time, trio_day.tick
+    for move in moves:
+        h, m = map(int, move["data"]["arrive"].split(":"))
+        start_h, start_m = map(int, move["time"][11:16].split(":"))
+        minutes = ((h * 60 + m) - (start_h * 60 + start_m)) % 1440
+        assert minutes * 60 >= move["data"]["tiles"] * tile_time
+        assert minutes * 60 < move["data"]["tiles"] * tile_time + tick
+        assert move["t"] % tick == 0
+
+
+def test_both_sides_remember_a_conversation(trio_day):
+    starts = kinds(trio_day, "talk_start")
+    assert starts
+    first = starts[0]
+    a, b = trio_day.agents[first["agent"]], trio_day.agents[first["data"]["with"]]
+    said = [r["data"]["text"] for r in kinds(trio_day, "say")
+            if {r["agent"], r["data"]["to"]} == {a.id, b.id}]
+    for agent in (a, b):
+        chats = [agent.stream[i].text for i in range(len(agent.stream)) if agent.stream[i].kind == "chat"]
+        assert any(said[0] in c for c in chats)
+        assert agent.talks[(b if agent is a else a).id] >= 1
+
+
+def test_reflection_links_insights_to_existing_evidence(trio_day):
+    reflections = [(a, a.stream[i]) for a in trio_day.agents.values() for i in range(len(a.stream))
+                   if a.stream[i].kind == "reflection"]
+    assert reflections
+    for agent, memory in reflections:
+        assert memory.links and all(link < memory.id for link in memory.links)
+    assert kinds(trio_day, "reflect")
+
+
+def test_world_events_and_whispers_reach_the_right_agents():
+    sim = simulate(ROOT / "tests" / "fixtures" / "tiny_town" / "scenarios" / "tiny.yaml", 6 * 3600)
+    bob = sim.agents["bob_ray"]
+    assert any(bob.stream[i].text == "Bob decides to repaint his flat." and bob.stream[i].kind == "thought"
+               for i in range(len(bob.stream)))
+    band = [r for r in kinds(sim, "event") if "brass band" in r["data"]["what"]]
+    assert len(band) == 1
+    for agent_id, agent in sim.agents.items():
+        heard = any("brass band" in agent.stream[i].text for i in range(len(agent.stream)))
+        assert heard == (agent_id in band[0]["data"]["present"])
+
+
+def test_two_days_in_the_ville(ville_two_days):
+    sim = ville_two_days
+    counts = Counter(r["kind"] for r in sim.log.records)
+    assert counts["talk_start"] >= 50
+    assert sim.counts["reflections"] >= 50
+    assert counts["replan"] >= 25
+    assert counts["plan"] >= 50                       # every agent plans each day
+    start, end = sim.probe_start, sim.probe_knowers()
+    assert start["party"] == ["isabella_rodriguez"] and start["election"] == ["sam_moore"]
+    assert len(end["party"]) > len(start["party"])
+    # Reflections build on reflections.
+    assert any(agent.stream[link].kind == "reflection"
+               for agent in sim.agents.values() for i in range(len(agent.stream))
+               if agent.stream[i].kind == "reflection" for link in agent.stream[i].links)
+    # Relationships change as people talk.
+    assert any(r["data"]["talks"] >= 2 for r in kinds(sim, "relationship"))
+
+
+def test_news_travels_only_through_conversation(ville_two_days):
+    """Everyone who learns the party heard it in a conversation line (or a reflection on one)."""
+    learned = [r for r in kinds(ville_two_days, "learned") if r["data"]["probe"] == "party" and r["t"] > 0]
+    assert learned
+    for r in learned:
+        memory = ville_two_days.agents[r["agent"]].stream[r["data"]["memory"]]
+        assert memory.kind in ("chat", "reflection", "observation"), memory.text
