@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--brain", default="offline", help="who answers the agents' questions (default: offline)")
     run.add_argument("--embedder", default="use",
                      help="sentence embedder: use (default, offline model), lexical, or a litellm model name")
+    run.add_argument("--embedder-api-base", metavar="URL",
+                     help="address of an OpenAI-compatible embedding server, for a litellm embedder")
     run.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where run folders go (default: runs)")
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary")
 

@@ -30,7 +30,8 @@ def run_with_progress(scenario, args, console: Console | None = None) -> RunResu
             progress.update(task, completed=now, description=f"simulated {format_sim(scenario.start, now)}")
 
         result = run_scenario(scenario, runs_dir=args.runs_dir, seed=args.seed, duration=args.duration,
-                              brain=args.brain, embedder=args.embedder, on_start=on_start, on_step=on_step)
+                              brain=args.brain, embedder=args.embedder, embedder_api_base=args.embedder_api_base,
+                              on_start=on_start, on_step=on_step)
     if not args.quiet:
         console.print(summary(result))
     status = result.manifest["status"]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from smallville import __version__
+from smallville.errors import BrainError
 from smallville.timefmt import format_sim
 
 MANIFEST_SCHEMA = 1
@@ -55,6 +56,7 @@ class RunResult:
 
 def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = None,
                  duration: float | None = None, brain: str = "offline", embedder: str = "use",
+                 embedder_api_base: str | None = None,
                  on_start: Callable | None = None, on_step: Callable[[float], None] | None = None) -> RunResult:
     """Simulate a loaded scenario and log it to a new run directory.
 
@@ -68,7 +70,11 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
     seed = scenario.seed if seed is None else seed
     duration = scenario.duration if duration is None else duration
     the_brain = make_brain(brain, seed)
-    the_embedder = make_embedder(embedder)
+    try:
+        the_embedder = make_embedder(embedder, api_base=embedder_api_base)
+    except ValueError as exc:
+        raise BrainError(str(exc)) from None
+    dim = the_embedder.dim                  # a remote embedder is reached here, before any file is written
     path = new_run_dir(Path(runs_dir), Path(scenario.path).stem, seed)
     manifest = {
         "schema": MANIFEST_SCHEMA,
@@ -77,7 +83,7 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
         "scenario": {"path": str(scenario.path), "name": scenario.name, "sha256": scenario.sha256},
         "seed": seed,
         "brain": the_brain.describe(),
-        "embedder": {"name": the_embedder.name, "dim": the_embedder.dim},
+        "embedder": {"name": the_embedder.name, "dim": dim},
         "agents": sorted(a.id for a in scenario.agents),
         "sim_start": format_sim(scenario.start, 0),
         "sim_end": format_sim(scenario.start, duration),

