@@ -128,3 +128,34 @@ def test_news_travels_only_through_conversation(ville_two_days):
     for r in learned:
         memory = ville_two_days.agents[r["agent"]].stream[r["data"]["memory"]]
         assert memory.kind in ("chat", "reflection", "observation"), memory.text
+
+
+def test_reflection_fires_only_past_the_importance_threshold():
+    from smallville.brain.offline import OfflineBrain
+    from smallville.embed import make_embedder
+    from smallville.sim import SimConfig, Simulation
+
+    scenario = load_scenario(CAFE_TRIO)
+    counts = {}
+    for threshold in (60.0, 150.0, 10_000.0):
+        sim = Simulation(scenario, OfflineBrain(1), make_embedder("lexical"),
+                         config=SimConfig(reflection_threshold=threshold))
+        sim.run(16 * 3600)
+        reflections = kinds(sim, "reflect")
+        counts[threshold] = len(reflections)
+        assert all(threshold <= r["data"]["importance"] < threshold + 40 for r in reflections)
+    assert counts[60.0] > counts[150.0] > 0 and counts[10_000.0] == 0
+
+
+def test_ctrl_c_keeps_what_was_written(tmp_path):
+    def interrupt(now):
+        if now >= 2 * 3600:
+            raise KeyboardInterrupt
+
+    result = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path, embedder="lexical", on_step=interrupt)
+    manifest = json.loads((result.path / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    assert manifest["sim_reached"] == "2023-02-13 09:00:00"
+    lines = (result.path / "events.jsonl").read_text().splitlines()
+    assert len(lines) == manifest["counts"]["events"] > 0
+    assert json.loads(lines[-1])["t"] <= 2 * 3600

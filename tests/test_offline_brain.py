@@ -120,3 +120,10 @@ def test_requests_round_trip_and_have_stable_keys():
     assert again == req and rq.request_key(again) == rq.request_key(req)
     plan = rq.DayPlan((rq.Block(60, 120, "a", "b"),))
     assert rq.DayPlan.from_dict(plan.to_dict()) == plan
+
+
+def test_own_big_news_is_always_told():
+    own = ((PARTY, 8, "seed"),)
+    lines = [ask(OfflineBrain(seed, gossip=0.0), rq.Speak("isa", "Isabella Rodriguez", "b", "Bob Roy", "", (), own, ()))
+             for seed in range(20)]
+    assert all(PARTY in line.text for line in lines)

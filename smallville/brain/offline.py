@@ -53,7 +53,7 @@ class OfflineBrain:
     name = "offline"
 
     def __init__(self, seed: int = 0, talk_chance: float = 0.25, stranger_chance: float = 0.08,
-                 attend_chance: float = 0.6, gossip: float = 0.6) -> None:
+                 attend_chance: float = 0.6, gossip: float = 0.2) -> None:
         self.seed = seed
         self.talk_chance = talk_chance          # chance to start a talk with someone known, per meeting
         self.stranger_chance = stranger_chance  # the same with someone not known
@@ -160,8 +160,10 @@ class OfflineBrain:
         return rq.Utterance(f"{reply}Good talking to you, {listener}. See you around!", end=True)
 
     def _tells(self, req: rq.Speak, fact: str, importance: int) -> bool:
-        """News is passed on more often the more it matters: with gossip g, importance 4 ->
-        g/7 of the time, 10 -> g."""
+        """One's own important news is always told. Other news is passed on more often the
+        more it matters: with gossip g, importance 4 -> g/7 of the time, 10 -> g."""
+        if importance >= 6 and fact.startswith(first_name(req.name) + " "):
+            return True
         draw = random.Random(f"{self.seed}:{req.agent}:{req.listener}:{len(req.earlier)}:{fact}").random()
         return draw < self.gossip * (importance - 3) / 7
 

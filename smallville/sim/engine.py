@@ -124,10 +124,11 @@ class Simulation:
         """Add one memory to an agent's stream, and log it."""
         at = self.env.now if created is None else created
         mid = agent.stream.add(text, importance=importance, created=at, kind=kind, links=tuple(links))
-        agent.since_reflection += importance
         self.count("memories")
         if kind == "reflection":
-            self.count("reflections")
+            self.count("reflections")       # insights do not count towards the next reflection
+        else:
+            agent.since_reflection += importance
         self.emit("memory", agent.id, {"id": mid, "kind": kind, "importance": importance, "text": text,
                                        **({"links": list(links)} if links else {})})
         low = text.lower()

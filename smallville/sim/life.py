@@ -230,7 +230,7 @@ def reflect(sim, agent: Agent):
     linked to the evidence they rest on."""
     if agent.since_reflection < sim.config.reflection_threshold:
         return
-    agent.since_reflection = 0.0
+    trigger, agent.since_reflection = agent.since_reflection, 0.0
     n = len(agent.stream)
     recent = [agent.stream[i].text for i in range(max(0, n - sim.config.reflection_window), n)]
     questions = yield sim.ask(agent, rq.ReflectQuestions(agent.id, agent.name, tuple(recent),
@@ -245,9 +245,8 @@ def reflect(sim, agent: Agent):
         for insight in answers[ask].insights:
             texts.append(insight.text)
             links.append(tuple(sorted({ev[i].id for i in insight.because if 0 <= i < len(ev)})))
-    sim.emit("reflect", agent.id, {"questions": list(questions.questions)})
+    sim.emit("reflect", agent.id, {"importance": trigger, "questions": list(questions.questions)})
     yield from remember(sim, agent, texts, "reflection", links=links)
-    agent.since_reflection = 0.0          # insights do not count towards the next reflection
 
 
 # ---- talk ---------------------------------------------------------------------------
