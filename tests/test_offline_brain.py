@@ -127,3 +127,13 @@ def test_own_big_news_is_always_told():
     lines = [ask(OfflineBrain(seed, gossip=0.0), rq.Speak("isa", "Isabella Rodriguez", "b", "Bob Roy", "", (), own, ()))
              for seed in range(20)]
     assert all(PARTY in line.text for line in lines)
+
+
+def test_every_answer_round_trips_through_json():
+    import json
+
+    answers = [rq.Importance((3, 7)), rq.DayPlan((rq.Block(60, 120, "a", "b"),)),
+               rq.Actions((rq.Step(5, "x", "desk"), rq.Step(10, "y"))), rq.Reaction("talk", "bob", "hi"),
+               rq.Utterance("hello", True), rq.Questions(("q?",)), rq.InsightList((rq.Insight("t", (1, 2)),))]
+    for answer in answers:
+        assert type(answer).from_dict(json.loads(json.dumps(answer.to_dict()))) == answer

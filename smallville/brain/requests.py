@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 
@@ -21,9 +21,14 @@ class Message:
     """Shared behaviour of requests and answers: dict round-trip and a stable key."""
 
     kind: ClassVar[str] = ""
+    registry: ClassVar[dict[str, type]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        Message.registry[cls.kind] = cls
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **asdict(self)}
+        return {"kind": self.kind, **{f.name: _plain(getattr(self, f.name)) for f in fields(self)}}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
@@ -31,10 +36,21 @@ class Message:
         return cls(**values)
 
 
+def _plain(value: Any) -> Any:
+    """Nested messages and tuples as JSON-ready dicts and lists."""
+    if isinstance(value, Message):
+        return value.to_dict()
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _tupled(value: Any) -> Any:
-    """JSON lists back to the tuples the frozen dataclasses hold."""
+    """JSON back to what the frozen dataclasses hold: tuples, and nested messages by kind."""
     if isinstance(value, list):
         return tuple(_tupled(v) for v in value)
+    if isinstance(value, dict) and value.get("kind") in Message.registry:
+        return Message.registry[value["kind"]].from_dict(value)
     return value
 
 
@@ -169,9 +185,6 @@ class DayPlan(Message):
     kind: ClassVar[str] = "day_plan"
     blocks: tuple[Block, ...]
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "DayPlan":
-        return cls(tuple(Block.from_dict(b) for b in data["blocks"]))
 
 
 @dataclass(frozen=True)
@@ -191,9 +204,6 @@ class Actions(Message):
     kind: ClassVar[str] = "actions"
     steps: tuple[Step, ...]
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Actions":
-        return cls(tuple(Step.from_dict(s) for s in data["steps"]))
 
 
 @dataclass(frozen=True)
@@ -235,9 +245,6 @@ class InsightList(Message):
     kind: ClassVar[str] = "insight_list"
     insights: tuple[Insight, ...]
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "InsightList":
-        return cls(tuple(Insight.from_dict(i) for i in data["insights"]))
 
 
 ANSWER_OF: dict[type, type] = {
