@@ -57,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     except SmallvilleError as exc:
         print(f"smallville: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:        # a runs folder that cannot be written, a full disk, ...
+        print(f"smallville: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 1
 
 
 def _validate(args) -> int:

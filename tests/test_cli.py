@@ -124,3 +124,11 @@ def test_unreachable_embedder_stops_the_run_before_it_starts(tmp_path):
     assert result.returncode == 1
     assert len(result.stderr.strip().splitlines()) == 1 and "smallville: error:" in result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_an_unwritable_runs_folder_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = smallville("run", TINY, "--for", "1h", "--runs-dir", blocker / "runs")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [f"smallville: error: Not a directory: {blocker / 'runs'}"]
