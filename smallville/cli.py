@@ -41,6 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = commands.add_parser("validate", help="check scenario and agent files without running them")
     validate.add_argument("files", type=Path, nargs="+", metavar="FILE")
+
+    replay = commands.add_parser("replay", help="play a logged run back, as text or as an HTML page")
+    replay.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    replay.add_argument("--format", choices=("text",), default="text", help="text: a plain timeline (default)")
+    replay.add_argument("--agent", help="only what this agent did, said or heard")
+    replay.add_argument("--at", help="start at this simulated time (YYYY-MM-DD HH:MM)")
+    replay.add_argument("--until", help="stop at this simulated time (YYYY-MM-DD HH:MM)")
+    replay.add_argument("--all", action="store_true", help="every event, observations and objects included")
+    replay.add_argument("--html", type=Path, metavar="OUT.html",
+                        help="write a self-contained page that animates the run instead")
     return parser
 
 
@@ -49,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "validate":
             return _validate(args)
+        if args.command == "replay":
+            return _replay(args)
         return _run(args)
     except ScenarioError as exc:
         for problem in exc.problems:
@@ -73,6 +85,41 @@ def _validate(args) -> int:
     for f in args.files:
         print(f"{f}: ok")
     return 0
+
+
+def _replay(args) -> int:
+    from smallville.replay import load_run
+    from smallville.replay.timeline import timeline
+
+    run = load_run(args.run_dir)
+    if args.html:
+        from smallville.replay.page import render_page
+
+        args.html.write_text(render_page(run), encoding="utf-8")
+        print(f"wrote {args.html}")
+        return 0
+    if args.agent and args.agent not in run.agents:
+        raise SmallvilleError(f"unknown agent {args.agent!r} in {args.run_dir}: "
+                              f"it has {', '.join(sorted(run.agents))}")
+    since, until = (_sim_time(run, args.at, "--at") or 0.0), _sim_time(run, args.until, "--until")
+    try:
+        for line in timeline(run, args.agent, since, until, args.all):
+            print(line)
+    except BrokenPipeError:                 # `| head` closed the pipe: not an error
+        sys.stderr.close()
+    return 0
+
+
+def _sim_time(run, text: str | None, flag: str) -> float | None:
+    """Seconds since the run's start of a `YYYY-MM-DD HH:MM` given on the command line."""
+    if text is None:
+        return None
+    from smallville.timefmt import parse_datetime
+
+    try:
+        return (parse_datetime(text) - parse_datetime(run.manifest["sim_start"])).total_seconds()
+    except ValueError as exc:
+        raise SmallvilleError(f"{flag}: {exc}") from None
 
 
 def _run(args) -> int:

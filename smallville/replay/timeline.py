@@ -1,0 +1,73 @@
+"""A run as a plain, readable timeline: one line per thing that happened."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from smallville.replay.record import RunRecord
+
+QUIET_KINDS = {"object", "relationship"}     # shown with --all only
+QUIET_MEMORIES = {"observation", "chat", "plan", "seed"}
+
+
+def describe(event: dict, names: dict[str, str]) -> str:
+    """One line of text for an event."""
+    d, kind = event["data"], event["kind"]
+    who = names.get(event["agent"], event["agent"] or "")
+    if kind == "plan":
+        broad, last = [], None
+        for start, _, activity, _ in d["blocks"]:
+            if activity != last:
+                broad.append(f"{start} {activity}")
+                last = activity
+        return f"{who} plans {d['date']}: " + "; ".join(broad)
+    if kind == "action":
+        return f"{who} is {d['action']} ({d['area']}) until {d['until']}"
+    if kind == "move":
+        return f"{who} walks to {d['area']} ({d['tiles']} tiles, arrives {d['arrive']})"
+    if kind == "say":
+        return f"{who} to {names.get(d['to'], d['to'])}: {d['text']}"
+    if kind == "talk_start":
+        return f"{who} starts talking with {names.get(d['with'], d['with'])} in {d['area']}"
+    if kind == "talk_end":
+        return f"{who} and {names.get(d['with'], d['with'])} part after {d['lines']} lines"
+    if kind == "replan":
+        return f"{who} re-plans: {d['reason']}"
+    if kind == "reflect":
+        return f"{who} reflects: " + " ".join(d["questions"])
+    if kind == "memory":
+        if d["kind"] in ("reflection", "thought"):
+            return f"{who} {'concludes' if d['kind'] == 'reflection' else 'thinks'}: {d['text']}"
+        return f"{who} remembers ({d['kind']}, importance {d['importance']}): {d['text']}"
+    if kind == "sleep":
+        return f"{who} goes to sleep until {d['until']}"
+    if kind == "wake":
+        return f"{who} wakes up"
+    if kind == "event":
+        if d.get("whisper"):
+            return f"{who} has a thought: {d['what']}"
+        return f"at {d['where']}: {d['what']}"
+    if kind == "learned":
+        return f"{who} now knows the {d['probe']!r} news"
+    if kind == "relationship":
+        return f"{who} has talked with {names.get(d['with'], d['with'])} {d['talks']} time(s)"
+    if kind == "object":
+        return f"{d['object']} ({d['area']}) is {d['state']}"
+    return f"{who} {kind}: {d}"
+
+
+def timeline(run: RunRecord, agent: str | None = None, since: float = 0.0, until: float | None = None,
+             everything: bool = False) -> Iterator[str]:
+    """Lines `YYYY-MM-DD HH:MM  text` for the run's events, optionally for one agent's eyes only."""
+    names = run.agents
+    for event in run.events:
+        if event["t"] < since or (until is not None and event["t"] > until):
+            continue
+        if agent and agent not in (event["agent"], event["data"].get("to"), event["data"].get("with")) \
+                and agent not in event["data"].get("present", ()):
+            continue
+        if event["kind"] in QUIET_KINDS and not everything:
+            continue
+        if event["kind"] == "memory" and not everything and event["data"]["kind"] in QUIET_MEMORIES:
+            continue
+        yield f"{event['time'][:16]}  {describe(event, names)}"

@@ -1,0 +1,119 @@
+"""Looking at a run again: the text timeline and the self-contained replay page."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import CAFE_TRIO, ROOT
+
+from smallville.errors import RunError
+from smallville.replay import load_run
+from smallville.replay.page import page_data, render_page
+from smallville.runner import run_scenario
+from smallville.scenario import load_scenario
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def trio_run(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("runs")
+    return run_scenario(load_scenario(CAFE_TRIO), runs_dir=runs, duration=10 * 3600, embedder="lexical").path
+
+
+def replay(*args):
+    return subprocess.run([sys.executable, "-m", "smallville", "replay", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_text_timeline_tells_the_story(trio_run):
+    result = replay(trio_run, "--format", "text")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d  ", line) for line in lines)
+    assert [line[:16] for line in lines] == sorted(line[:16] for line in lines)
+    text = result.stdout
+    assert "Isabella Rodriguez plans Monday, February 13, 2023: " in text
+    assert " walks to " in text and " starts talking with " in text
+    said = [json.loads(line) for line in (trio_run / "events.jsonl").read_text().splitlines()
+            if '"kind":"say"' in line]
+    assert said and said[0]["data"]["text"] in text
+
+
+def test_timeline_for_one_agent_from_a_time(trio_run):
+    result = replay(trio_run, "--agent", "klaus_mueller", "--at", "2023-02-13 12:00", "--until", "2023-02-13 14:00")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines and all("12:00" <= line[11:16] <= "14:00" for line in lines)
+    assert all("Klaus Mueller" in line for line in lines)
+    unknown = replay(trio_run, "--agent", "nobody")
+    assert unknown.returncode == 1 and "unknown agent 'nobody'" in unknown.stderr
+
+
+def test_a_torn_last_line_is_ignored_and_foreign_schemas_refused(trio_run, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(trio_run, copy)
+    whole = len(load_run(copy).events)
+    with open(copy / "events.jsonl", "a") as f:
+        f.write('{"t": 99999, "kind": "mem')          # a crash mid-write
+    assert len(load_run(copy).events) == whole
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["schema"] = 99
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(RunError, match="schema 99 is not supported"):
+        load_run(copy)
+    result = replay(copy)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert replay(tmp_path / "nothing").stderr.startswith("smallville: error: ")
+
+
+def test_page_data_follows_the_agents(trio_run):
+    data = page_data(load_run(trio_run))
+    assert {a["id"] for a in data["agents"]} == {"isabella_rodriguez", "maria_lopez", "klaus_mueller"}
+    for track in data["tracks"].values():
+        assert [k[0] for k in track] == sorted(k[0] for k in track)
+    assert any(len(track) > 10 for track in data["tracks"].values())
+    assert data["speech"] and data["plans"]["maria_lopez"]
+
+
+def test_page_is_self_contained(trio_run):
+    html = render_page(load_run(trio_run))
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "fetch(" not in html and "XMLHttpRequest" not in html and "@import" not in html
+    assert html.count("<script") == 2          # the data and the code, both inline
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
+def test_page_in_a_real_browser(trio_run, tmp_path):
+    page = tmp_path / "replay.html"
+    result = replay(trio_run, "--html", page)
+    assert result.returncode == 0, result.stderr
+
+    def chromium(*args, at=0):
+        url = f"{page.as_uri()}#t={at}&agent=maria_lopez"
+        return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                               "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                               "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr",
+                               "--v=0", "--window-size=1400,900", *args, url],
+                              capture_output=True, text=True, timeout=120)
+
+    def positions(at):
+        out = chromium("--dump-dom", at=at)
+        console = [line for line in out.stderr.splitlines() if ":CONSOLE" in line]
+        assert not [line for line in console if "Uncaught" in line or "Error" in line], console
+        match = re.search(r'data-positions="([^"]*)"', out.stdout)
+        assert match, out.stdout[:500]
+        return json.loads(match.group(1).replace("&quot;", '"'))
+
+    morning, noon = positions(0), positions(5 * 3600)
+    assert set(morning) == {"isabella_rodriguez", "maria_lopez", "klaus_mueller"}
+    assert morning != noon                      # moving the slider moves the agents
+    shot = tmp_path / "shot.png"
+    chromium(f"--screenshot={shot}", at=5 * 3600)
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000    # a drawn map, not a blank page
