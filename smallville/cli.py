@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -44,7 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     replay = commands.add_parser("replay", help="play a logged run back, as text or as an HTML page")
     replay.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    replay.add_argument("--format", choices=("text",), default="text", help="text: a plain timeline (default)")
+    replay.add_argument("--format", choices=("live", "text"),
+                        help="live: the map, animated in the terminal (default in a terminal); "
+                             "text: a plain timeline (default in pipes)")
+    replay.add_argument("--speed", type=_duration, default=600.0, metavar="DURATION",
+                        help="live: simulated time per real second (default 10m)")
+    replay.add_argument("--paused", action="store_true", help="live: start paused, to step with the arrow keys")
     replay.add_argument("--agent", help="only what this agent did, said or heard")
     replay.add_argument("--at", help="start at this simulated time (YYYY-MM-DD HH:MM)")
     replay.add_argument("--until", help="stop at this simulated time (YYYY-MM-DD HH:MM)")
@@ -102,11 +108,19 @@ def _replay(args) -> int:
         raise SmallvilleError(f"unknown agent {args.agent!r} in {args.run_dir}: "
                               f"it has {', '.join(sorted(run.agents))}")
     since, until = (_sim_time(run, args.at, "--at") or 0.0), _sim_time(run, args.until, "--until")
+    live = args.format == "live" or (args.format is None and sys.stdout.isatty() and sys.stdin.isatty())
+    if live:
+        if not (sys.stdout.isatty() and sys.stdin.isatty()):
+            raise SmallvilleError("--format live needs a terminal; use --format text in pipes and scripts")
+        from smallville.replay.live import play
+
+        play(run, since, args.agent, args.speed, args.paused)
+        return 0
     try:
         for line in timeline(run, args.agent, since, until, args.all):
             print(line)
     except BrokenPipeError:                 # `| head` closed the pipe: not an error
-        sys.stderr.close()
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

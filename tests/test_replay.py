@@ -117,3 +117,49 @@ def test_page_in_a_real_browser(trio_run, tmp_path):
     chromium(f"--screenshot={shot}", at=5 * 3600)
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000    # a drawn map, not a blank page
+
+
+def test_live_frame_shows_the_clock_the_people_and_the_talk(trio_run):
+    from rich.console import Console
+
+    from smallville.replay.live import Frames, Player
+
+    frames = Frames(load_run(trio_run))
+    said = frames.data["speech"][0]
+    player = Player(said[0], frames.data["end"], frames.data["tick"], agent="maria_lopez")
+    console = Console(record=True, width=160, height=50, color_system=None)
+    console.print(frames.frame(player, 160, 50))
+    screen = console.export_text()
+    assert "2023-02-13 " + stamp_of(frames, said[0]) in screen
+    assert "Maria Lopez" in screen and "Klaus Mueller" in screen and "Isabella Rodriguez" in screen
+    assert said[3][:40] in screen
+    assert "M" in frames.map_text(player.t, 200, 40, "maria_lopez").plain     # Maria on the map
+
+
+def stamp_of(frames, t):
+    from datetime import timedelta
+
+    from smallville.timefmt import parse_datetime
+
+    return (parse_datetime(frames.data["start"]) + timedelta(seconds=t)).strftime("%H:%M")
+
+
+def test_live_keys_step_seek_pause_and_quit():
+    from smallville.replay.live import Player
+
+    player = Player(t=600.0, end=3600.0, tick=60.0)
+    assert player.key("right") and player.t == 660.0
+    player.key("left"), player.key("left")
+    assert player.t == 540.0
+    player.key("]")
+    assert player.t == 1440.0
+    player.key(" ")
+    player.advance(10.0)
+    assert player.paused and player.t == 1440.0
+    player.key(" ")
+    player.key("+")
+    player.advance(1.0)
+    assert player.t == 1440.0 + 1200.0
+    player.advance(100.0)
+    assert player.t == 3600.0                       # never past the end
+    assert player.key("q") is False
