@@ -3,6 +3,7 @@ pure-Python reference; plus refresh, weights, persistence and validation."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -96,6 +97,55 @@ def test_retrieve_matches_brute_force(seed, dim):
         query = rng.normal(size=dim).astype(np.float32)
         assert_same(stream.retrieve(query, k=k, now=now), ref.retrieve(query, k, now))
     assert [m.last_accessed for m in stream] == ref.accessed
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_duplicated_embeddings_match_brute_force(seed):
+    """Repeated observations share one stored row; retrieval still scores each memory."""
+    rng = np.random.default_rng(100 + seed)
+    dim, n = 24, [30, 90, 200, 400][seed]
+    weights = (1.0, 0.7, 1.3)
+    stream, ref = MemoryStream(dim, weights, 0.99), Reference(weights, 0.99)
+    pool = rng.normal(size=(max(2, n // 5), dim)).astype(np.float32)
+    for i in range(n):
+        v = pool[rng.integers(len(pool))] if rng.random() < 0.6 else rng.normal(size=dim)
+        imp, t = int(rng.integers(1, 11)), float(rng.uniform(0, 86400))
+        stream.add(str(i), v, importance=imp, created=t)
+        ref.add(v, imp, t)
+    assert stream.index.ntotal < n
+    now = 2 * 86400.0
+    for _ in range(4):
+        q = rng.normal(size=dim)
+        assert_same(stream.retrieve(q, k=12, now=now), ref.retrieve(q, 12, now))
+        now += 600.0
+    assert [m.last_accessed for m in stream] == ref.accessed
+
+
+def test_every_memory_just_accessed():
+    stream, ref, rng = random_pair(21, 30)
+    q0 = rng.normal(size=16)
+    stream.retrieve(q0, k=30, now=5e5)  # touches all: recency is flat afterwards
+    ref.retrieve(q0, 30, 5e5)
+    q = rng.normal(size=16)
+    hits = stream.retrieve(q, k=7, now=5e5)
+    assert {h.recency for h in hits} == {CONSTANT_TERM}
+    assert_same(hits, ref.retrieve(q, 7, 5e5))
+
+
+def test_ties_do_not_depend_on_how_the_stream_grew(tmp_path):
+    rng = np.random.default_rng(5)
+    bed = rng.normal(size=384)
+    grown = MemoryStream(dim=384, weights=(0.0, 0.0, 1.0))
+    for i in range(300):
+        grown.add(str(i), bed if i % 4 == 0 else rng.normal(size=384), importance=3,
+                  created=0.0)
+    grown.save(tmp_path / "s")
+    q = rng.normal(size=384)
+    loaded = MemoryStream.load(tmp_path / "s")
+    a, b = grown.retrieve(q, k=300, now=0.0), loaded.retrieve(q, k=300, now=0.0)
+    assert [(h.memory.id, h.score) for h in a] == [(h.memory.id, h.score) for h in b]
+    beds = [h for h in a if h.memory.id % 4 == 0]
+    assert len({h.relevance for h in beds}) == 1
 
 
 def test_k_larger_than_stream_returns_all():
@@ -321,7 +371,8 @@ def test_save_load_round_trip(tmp_path):
                kind="reflection", links=[3, 4])
     stream.retrieve(rng.normal(size=24), k=10, now=3e5)
     stream.save(tmp_path / "mem")
-    assert sorted(os.listdir(tmp_path / "mem")) == ["embeddings.npy", "memories.json"]
+    assert sorted(os.listdir(tmp_path / "mem")) == [
+        "accessed.npy", "embeddings.f32", "manifest.json", "memories.jsonl"]
     loaded = MemoryStream.load(tmp_path / "mem")
     assert (loaded.dim, loaded.weights, loaded.decay) == (24, stream.weights, stream.decay)
     assert [m.to_dict() for m in loaded] == [m.to_dict() for m in stream]
@@ -335,14 +386,61 @@ def test_save_load_round_trip(tmp_path):
 def test_interrupted_save_leaves_a_consistent_stream(tmp_path):
     stream, _, rng = random_pair(8, 5, dim=8)
     stream.save(tmp_path / "mem")
-    shutil.copy(tmp_path / "mem" / "memories.json", tmp_path / "old.json")
+    shutil.copy(tmp_path / "mem" / "manifest.json", tmp_path / "old.json")
     stream.add("later", rng.normal(size=8), importance=2, created=9e5)
     stream.save(tmp_path / "mem")
-    # a crash between the two replaces: new embeddings, old JSON
-    shutil.copy(tmp_path / "old.json", tmp_path / "mem" / "memories.json")
+    # a crash before the manifest was replaced: appended rows and records, old manifest
+    shutil.copy(tmp_path / "old.json", tmp_path / "mem" / "manifest.json")
+    with open(tmp_path / "mem" / "memories.jsonl", "ab") as f:
+        f.write(b'{"id": 6, "text": "torn')  # and a torn last line
     loaded = MemoryStream.load(tmp_path / "mem")
     assert len(loaded) == 5
     assert np.array_equal(loaded.embeddings(), stream.embeddings()[:5])
+    # saving the loaded stream again cuts the crashed tail off before appending
+    loaded.add("again", rng.normal(size=8), importance=3, created=9e5)
+    loaded.save(tmp_path / "mem")
+    again = MemoryStream.load(tmp_path / "mem")
+    assert [m.to_dict() for m in again] == [m.to_dict() for m in loaded]
+    assert np.array_equal(again.embeddings(), loaded.embeddings())
+
+
+def test_saving_again_appends(tmp_path):
+    stream, _, rng = random_pair(9, 40, dim=16)
+    stream.add("dup", stream[3].embedding, importance=4, created=1e6)  # shares row 3
+    path = tmp_path / "mem"
+    stream.save(path)
+    rows, records = (path / "embeddings.f32").read_bytes(), (path / "memories.jsonl").read_bytes()
+    assert len(rows) == 40 * 16 * 4
+    for i in range(30):
+        stream.add(f"new {i}", rng.normal(size=16), importance=5, created=2e6 + i)
+    stream.retrieve(rng.normal(size=16), k=5, now=3e6)
+    stream.save(path)
+    grown = (path / "embeddings.f32").read_bytes()
+    assert len(grown) == 70 * 16 * 4 and grown[: len(rows)] == rows
+    assert (path / "memories.jsonl").read_bytes().startswith(records)
+    loaded = MemoryStream.load(path)
+    assert [m.to_dict() for m in loaded] == [m.to_dict() for m in stream]
+    assert np.array_equal(loaded.embeddings(), stream.embeddings())
+    q = rng.normal(size=16)
+    assert [(h.memory.id, h.score) for h in loaded.retrieve(q, k=8, now=4e6)] == \
+        [(h.memory.id, h.score) for h in stream.retrieve(q, k=8, now=4e6)]
+
+
+def test_schema_1_still_loads(tmp_path):
+    stream, _, rng = random_pair(10, 12, dim=8)
+    stream.retrieve(rng.normal(size=8), k=3, now=4e5)
+    path = tmp_path / "v1"
+    path.mkdir()
+    np.save(path / "embeddings.npy", stream.embeddings())
+    state = {"schema": 1, "dim": 8, "weights": list(stream.weights), "decay": stream.decay,
+             "embedder": None, "count": 12, "memories": [m.to_dict() for m in stream]}
+    (path / "memories.json").write_text(json.dumps(state))
+    loaded = MemoryStream.load(path)
+    assert [m.to_dict() for m in loaded] == [m.to_dict() for m in stream]
+    assert np.array_equal(loaded.embeddings(), stream.embeddings())
+    loaded.save(path)  # written again as schema 2
+    assert json.loads((path / "manifest.json").read_text())["schema"] == 2
+    assert len(MemoryStream.load(path)) == 12
 
 
 def test_load_refuses_bad_files(tmp_path):
@@ -353,8 +451,8 @@ def test_load_refuses_bad_files(tmp_path):
     stream.save(tmp_path / "s")
     with pytest.raises(RunError, match="lexical-8"):
         MemoryStream.load(tmp_path / "s", embedder=LexicalEmbedder(dim=16))
-    path = tmp_path / "s" / "memories.json"
-    path.write_text(path.read_text().replace('"schema": 1', '"schema": 99'))
+    path = tmp_path / "s" / "manifest.json"
+    path.write_text(path.read_text().replace('"schema": 2', '"schema": 99'))
     with pytest.raises(RunError, match="schema 99"):
         MemoryStream.load(tmp_path / "s")
 

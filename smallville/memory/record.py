@@ -52,7 +52,7 @@ class Memory:
     @property
     def embedding(self) -> np.ndarray:
         """A copy of its stored (unit-length, float32) embedding."""
-        return self._stream._vectors[self.id].copy()
+        return self._stream._embedding(self.id)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able fields (no embedding)."""

@@ -1,15 +1,25 @@
-"""A memory stream on disk: memories.json beside embeddings.npy, no pickle.
+"""A memory stream on disk (schema 2), written incrementally, no pickle.
 
-The embeddings are written first, then the JSON, each to a temporary name and moved into
-place with os.replace. Since a stream only grows, a crash between the two leaves a JSON
-whose `count` rows are a prefix of the new embeddings.npy: `load` reads only those rows,
-so the pair on disk is always a consistent (possibly older) stream.
+    manifest.json    schema, settings, and how much of each file is committed
+    embeddings.f32   the distinct embeddings, raw little-endian float32 rows, append-only
+    memories.jsonl   one JSON object per memory (text, kind, times, rating, links, row),
+                     append-only
+    accessed.npy     every memory's last access time (the only state that changes in
+                     place), replaced atomically
+
+Saving again to the directory a stream was saved to (or loaded from) appends only the new
+rows and records, rewrites accessed.npy, and commits by replacing manifest.json last. A
+crash at any point leaves the previous manifest, whose counts name a prefix of the
+append-only files; `load` reads only that prefix, so bytes written after it (a torn last
+line included) are ignored, and the next save cuts them off before appending. Schema 1
+(memories.json beside embeddings.npy) still loads.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import uuid
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,29 +30,69 @@ if TYPE_CHECKING:
     from smallville.embed import Embedder
     from smallville.memory.stream import MemoryStream
 
-SCHEMA = 1
-JSON_NAME = "memories.json"
-NPY_NAME = "embeddings.npy"
+SCHEMA = 2
+MANIFEST = "manifest.json"
+ROWS = "embeddings.f32"
+RECORDS = "memories.jsonl"
+ACCESSED = "accessed.npy"
+V1_JSON, V1_NPY = "memories.json", "embeddings.npy"
 
 
 def save(stream: MemoryStream, path: str) -> None:
     """Write `stream` into directory `path`, creating it if missing."""
+    path = os.fspath(path)
     os.makedirs(path, exist_ok=True)
-    n = len(stream)
+    done = stream._disk if _still_there(stream._disk, path) else None
+    if done is None:  # a fresh write: first withdraw any older stream's claim
+        _remove(os.path.join(path, MANIFEST))
+        done = {"token": uuid.uuid4().hex, "count": 0, "rows": 0, "records_bytes": 0}
+    n, u = len(stream), len(stream._table)
+    rows = np.ascontiguousarray(stream._table.matrix()[done["rows"]: u], dtype="<f4")
+    _append(os.path.join(path, ROWS), done["rows"] * stream.dim * 4, memoryview(rows))
+    records = "".join(_record(stream, i) for i in range(done["count"], n)).encode("utf-8")
+    _append(os.path.join(path, RECORDS), done["records_bytes"], records)
+    _replace(os.path.join(path, ACCESSED),
+             lambda f: np.save(f, stream._accessed[:n], allow_pickle=False))
     state = {
-        "schema": SCHEMA,
-        "dim": stream.dim,
-        "weights": list(stream.weights),
-        "decay": stream.decay,
-        "embedder": stream.embedder_name,
-        "count": n,
-        "memories": [m.to_dict() for m in stream],
+        "schema": SCHEMA, "token": done["token"], "dim": stream.dim,
+        "weights": list(stream.weights), "decay": stream.decay,
+        "embedder": stream.embedder_name, "index": stream.index_kind,
+        "count": n, "rows": u, "records_bytes": done["records_bytes"] + len(records),
     }
-    _replace(os.path.join(path, NPY_NAME),
-             lambda f: np.save(f, np.ascontiguousarray(stream._vectors[:n]),
-                               allow_pickle=False))
-    data = json.dumps(state, ensure_ascii=False, indent=1).encode("utf-8")
-    _replace(os.path.join(path, JSON_NAME), lambda f: f.write(data))
+    data = json.dumps(state, indent=1).encode("utf-8")
+    _replace(os.path.join(path, MANIFEST), lambda f: f.write(data))
+    stream._disk = {**state, "path": os.path.realpath(path)}
+
+
+def _record(stream: MemoryStream, i: int) -> str:
+    return json.dumps({
+        "id": i, "text": stream._texts[i], "kind": stream._kinds[i],
+        "created": float(stream._created[i]), "importance": int(stream._importance[i]),
+        "links": list(stream._links[i]), "row": int(stream._rows[i]),
+    }, ensure_ascii=False) + "\n"
+
+
+def _still_there(disk: dict | None, path: str) -> bool:
+    """Whether `path` still holds exactly what this stream last wrote or read there."""
+    if disk is None or disk["path"] != os.path.realpath(path):
+        return False
+    try:
+        with open(os.path.join(path, MANIFEST), encoding="utf-8") as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return all(state.get(key) == disk[key]
+               for key in ("schema", "token", "count", "rows", "records_bytes"))
+
+
+def _append(target: str, committed: int, data: memoryview | bytes) -> None:
+    """Cut `target` to its `committed` bytes (dropping a crashed save's tail), then append."""
+    with open(target, "r+b" if committed else "wb") as f:
+        f.truncate(committed)
+        f.seek(committed)
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _replace(target: str, write) -> None:
@@ -54,40 +104,85 @@ def _replace(target: str, write) -> None:
     os.replace(tmp, target)
 
 
-def load(cls: type[MemoryStream], path: str, embedder: Embedder | None) -> MemoryStream:
-    """The stream saved in directory `path` by `save`."""
+def _remove(target: str) -> None:
     try:
-        with open(os.path.join(path, JSON_NAME), encoding="utf-8") as f:
+        os.remove(target)
+    except FileNotFoundError:
+        pass
+
+
+# -- loading ----------------------------------------------------------------------------
+
+
+def load(cls: type[MemoryStream], path: str, embedder: Embedder | None) -> MemoryStream:
+    """The stream saved in directory `path` by `save` (schema 2, or an older schema 1)."""
+    path = os.fspath(path)
+    v1 = not os.path.exists(os.path.join(path, MANIFEST))
+    name = V1_JSON if v1 else MANIFEST
+    try:
+        with open(os.path.join(path, name), encoding="utf-8") as f:
             state = json.load(f)
-        vectors = np.load(os.path.join(path, NPY_NAME), allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise RunError(f"cannot read memory stream in {path}: {exc}") from exc
-    if not isinstance(state, dict) or state.get("schema") != SCHEMA:
-        found = state.get("schema") if isinstance(state, dict) else None
-        raise RunError(f"memory stream in {path} has schema {found!r}, expected {SCHEMA}")
+    found = state.get("schema") if isinstance(state, dict) else None
+    if found not in (1, SCHEMA) or (found == 1) != v1:
+        raise RunError(f"memory stream in {path} has schema {found!r}, expected {SCHEMA} "
+                       f"(or 1, in {V1_JSON}); it was written by another version of "
+                       f"smallville")
     try:
-        return _rebuild(cls, state, vectors, embedder)
-    except (KeyError, TypeError, ValueError) as exc:
+        stream = (_load_v1 if v1 else _load_v2)(cls, path, state, embedder)
+    except OSError as exc:
+        raise RunError(f"cannot read memory stream in {path}: {exc}") from exc
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise RunError(f"memory stream in {path} is damaged: {exc!r}") from exc
+    return stream
 
 
-def _rebuild(cls: type[MemoryStream], state: dict, vectors: np.ndarray,
-             embedder: Embedder | None) -> MemoryStream:
-    n, dim, memories = state["count"], state["dim"], state["memories"]
-    if len(memories) != n or [m["id"] for m in memories] != list(range(n)):
-        raise ValueError(f"expected ids 0..{n - 1} in order")
-    if vectors.ndim != 2 or vectors.shape[1] != dim or len(vectors) < n:
-        raise ValueError(f"{NPY_NAME} has shape {vectors.shape}, expected at least ({n}, {dim})")
+def _new_stream(cls, state: dict, embedder: Embedder | None, index: str) -> MemoryStream:
     saved = state.get("embedder")
     if embedder is not None and saved is not None and embedder.name != saved:
         raise ValueError(f"it was embedded with {saved!r}, not {embedder.name!r}")
-    stream = cls(dim=dim, weights=state["weights"], decay=state["decay"], embedder=embedder)
-    for m in memories:
-        stream.add(m["text"], vectors[m["id"]], importance=m["importance"],
-                   created=m["created"], kind=m["kind"], links=m["links"])
-    stream._vectors[:n] = vectors[:n]  # exactly as saved, not re-normalised
-    stream.index.reset()
-    stream.index.add(np.ascontiguousarray(vectors[:n], dtype=np.float32))
-    stream._accessed[:n] = [float(m["last_accessed"]) for m in memories]
+    stream = cls(dim=state["dim"], weights=state["weights"], decay=state["decay"],
+                 embedder=embedder, index=index)
     stream.embedder_name = saved if saved is not None else stream.embedder_name
+    return stream
+
+
+def _load_v2(cls, path: str, state: dict, embedder: Embedder | None) -> MemoryStream:
+    n, u, dim = state["count"], state["rows"], state["dim"]
+    stream = _new_stream(cls, state, embedder, state.get("index", "exact"))
+    rows = np.fromfile(os.path.join(path, ROWS), dtype="<f4", count=u * dim)
+    if len(rows) != u * dim:
+        raise ValueError(f"{ROWS} holds {len(rows) // dim} rows, expected {u}")
+    with open(os.path.join(path, RECORDS), "rb") as f:
+        data = f.read(state["records_bytes"])
+    lines = data.split(b"\n")[:-1]  # bytes past the manifest's count are not read
+    if len(lines) != n or len(data) != state["records_bytes"]:
+        raise ValueError(f"{RECORDS} holds {len(lines)} complete records, expected {n}")
+    records = json.loads(b"[" + b",".join(lines) + b"]") if n else []
+    accessed = np.load(os.path.join(path, ACCESSED), allow_pickle=False)
+    if accessed.shape[0] < n:
+        raise ValueError(f"{ACCESSED} has {accessed.shape[0]} times, expected {n}")
+    if [r["id"] for r in records] != list(range(n)):
+        raise ValueError(f"expected ids 0..{n - 1} in order")
+    stream._table.extend(rows.reshape(u, dim))
+    stream._bulk_append(records, accessed[:n].astype(np.float64))
+    stream._disk = {**state, "path": os.path.realpath(path)}
+    return stream
+
+
+def _load_v1(cls, path: str, state: dict, embedder: Embedder | None) -> MemoryStream:
+    """Schema 1: memories.json (every field) beside embeddings.npy (one row a memory)."""
+    n, dim, memories = state["count"], state["dim"], state["memories"]
+    if len(memories) != n or [m["id"] for m in memories] != list(range(n)):
+        raise ValueError(f"expected ids 0..{n - 1} in order")
+    vectors = np.load(os.path.join(path, V1_NPY), allow_pickle=False)
+    if vectors.ndim != 2 or vectors.shape[1] != dim or len(vectors) < n:
+        raise ValueError(f"{V1_NPY} has shape {vectors.shape}, expected at least ({n}, {dim})")
+    stream = _new_stream(cls, state, embedder, "exact")
+    table = stream._table
+    for m in memories:
+        m["row"] = table.add(np.ascontiguousarray(vectors[m["id"]], dtype=np.float32))
+    accessed = np.array([float(m["last_accessed"]) for m in memories], dtype=np.float64)
+    stream._bulk_append(memories, accessed)
     return stream

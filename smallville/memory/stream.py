@@ -7,25 +7,32 @@ import numbers
 import operator
 from typing import Iterator, Sequence, Union
 
-import faiss
 import numpy as np
 
 from smallville.embed import Embedder
 from smallville.memory import storage
+from smallville.memory.hnsw import ApproxSearch
 from smallville.memory.record import Hit, Memory
-from smallville.memory.scoring import cosines, minmax, recency, top_k
+from smallville.memory.scoring import (CONSTANT_TERM, normalise, recency, relevance, span,
+                                        top_k)
+from smallville.memory.vectors import VectorTable
 
 Query = Union[str, np.ndarray, Sequence[float]]
 """A retrieval query: an embedding, or a text when the stream has an embedder."""
 
+INDEXES = ("exact", "hnsw")
+
 
 class MemoryStream:
-    """One agent's memories, their embeddings (in a FAISS IndexFlatIP it owns, plus a
-    float32 matrix for exact scoring) and their times and ratings in numpy arrays grown by
-    doubling, so `add` is amortised O(1) and `retrieve` scores every memory in one pass.
+    """One agent's memories: texts and links in lists, times and ratings in numpy arrays
+    grown by doubling (so `add` is amortised O(1)), embeddings in a FAISS index it owns
+    (`index`), each distinct embedding stored once (`smallville.memory.vectors`).
 
     `weights` are (recency, importance, relevance); `decay` is per game hour. With an
-    `embedder`, `dim` may be left out and texts may stand for embeddings.
+    `embedder`, `dim` may be left out and texts may stand for embeddings. `index` is
+    "exact" (default: every memory scored, one pass over the embeddings) or "hnsw"
+    (approximate, for huge streams: see `smallville.memory.hnsw`; needs non-negative
+    weights; `hnsw_m`, `ef_construction` and `ef_search` tune its graph).
     """
 
     def __init__(
@@ -34,6 +41,11 @@ class MemoryStream:
         weights: Sequence[float] = (1.0, 1.0, 1.0),
         decay: float = 0.995,
         embedder: Embedder | None = None,
+        index: str = "exact",
+        *,
+        hnsw_m: int = 32,
+        ef_construction: int = 64,
+        ef_search: int = 64,
     ) -> None:
         if dim is None:
             if embedder is None:
@@ -50,20 +62,33 @@ class MemoryStream:
                              f"relevance), got {weights!r}")
         if not 0.0 < float(decay) <= 1.0:
             raise ValueError(f"decay must be in (0, 1], got {decay!r}")
+        if index not in INDEXES:
+            raise ValueError(f"index must be one of {INDEXES}, got {index!r}")
+        if index == "hnsw" and min(ws) < 0:
+            raise ValueError(f"index='hnsw' needs non-negative weights, got {ws!r}")
         self.dim = int(dim)
         self.weights = ws
         self.decay = float(decay)
         self.embedder = embedder
         self.embedder_name: str | None = embedder.name if embedder is not None else None
-        self.index = faiss.IndexFlatIP(self.dim)
+        self.index_kind = index
+        self._table = VectorTable(self.dim, index, hnsw_m, ef_construction)
+        self._approx = ApproxSearch(self._table, ef_search) if index == "hnsw" else None
         self._n = 0
         self._texts: list[str] = []
         self._kinds: list[str] = []
         self._links: list[tuple[int, ...]] = []
-        self._vectors = np.zeros((16, self.dim), dtype=np.float32)
+        self._rows = np.zeros(16, dtype=np.int64)  # memory -> row of its embedding
         self._created = np.zeros(16, dtype=np.float64)
         self._accessed = np.zeros(16, dtype=np.float64)
         self._importance = np.zeros(16, dtype=np.int64)
+        self._disk: dict | None = None  # what the last save/load wrote where (storage)
+
+    @property
+    def index(self):
+        """The FAISS index holding the distinct embeddings (IndexFlatIP or IndexHNSWFlat;
+        an HNSW index takes the newest rows in at the next retrieval)."""
+        return self._table.index
 
     # -- adding -------------------------------------------------------------------------
 
@@ -102,17 +127,45 @@ class MemoryStream:
                                  f"embedder")
             embedding = self.embedder.embed([text])[0]
         vector = self._unit(embedding, f"embedding of memory {text!r}")
+        return self._append(text, self._table.add(vector), int(importance), float(created),
+                            kind, tuple(int(x) for x in links), float(created))
+
+    def _append(self, text: str, row: int, importance: int, created: float, kind: str,
+                links: tuple[int, ...], accessed: float) -> int:
+        """Append a validated memory whose embedding is already row `row`."""
         self._reserve(self._n + 1)
         i = self._n
-        self._vectors[i] = vector
-        self._created[i] = self._accessed[i] = float(created)
-        self._importance[i] = int(importance)
+        self._rows[i] = row
+        self._created[i] = created
+        self._accessed[i] = accessed
+        self._importance[i] = importance
         self._texts.append(text)
         self._kinds.append(kind)
-        self._links.append(tuple(int(x) for x in links))
-        self.index.add(vector[None, :])
+        self._links.append(links)
+        if self._approx is not None:
+            self._approx.add(i, row, importance, accessed)
         self._n += 1
         return i
+
+    def _bulk_append(self, records: list[dict], accessed: np.ndarray) -> None:
+        """Append loaded memories (ids in order, rows already in the table) at once."""
+        n, m, u = self._n, len(records), len(self._table)
+        rows = np.array([r["row"] for r in records], dtype=np.int64)
+        importance = np.array([r["importance"] for r in records], dtype=np.int64)
+        if m and (rows.min() < 0 or rows.max() >= u or importance.min() < 1
+                  or importance.max() > 10):
+            raise ValueError("a record names a missing row or an importance outside 1..10")
+        self._reserve(n + m)
+        self._rows[n: n + m] = rows
+        self._importance[n: n + m] = importance
+        self._created[n: n + m] = [float(r["created"]) for r in records]
+        self._accessed[n: n + m] = accessed
+        self._texts.extend(str(r["text"]) for r in records)
+        self._kinds.extend(str(r["kind"]) for r in records)
+        self._links.extend(tuple(int(x) for x in r["links"]) for r in records)
+        if self._approx is not None:
+            self._approx.bulk_add(n, rows, importance, accessed)
+        self._n += m
 
     def _unit(self, vector: np.ndarray | Sequence[float], what: str) -> np.ndarray:
         v = np.asarray(vector, dtype=np.float64)
@@ -120,7 +173,7 @@ class MemoryStream:
             v = v[0]
         if v.shape != (self.dim,):
             raise ValueError(f"{what} has shape {v.shape}, expected ({self.dim},)")
-        norm = float(np.linalg.norm(v))
+        norm = math.sqrt(float(v @ v))
         if not math.isfinite(norm) or norm == 0.0:
             raise ValueError(f"{what} must be finite and non-zero")
         return (v / norm).astype(np.float32)
@@ -129,9 +182,9 @@ class MemoryStream:
         if size <= len(self._created):
             return
         cap = max(size, 2 * len(self._created))
-        for name in ("_vectors", "_created", "_accessed", "_importance"):
+        for name in ("_rows", "_created", "_accessed", "_importance"):
             old = getattr(self, name)
-            new = np.zeros((cap,) + old.shape[1:], dtype=old.dtype)
+            new = np.zeros(cap, dtype=old.dtype)
             new[: self._n] = old[: self._n]
             setattr(self, name, new)
 
@@ -151,7 +204,7 @@ class MemoryStream:
         `norm` is min-max over the stream to [0, 1]; a term equal for all memories
         normalises to 0.5 for all (as in the paper's code), so it ranks nobody. Equal
         scores rank the newer memory (higher id) first. `query` is an embedding or, when
-        the stream has an embedder, a text.
+        the stream has an embedder, a text. With index="hnsw" the result is approximate.
         """
         return self.retrieve_many([query], k, now=now)[0]
 
@@ -171,24 +224,48 @@ class MemoryStream:
         if isinstance(queries, str) or (isinstance(queries, np.ndarray) and queries.ndim == 1):
             queries = [queries]
         qs = self._query_matrix(list(queries))
-        n = self._n
-        if n == 0 or k == 0:
+        if self._n == 0 or k == 0:
             return [[] for _ in range(len(qs))]
-        w_rec, w_imp, w_rel = self.weights
-        rec = minmax(recency(self._accessed[:n], float(now), self.decay))
-        imp = minmax(self._importance[:n].astype(np.float64))
-        rel = minmax(cosines(self._vectors[:n], qs))  # (m, n), each row normalised
-        scores = w_rec * rec + w_imp * imp + w_rel * rel
-        results = []
-        for row, score in enumerate(scores):
-            results.append([
-                Hit(Memory(self, int(i)), float(score[i]), float(rec[i]), float(imp[i]),
-                    float(rel[row, i]))
-                for i in top_k(score, int(k))
-            ])
-        touched = [h.memory.id for hits in results for h in hits]
+        if self._approx is not None:
+            found = [self._approx.search(self, q, int(k), float(now)) for q in qs]
+        else:
+            found = self._exact(qs, int(k), float(now))
+        results = [[Hit(Memory(self, int(i)), float(s), float(rc), float(im), float(rl))
+                    for i, s, rc, im, rl in zip(*columns)] for columns in found]
+        touched = list(dict.fromkeys(int(i) for columns in found for i in columns[0]))
         self._accessed[touched] = float(now)
+        if self._approx is not None:
+            self._approx.touch(touched, float(now))
         return results
+
+    def _exact(self, qs: np.ndarray, k: int, now: float) -> list[tuple]:
+        """Score every memory: one pass over the distinct embeddings for all queries,
+        then the other terms and the normalisation as whole-array operations."""
+        n, (w_rec, w_imp, w_rel) = self._n, self.weights
+        rec = recency(self._accessed[:n], now, self.decay)
+        rec = normalise(rec, *span(float(rec.min()), float(rec.max())))
+        importance = self._importance[:n]
+        levels = normalise(np.arange(11), *span(float(importance.min()),
+                                                float(importance.max())))
+        imp = levels[importance]
+        static = w_rec * rec + w_imp * imp
+        rel_rows = relevance(self._table.matrix(), qs)
+        shared = len(self._table) < n  # some memories share a row: map rows to memories
+        found = []
+        for rel in rel_rows:
+            lo, width = span(float(rel.min()), float(rel.max()))
+            if shared:
+                rel = rel[self._rows[:n]]
+            if width:
+                score = np.subtract(rel, lo, dtype=np.float64)
+                score *= w_rel / width
+                score += static
+            else:
+                score = static + w_rel * CONSTANT_TERM
+            best = top_k(score, k)
+            found.append((best, score[best], rec[best], imp[best],
+                          normalise(rel[best], lo, width)))
+        return found
 
     def _query_matrix(self, queries: list) -> np.ndarray:
         texts = [q for q in queries if isinstance(q, str)]
@@ -226,21 +303,25 @@ class MemoryStream:
         return self._importance[: self._n].copy()
 
     def embeddings(self) -> np.ndarray:
-        """The (n, dim) float32 unit-length embeddings, in id order (a read-only view)."""
-        view = self._vectors[: self._n]
-        view.flags.writeable = False
-        return view
+        """The (n, dim) float32 unit-length embeddings, in id order (a read-only copy)."""
+        out = self._table.matrix()[self._rows[: self._n]]
+        out.flags.writeable = False
+        return out
+
+    def _embedding(self, mid: int) -> np.ndarray:
+        """A copy of memory `mid`'s embedding."""
+        return self._table.row(int(self._rows[mid])).copy()
 
     def __repr__(self) -> str:
         return (f"MemoryStream(n={self._n}, dim={self.dim}, weights={self.weights}, "
-                f"decay={self.decay}, embedder={self.embedder_name!r})")
+                f"decay={self.decay}, embedder={self.embedder_name!r}, "
+                f"index={self.index_kind!r})")
 
     # -- persistence --------------------------------------------------------------------
 
     def save(self, path: str) -> None:
-        """Write the stream to directory `path` (created if missing): memories.json (schema,
-        settings, texts, times, ratings, links) and embeddings.npy. Each file is replaced
-        atomically; see `smallville.memory.storage`."""
+        """Write the stream to directory `path` (created if missing). Saving again to the
+        same path appends only what is new; see `smallville.memory.storage`."""
         storage.save(self, path)
 
     @classmethod

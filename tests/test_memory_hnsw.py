@@ -1,0 +1,113 @@
+"""The approximate path (index="hnsw"): a threshold search over an HNSW index and ordered
+recency/importance structures, checked against the exact path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from smallville.memory import MemoryStream, ordered
+
+
+def twins(seed, n, dim=16, dup=0.0, centres=None, shuffled=True, **hnsw):
+    """The same random stream as an exact and an hnsw MemoryStream."""
+    rng = np.random.default_rng(seed)
+    weights = tuple(float(w) for w in rng.uniform(0.3, 1.5, 3))
+    exact = MemoryStream(dim, weights, 0.995)
+    approx = MemoryStream(dim, weights, 0.995, index="hnsw", **hnsw)
+    topics = rng.normal(size=(centres or 1, dim))
+    times = rng.uniform(0, 30 * 86400, n)
+    if not shuffled:
+        times.sort()
+    for i in range(n):
+        if i and rng.random() < dup:
+            v = exact[int(rng.integers(i))].embedding
+        elif centres:
+            v = topics[rng.integers(centres)] + 0.6 * rng.normal(size=dim)
+        else:
+            v = rng.normal(size=dim)
+        imp = int(rng.integers(1, 11))
+        for s in (exact, approx):
+            s.add(f"m{i}", v, importance=imp, created=float(times[i]))
+    return exact, approx, rng, topics
+
+
+def ids(hits):
+    return [h.memory.id for h in hits]
+
+
+def test_recall_against_exact():
+    exact, approx, rng, topics = twins(1, 4000, dim=32, centres=40, dup=0.1)
+    now, recall, top1 = 31 * 86400.0, [], 0
+    for _ in range(40):
+        q = topics[rng.integers(40)] + 0.5 * rng.normal(size=32)
+        want, got = exact.retrieve(q, k=10, now=now), approx.retrieve(q, k=10, now=now)
+        recall.append(len(set(ids(want)) & set(ids(got))) / 10)
+        top1 += ids(want)[0] == ids(got)[0]
+        now += 900.0
+    assert np.mean(recall) >= 0.95
+    assert top1 >= 36
+
+
+@pytest.mark.parametrize("shuffled", [True, False])
+def test_small_stream_matches_exact_through_many_refreshes(monkeypatch, shuffled):
+    """With a search as wide as the stream, HNSW misses nothing: hits, their terms and
+    every refresh equal the exact path's, through compactions and out-of-order times."""
+    monkeypatch.setattr(ordered, "SLACK", 4)
+    exact, approx, rng, _ = twins(2, 300, dup=0.2, shuffled=shuffled, ef_search=512)
+    now = 31 * 86400.0
+    for step in range(60):
+        q = rng.normal(size=16)
+        k = int(rng.integers(1, 25))
+        if step == 30:
+            now -= 7200.0  # a retrieval in the past: one level re-sorts
+        want, got = exact.retrieve(q, k=k, now=now), approx.retrieve(q, k=k, now=now)
+        assert ids(got) == ids(want)
+        for g, w in zip(got, want):
+            assert (g.score, g.recency, g.importance, g.relevance) == pytest.approx(
+                (w.score, w.recency, w.importance, w.relevance), abs=1e-9)
+        assert [m.last_accessed for m in approx] == [m.last_accessed for m in exact]
+        now += float(rng.uniform(0, 3600))
+
+
+def test_refresh_moves_memories_to_the_front():
+    stream = MemoryStream(dim=2, weights=(1.0, 0.0, 0.0), index="hnsw")
+    for i in range(50):
+        stream.add(str(i), [1.0, i / 50], importance=5, created=float(i))
+    (first,) = stream.retrieve([1, 0], k=1, now=100.0)
+    assert first.memory.id == 49  # most recent
+    stream.retrieve_many([[1, 0]], k=1, now=100.0)
+    assert stream[49].last_accessed == 100.0
+    hits = stream.retrieve([0, 1], k=3, now=200.0)
+    assert ids(hits)[0] == 49 and hits[0].recency == 1.0
+
+
+def test_retrieve_many_and_duplicates():
+    exact, approx, rng, _ = twins(3, 500, dup=0.5, ef_search=1024)
+    qs = rng.normal(size=(4, 16))
+    want = exact.retrieve_many(qs, k=6, now=4e6)
+    got = approx.retrieve_many(qs, k=6, now=4e6)
+    assert [ids(h) for h in got] == [ids(h) for h in want]
+    assert approx.index.ntotal < 500
+
+
+def test_save_load_keeps_the_index_kind(tmp_path):
+    _, approx, rng, _ = twins(4, 200, ef_search=512)
+    approx.retrieve(rng.normal(size=16), k=5, now=3e6)
+    approx.save(tmp_path / "h")
+    loaded = MemoryStream.load(tmp_path / "h")
+    assert loaded.index_kind == "hnsw" and len(loaded) == 200
+    q = rng.normal(size=16)
+    assert ids(loaded.retrieve(q, k=8, now=4e6)) == ids(approx.retrieve(q, k=8, now=4e6))
+
+
+def test_settings_are_checked():
+    with pytest.raises(ValueError, match="non-negative"):
+        MemoryStream(dim=4, weights=(1, -1, 1), index="hnsw")
+    with pytest.raises(ValueError, match="index must be"):
+        MemoryStream(dim=4, index="ivf")
+    stream = MemoryStream(dim=4, index="hnsw")
+    assert stream.retrieve([1, 0, 0, 0], k=3, now=0.0) == []
+    stream.add("one", [1, 0, 0, 0], importance=2, created=0.0)
+    (hit,) = stream.retrieve([0, 1, 0, 0], k=3, now=10.0)
+    assert (hit.memory.id, hit.recency, hit.importance, hit.relevance) == (0, 0.5, 0.5, 0.5)
