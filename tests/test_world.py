@@ -67,3 +67,71 @@ def test_moving_updates_the_spatial_index():
     assert world.agents_near("ann") == ["bob"]
     assert world.agents_in("Cafe") == ["ann", "bob"]
     assert world.area_of("bob") == "Cafe / cafe"
+
+
+def _reference_path(grid, start, goal):
+    """The path as the engine drew it before A*: a full breadth-first distance field to the
+    goal, then from each tile the first neighbour (up, left, right, down) nearest the goal."""
+    from collections import deque
+
+    steps = ((0, -1), (-1, 0), (1, 0), (0, 1))
+    dist, queue = {goal: 0}, deque([goal])
+    while queue:
+        c, r = queue.popleft()
+        for dc, dr in steps:
+            nxt = (c + dc, r + dr)
+            if grid.walkable(nxt) and nxt not in dist:
+                dist[nxt] = dist[(c, r)] + 1
+                queue.append(nxt)
+    if start not in dist:
+        return None
+    path = [start]
+    while path[-1] != goal:
+        c, r = path[-1]
+        path.append(min(((c + dc, r + dr) for dc, dr in steps if (c + dc, r + dr) in dist), key=lambda t: dist[t]))
+    return path
+
+
+def test_paths_in_a_generated_town_are_the_reference_shortest_paths():
+    import random
+
+    from smallville.town import generate_town
+
+    text = generate_town(60, seed=2).scenario
+    import yaml
+
+    spec = yaml.safe_load(text)["map"]
+    grid = Grid(spec["grid"].splitlines(), spec["legend"])
+    tiles = sorted(grid._area)
+    rng = random.Random(0)
+    for _ in range(40):
+        a, b = rng.choice(tiles), rng.choice(tiles)
+        assert grid.path(a, b) == _reference_path(grid, a, b)
+        assert grid.distance(a, b) == len(grid.path(a, b)) - 1
+    assert grid.path(tiles[0], tiles[0]) == [tiles[0]]
+
+
+def test_unreachable_and_prefix_tiles():
+    rows = ("#####", "#a#b#", "#####")
+    grid = Grid(rows, {"#": "wall", "a": "Left / room", "b": "Right / room"})
+    assert grid.path((1, 1), (3, 1)) is None and grid.distance((1, 1), (3, 1)) is None
+    nested = Grid(("abc",), {"a": "Town / Hall / east", "b": "Town / Hall / west", "c": "Town / street"})
+    assert nested.tiles_in("Town / Hall") == [(0, 0), (1, 0)]
+    assert nested.tiles_in("Town / Hall") is nested.tiles_in("Town/Hall")      # computed once
+    assert nested.tiles_in("Nowhere") == []
+
+
+def test_ville_paths_unchanged():
+    import random
+
+    from smallville.scenario import load_scenario
+
+    from conftest import THE_VILLE
+
+    spec = load_scenario(THE_VILLE).map
+    grid = Grid(spec.grid, spec.legend)
+    tiles = sorted(grid._area)
+    rng = random.Random(1)
+    for _ in range(25):
+        a, b = rng.choice(tiles), rng.choice(tiles)
+        assert grid.path(a, b) == _reference_path(grid, a, b)

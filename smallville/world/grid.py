@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import deque
+import heapq
 from functools import lru_cache
 
 Tile = tuple[int, int]          # (column, row)
@@ -38,7 +38,8 @@ class Grid:
             self._tiles_by_area.setdefault(area, []).append(tile)
             if " / " in area:
                 self._tiles_by_area.setdefault(area.split(" / ")[0], []).append(tile)
-        self._field = lru_cache(maxsize=4096)(self._distance_field)
+        self._prefix_tiles: dict[str, list[Tile]] = {}
+        self._path = lru_cache(maxsize=4096)(self._shortest)     # paths only: a few MB at most
 
     def walkable(self, tile: Tile) -> bool:
         return tile in self._area
@@ -55,36 +56,69 @@ class Grid:
         area = normalize_area(area)
         if area in self._tiles_by_area:
             return self._tiles_by_area[area]
-        return sorted((t for t, a in self._area.items() if in_area(a, area)), key=lambda t: (t[1], t[0]))
+        if area not in self._prefix_tiles:          # a deeper prefix or an unknown area: scan once
+            self._prefix_tiles[area] = sorted((t for t, a in self._area.items() if in_area(a, area)),
+                                              key=lambda t: (t[1], t[0]))
+        return self._prefix_tiles[area]
 
-    def _distance_field(self, goal: Tile) -> dict[Tile, int]:
-        """Steps from every reachable tile to `goal` (breadth-first)."""
-        dist = {goal: 0}
-        queue = deque([goal])
-        while queue:
-            c, r = queue.popleft()
-            d = dist[(c, r)] + 1
+    def _distances_to(self, goal: Tile, start: Tile) -> dict[Tile, int] | None:
+        """Exact steps to `goal` from every tile that lies on a shortest start-goal path (and
+        from some others), or None when start cannot reach goal.
+
+        A* from the goal towards the start with the Manhattan heuristic, which is consistent,
+        so every settled tile's distance is exact; the search goes on until every tile with
+        f <= the shortest length is settled, so all tiles of all shortest paths are in the
+        answer. It costs about the area between start and goal, not the whole map, and keeps
+        nothing once the path is drawn: memory stays bounded however large the town.
+        """
+        if goal not in self._area or start not in self._area:
+            return None
+        sc, sr = start
+        area = self._area
+        done: dict[Tile, int] = {}
+        best = {goal: 0}
+        heap = [(abs(goal[0] - sc) + abs(goal[1] - sr), 0, goal)]
+        bound = None
+        while heap:
+            f, neg_g, tile = heapq.heappop(heap)
+            if bound is not None and f > bound:
+                break
+            if tile in done:
+                continue
+            g = -neg_g
+            done[tile] = g
+            if tile == start:
+                bound = g
+            c, r = tile
             for dc, dr in _STEPS:
                 nxt = (c + dc, r + dr)
-                if nxt in self._area and nxt not in dist:
-                    dist[nxt] = d
-                    queue.append(nxt)
-        return dist
+                if nxt in area and nxt not in done and g + 1 < best.get(nxt, 1 << 60):
+                    best[nxt] = g + 1
+                    heapq.heappush(heap, (g + 1 + abs(nxt[0] - sc) + abs(nxt[1] - sr), -(g + 1), nxt))
+        return done if bound is not None else None
 
     def path(self, start: Tile, goal: Tile) -> list[Tile] | None:
-        """Shortest 4-neighbour path from start to goal, both included; None if unreachable."""
-        field = self._field(goal)
-        if start not in field:
+        """Shortest 4-neighbour path from start to goal, both included; None if unreachable.
+
+        From each tile the path steps to the first neighbour (in `_STEPS` order) one step
+        nearer the goal, so the same start and goal always give the same path."""
+        path = self._path(start, goal)
+        return None if path is None else list(path)
+
+    def _shortest(self, start: Tile, goal: Tile) -> tuple[Tile, ...] | None:
+        dist = self._distances_to(goal, start)
+        if dist is None:
             return None
         path = [start]
         here = start
         while here != goal:
             c, r = here
-            here = min(((c + dc, r + dr) for dc, dr in _STEPS if (c + dc, r + dr) in field),
-                       key=lambda t: field[t])
+            want = dist[here] - 1
+            here = next(t for t in ((c + dc, r + dr) for dc, dr in _STEPS) if dist.get(t) == want)
             path.append(here)
-        return path
+        return tuple(path)
 
     def distance(self, start: Tile, goal: Tile) -> int | None:
         """Steps on the shortest path, or None if unreachable."""
-        return self._field(goal).get(start)
+        path = self._path(start, goal)
+        return None if path is None else len(path) - 1
