@@ -20,6 +20,16 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="smallville", description="A multi-agent town simulation engine in the style of Generative Agents.")
@@ -32,8 +42,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--for", dest="duration", type=_duration, metavar="DURATION",
                      help="simulated time to run, e.g. 2h or 2d (default: the scenario's duration)")
     run.add_argument("--seed", type=int, help="random seed (default: the scenario's seed)")
-    run.add_argument("--brain", default="offline", help="who answers the agents' questions (default: offline)")
-    run.add_argument("--embedder", default="use",
+    run.add_argument("--brain", metavar="MODEL",
+                     help="who answers the agents' questions: offline (default), a litellm model name "
+                          "(e.g. openai/gpt-4o-mini, ollama/llama3.1), or llm: the model of the scenario's brain: block")
+    run.add_argument("--brain-config", type=Path, metavar="FILE.yaml",
+                     help="LLM brain settings (model, api_base, temperature, ...; see docs/llm.md)")
+    run.add_argument("--api-base", metavar="URL", help="address of the model's server, e.g. http://127.0.0.1:8000/v1")
+    run.add_argument("--replay-from", type=Path, metavar="RUN_DIR",
+                     help="answer from a recorded run's answers.jsonl, with no model")
+    run.add_argument("--replay-fallthrough", action="store_true",
+                     help="with --replay-from: send requests the record lacks to the live brain")
+    run.add_argument("--cache", type=Path, metavar="DIR", help="a persistent answer cache shared across runs")
+    run.add_argument("--embedder",
                      help="sentence embedder: use (default, offline model), lexical, or a litellm model name")
     run.add_argument("--embedder-api-base", metavar="URL",
                      help="address of an OpenAI-compatible embedding server, for a litellm embedder")
@@ -57,6 +77,15 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--all", action="store_true", help="every event, observations and objects included")
     replay.add_argument("--html", type=Path, metavar="OUT.html",
                         help="write a self-contained page that animates the run instead")
+
+    town = commands.add_parser("town", help="make towns: `town generate` writes a large generated town")
+    town_commands = town.add_subparsers(dest="town_command", metavar="COMMAND")
+    town_commands.required = True
+    generate = town_commands.add_parser("generate", help="write a generated scenario and its agents/ folder")
+    generate.add_argument("out", type=Path, metavar="OUT.yaml", help="the scenario file to write")
+    generate.add_argument("--agents", type=_positive, required=True, metavar="N", help="how many residents")
+    generate.add_argument("--seed", type=int, default=0, help="random seed (default 0): same seed, same files")
+    generate.add_argument("--force", action="store_true", help="overwrite existing files")
     return parser
 
 
@@ -67,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
             return _validate(args)
         if args.command == "replay":
             return _replay(args)
+        if args.command == "town":
+            return _town(args)
         return _run(args)
     except ScenarioError as exc:
         for problem in exc.problems:
@@ -134,6 +165,15 @@ def _sim_time(run, text: str | None, flag: str) -> float | None:
         return (parse_datetime(text) - parse_datetime(run.manifest["sim_start"])).total_seconds()
     except ValueError as exc:
         raise SmallvilleError(f"{flag}: {exc}") from None
+
+
+def _town(args) -> int:
+    from smallville.town import generate_town, write_town
+
+    town = generate_town(args.agents, args.seed)
+    write_town(town, args.out, force=args.force)
+    print(f"wrote {args.out} and {len(town.agents)} agent files in {args.out.parent / 'agents'}")
+    return 0
 
 
 def _run(args) -> int:

@@ -24,16 +24,21 @@ def run_with_progress(scenario, args, console: Console | None = None) -> RunResu
             if not args.quiet:
                 console.print(f"[bold]{scenario.name}[/]: {len(scenario.agents)} agents, "
                               f"{format_duration(duration)} from {format_sim(scenario.start, 0)}, seed {seed}, "
-                              f"brain {args.brain}, embedder {sim.embedder.name}; writing {path}")
+                              f"brain {sim.brain.name}, embedder {sim.embedder.name}; writing {path}")
 
         def on_step(now: float) -> None:
             progress.update(task, completed=now, description=f"simulated {format_sim(scenario.start, now)}")
 
         result = run_scenario(scenario, runs_dir=args.runs_dir, seed=args.seed, duration=args.duration,
                               brain=args.brain, embedder=args.embedder, embedder_api_base=args.embedder_api_base,
+                              brain_config=getattr(args, "brain_config", None), api_base=getattr(args, "api_base", None),
+                              cache=getattr(args, "cache", None), replay_from=getattr(args, "replay_from", None),
+                              replay_fallthrough=getattr(args, "replay_fallthrough", False),
                               on_start=on_start, on_step=on_step)
     if not args.quiet:
         console.print(summary(result))
+        if "usage" in result.manifest:
+            console.print(usage_table(result.manifest))
     status = result.manifest["status"]
     style = "green" if status == "completed" else "yellow"
     if args.quiet:
@@ -58,4 +63,27 @@ def summary(result: RunResult) -> Table:
     table.caption = (f"{c['memories']} memories, {c['reflections']} reflections, {c['conversations']} conversations, "
                      f"{c['actions']} actions, {c['replans']} re-plans.  Probes: "
                      + "; ".join(f"{k} {len(v['start'])} -> {len(v['end'])}" for k, v in m["probes"].items()))
+    return table
+
+
+def usage_table(manifest: dict) -> Table:
+    """What the brain's requests took, by request kind: calls, retries, fallbacks, tokens, cost."""
+    usage = manifest["usage"]
+    cols = ("requests", "calls", "retries", "fallbacks", "reused", "cached", "prompt_tokens", "completion_tokens", "cost")
+    table = Table(title=f"brain {manifest['brain'].get('model', manifest['brain'].get('name'))}")
+    table.add_column("request")
+    for col in cols:
+        table.add_column(col.replace("_tokens", " tok"), justify="right")
+
+    def row(name: str, figures: dict) -> list[str]:
+        return [name] + [f"{figures[c]:.4f}" if c == "cost" else str(figures[c]) for c in cols]
+
+    for kind, figures in usage["by_kind"].items():
+        table.add_row(*row(kind, figures))
+    table.add_row(*row("total", usage["total"]), style="bold")
+    per = usage.get("per_agent_hour", {})
+    calls = sum(v["calls"] for v in per.values())
+    tokens = sum(v["tokens"] for v in per.values())
+    table.caption = (f"per agent per game hour: {calls:.2f} calls, {tokens:.0f} tokens"
+                     + ("" if usage["cost_known"] else "; cost unknown for this model (set price_prompt/price_completion)"))
     return table

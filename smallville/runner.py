@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from smallville import __version__
-from smallville.errors import BrainError
+from smallville.errors import BrainError, RunError
 from smallville.timefmt import format_sim
 
 MANIFEST_SCHEMA = 1
@@ -55,21 +55,44 @@ class RunResult:
 
 
 def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = None,
-                 duration: float | None = None, brain: str = "offline", embedder: str = "use",
-                 embedder_api_base: str | None = None,
+                 duration: float | None = None, brain=None, embedder: str | None = None,
+                 embedder_api_base: str | None = None, brain_config: str | Path | None = None,
+                 api_base: str | None = None, cache: str | Path | None = None,
+                 replay_from: str | Path | None = None, replay_fallthrough: bool = False,
                  on_start: Callable | None = None, on_step: Callable[[float], None] | None = None) -> RunResult:
     """Simulate a loaded scenario and log it to a new run directory.
 
+    `brain` is "offline" (the default), a litellm model name or an `LLMConfig`; settings
+    come from the scenario's `brain:` block, then `brain_config` (a YAML file), then
+    `brain`/`api_base`. With `replay_from` (a run directory) the brain answers from that
+    run's record, and seed, duration and embedder default to that run's.
+
     Ctrl-C (KeyboardInterrupt) ends the run with status `interrupted`, keeping what was
     written; any other exception marks it `failed` and propagates."""
-    from smallville.brain import make_brain
+    from smallville.brain import Ledger, LLMConfig, make_brain
+    from smallville.brain.config import load_config
+    from smallville.brain.record import RECORD, Recording, Replaying
     from smallville.embed import make_embedder
     from smallville.sim import Simulation
     from smallville.sim.log import EventLog
 
-    seed = scenario.seed if seed is None else seed
-    duration = scenario.duration if duration is None else duration
-    the_brain = make_brain(brain, seed)
+    recorded = _recorded_manifest(replay_from) if replay_from is not None else {}
+    seed = recorded.get("seed", scenario.seed) if seed is None else seed
+    duration = recorded.get("duration_s", scenario.duration) if duration is None else duration
+    config = brain if isinstance(brain, LLMConfig) else load_config(
+        scenario=scenario.brain, file=brain_config, flags={"model": brain, "api_base": api_base},
+        scenario_path=str(scenario.path))
+    ledger = Ledger()
+    the_brain = None if replay_from is not None and not replay_fallthrough else make_brain(
+        config, seed, ledger=ledger, cache=cache)
+    if replay_from is not None:
+        the_brain = Replaying(replay_from, fallthrough=the_brain)
+    if hasattr(the_brain, "preflight"):
+        the_brain.preflight()               # an unreachable model stops here, before any file is written
+    if embedder is None:
+        embedder = config.embedding_model or _embedder_spec(recorded) or "use"
+        if config.embedding_model and embedder_api_base is None:
+            embedder_api_base = config.embedding_api_base or config.api_base
     try:
         the_embedder = make_embedder(embedder, api_base=embedder_api_base)
     except ValueError as exc:
@@ -94,8 +117,9 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
     }
     write_json_atomic(path / "manifest.json", manifest)
     began = time.perf_counter()
-    with open(path / "events.jsonl", "a", encoding="utf-8") as out:
-        sim = Simulation(scenario, the_brain, the_embedder, seed=seed, log=EventLog(scenario.start, out))
+    with open(path / "events.jsonl", "a", encoding="utf-8") as out, open(path / RECORD, "a", encoding="utf-8") as rec:
+        sim = Simulation(scenario, Recording(the_brain, rec), the_embedder, seed=seed,
+                         log=EventLog(scenario.start, out))
         manifest["config"] = sim.config.to_dict()
         if on_start:
             on_start(sim, path)
@@ -111,6 +135,8 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
         finally:
             sim.log.flush()
             manifest.update(_final(sim))
+            if ledger.by_kind:
+                manifest["usage"] = ledger.to_dict(len(sim.agents), sim.env.now / 3600)
             manifest["wall"].update(finished=datetime.now().isoformat(timespec="seconds"),
                                     seconds=round(time.perf_counter() - began, 3))
             write_json_atomic(path / "manifest.json", manifest)
@@ -127,3 +153,23 @@ def _final(sim) -> dict:
         "probes": {name: {"start": sim.probe_start.get(name, []), "end": end[name]} for name in end},
         "requests": dict(sorted(sim.dispatch.requests.items())),
     }
+
+
+def _recorded_manifest(run_dir: str | Path) -> dict:
+    """The manifest of a run to replay (its seed, duration and embedder are the defaults)."""
+    path = Path(run_dir) / "manifest.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunError(f"cannot replay from {run_dir}: no readable manifest ({path}): "
+                       f"{getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _embedder_spec(manifest: dict) -> str | None:
+    """The `--embedder` value that gives the embedder a manifest names."""
+    name = (manifest.get("embedder") or {}).get("name", "")
+    if name.startswith("litellm:"):
+        return name.removeprefix("litellm:")
+    if name.startswith("lexical"):
+        return "lexical"
+    return "use" if name.startswith("use") else None

@@ -1,7 +1,15 @@
-"""The brain seam: anything that answers a batch of typed requests."""
+"""The brain seam: anything that answers a batch of typed requests.
+
+A brain that reaches a model may also answer a request with `Failed` (it could not get
+a valid answer this time); wrappers retry those (`Retrying`) and replace what still fails
+with a safe default (`WithFallbacks`), recording each as a `Fallback`. A brain that hands
+answers to the engine never returns `Failed`, and may list the fallbacks it took in its
+last batch as `last_fallbacks`, which the dispatcher logs as `brain_fallback` events.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from smallville.brain.requests import Message
@@ -18,3 +26,38 @@ class Brain(Protocol):
     def describe(self) -> dict:
         """Settings recorded in the run's manifest."""
         ...
+
+
+@dataclass(frozen=True)
+class Failed:
+    """No valid answer this time. `reason` is one of `connection`, `rate_limit`, `server`,
+    `timeout`, `bad_json`, `schema`, `refused` (a client error: retrying will not help)."""
+
+    reason: str
+    error: str
+
+    @property
+    def retryable(self) -> bool:
+        return self.reason != "refused"
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.error}"
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A request of the last batch answered with a safe default after its last retry."""
+
+    index: int       # position in the batch
+    kind: str        # the request's kind
+    key: str         # its request_key
+    error: str       # the last error, one line
+
+    def data(self) -> dict:
+        """The `data` of its `brain_fallback` event."""
+        return {"kind": self.kind, "key": self.key, "error": self.error}
+
+
+def fallbacks_of(brain) -> list[Fallback]:
+    """The fallbacks a brain took in its last batch (none for brains that never fall back)."""
+    return list(getattr(brain, "last_fallbacks", ()) or ())

@@ -3,26 +3,29 @@
 A request is a SimPy event. The first request at an instant schedules a flush behind every
 event already queued for that instant, so all agents that wake at a tick ask first; the
 flush then answers the whole batch and succeeds the events sorted by (agent id, sequence),
-so agents resume in a fixed order whatever the brain did inside.
+so agents resume in a fixed order whatever the brain did inside. Fallbacks the brain took
+(`last_fallbacks`) go to `on_fallback(agent, fallback)` first, in batch order.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 import simpy
 
-from smallville.brain.base import Brain
+from smallville.brain.base import Brain, Fallback, fallbacks_of
 from smallville.brain.requests import Message
 
 
 class Dispatcher:
     """The one way agents reach the brain."""
 
-    def __init__(self, env: simpy.Environment, brain: Brain) -> None:
+    def __init__(self, env: simpy.Environment, brain: Brain,
+                 on_fallback: Callable[[str, Fallback], None] | None = None) -> None:
         self.env = env
         self.brain = brain
+        self.on_fallback = on_fallback
         self._pending: list[tuple[str, int, Message, simpy.Event]] = []
         self._seq: Counter[str] = Counter()
         self.batches = 0
@@ -42,6 +45,9 @@ class Dispatcher:
         self._pending = []
         answers = self.brain.answer([p[2] for p in batch])
         self.batches += 1
+        if self.on_fallback is not None:
+            for fallback in fallbacks_of(self.brain):
+                self.on_fallback(batch[fallback.index][0], fallback)
         for (_, _, request, event), answer in zip(batch, answers):
             self.requests[request.kind] += 1
             event.succeed(answer)

@@ -55,7 +55,8 @@ class Simulation:
         self.world = World.from_map(scenario.map)
         self.tick = scenario.tick
         self.log = log or EventLog(scenario.start)
-        self.dispatch = Dispatcher(self.env, brain)
+        self.dispatch = Dispatcher(self.env, brain,
+                                   on_fallback=lambda agent, fb: self.emit("brain_fallback", agent, fb.data()))
         self.brain = brain
         self.embedder = embedder
         self.counts: Counter[str] = Counter()

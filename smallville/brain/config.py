@@ -1,0 +1,109 @@
+"""Settings of the LLM brain, from a scenario's `brain:` block, a `--brain-config` YAML
+file and command-line flags (later ones win). API keys are never settings: they come from
+the provider's usual environment variables (or the one named by `api_key_env`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from smallville.brain.prompts import STRUCTURED_MODES
+from smallville.errors import BrainError
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    model: str = "offline"                # a litellm model name, or "offline"
+    api_base: str | None = None           # e.g. http://127.0.0.1:8000/v1 for a local server
+    api_key_env: str | None = None        # name of the environment variable holding the key
+    temperature: float = 0.0
+    max_tokens: int = 600
+    max_concurrency: int = 8              # requests of one batch in flight at once
+    timeout: float = 60.0                 # seconds per call
+    retries: int = 2                      # after the first try
+    backoff: float = 1.0                  # seconds before the first retry, doubled after each
+    structured: str = "json_schema"       # json_schema | json_object | prompt
+    embedding_model: str | None = None    # a litellm embedding model, used as the embedder
+    embedding_api_base: str | None = None  # default: api_base
+    price_prompt: float | None = None     # USD per prompt token, when litellm does not know the model
+    price_completion: float | None = None  # USD per completion token
+    reuse_ratings: bool = True            # rate each observation text once per agent
+    echo_request: bool = False            # end prompts with REQUEST_JSON (for test servers)
+    preflight: bool = True                # one small call before the run starts
+    extra: dict = field(default_factory=dict)  # passed to litellm.completion as is
+
+    def __post_init__(self) -> None:
+        if self.structured not in STRUCTURED_MODES:
+            raise BrainError(f"brain setting structured={self.structured!r}: use one of {', '.join(STRUCTURED_MODES)}")
+        for name in ("max_concurrency", "max_tokens"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise BrainError(f"brain setting {name}={getattr(self, name)!r}: must be a positive integer")
+        if not isinstance(self.retries, int) or self.retries < 0:
+            raise BrainError(f"brain setting retries={self.retries!r}: must be an integer >= 0")
+        for name in ("timeout", "backoff", "temperature"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise BrainError(f"brain setting {name}={value!r}: must be a number >= 0")
+
+    @property
+    def is_offline(self) -> bool:
+        return self.model == "offline"
+
+    @property
+    def api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+    def describe(self) -> dict:
+        """The settings for a manifest: never a key, only the name of its variable."""
+        return {k: v for k, v in asdict(self).items() if v not in (None, {})}
+
+    def merged(self, settings: dict[str, Any] | None, source: str) -> "LLMConfig":
+        """These settings with `settings` on top; unknown keys and keys are refused."""
+        if not settings:
+            return self
+        if not isinstance(settings, dict):
+            raise BrainError(f"{source}: brain settings must be a mapping, got {type(settings).__name__}")
+        known = {f.name for f in fields(self)}
+        aliases = {"brain": "model", "price": None}
+        updates: dict[str, Any] = {}
+        for key, value in settings.items():
+            key = aliases.get(key, key) or key
+            if key in ("api_key", "key"):
+                raise BrainError(f"{source}: an API key is not a setting; put it in the provider's environment "
+                                 "variable (e.g. OPENAI_API_KEY) or name a variable with api_key_env")
+            if key == "price" and isinstance(value, dict):
+                updates.update({f"price_{k}": v for k, v in value.items() if k in ("prompt", "completion")})
+                continue
+            if key not in known:
+                raise BrainError(f"{source}: unknown brain setting {key!r} (known: {', '.join(sorted(known))})")
+            updates[key] = value
+        return replace(self, **updates)
+
+
+def load_config(*, scenario: dict | None = None, file: str | Path | None = None,
+                flags: dict[str, Any] | None = None, scenario_path: str = "scenario") -> LLMConfig:
+    """Defaults, then the scenario's `brain:` block, the config file, then flags that were given.
+
+    The brain stays offline unless a model is chosen: by `--brain MODEL`, by a config file
+    naming one, or by `--brain llm` (the model the scenario's `brain:` block names). The
+    scenario's block alone only supplies settings, so a town runs offline by default."""
+    config = LLMConfig().merged(scenario, f"{scenario_path}: brain")
+    scenario_model = config.model
+    config = replace(config, model="offline")
+    if file is not None:
+        import yaml
+
+        try:
+            data = yaml.safe_load(Path(file).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise BrainError(f"cannot read brain config {file}: {exc}".splitlines()[0]) from None
+        config = config.merged(data, str(file))
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    if flags.get("model") == "llm":
+        model = config.model if not config.is_offline else scenario_model
+        if model == "offline":
+            raise BrainError("--brain llm: no model named in the scenario's brain: block or in --brain-config")
+        flags["model"] = model
+    return config.merged(flags, "command line")

@@ -1,0 +1,63 @@
+"""What a brain's requests cost: requests, model calls, retries, fallbacks, tokens, cost,
+counted per request kind and per agent. Shared by the LLM brain and its wrappers."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+FIGURES = ("requests", "calls", "retries", "fallbacks", "reused", "cached",
+           "prompt_tokens", "completion_tokens", "cost")
+
+
+class Ledger:
+    """Thread-safe counters; `to_dict` is what the manifest's `usage` holds."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.by_kind: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(FIGURES, 0))
+        self.by_agent: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(FIGURES, 0))
+        self.cost_known = True
+        self.busy_s = 0.0          # summed duration of model calls
+        self.batch_s = 0.0         # wall time spent answering batches that made calls
+        self.batches = 0
+
+    def add(self, kind: str, agent: str, **figures: float) -> None:
+        with self._lock:
+            for name, value in figures.items():
+                self.by_kind[kind][name] += value
+                self.by_agent[agent][name] += value
+
+    def add_time(self, busy: float = 0.0, batch: float = 0.0) -> None:
+        with self._lock:
+            self.busy_s += busy
+            if batch:
+                self.batch_s += batch
+                self.batches += 1
+
+    def total(self) -> dict[str, float]:
+        out = dict.fromkeys(FIGURES, 0)
+        for row in self.by_kind.values():
+            for name, value in row.items():
+                out[name] += value
+        return out
+
+    def to_dict(self, agents: int = 0, hours: float = 0.0) -> dict:
+        """Totals, by kind, by agent, and (given the town's size and simulated hours) calls
+        and tokens per agent per game hour by kind."""
+
+        def clean(row: dict) -> dict:
+            return {k: (round(v, 6) if k == "cost" else int(v)) for k, v in row.items()}
+
+        out = {"total": clean(self.total()), "cost_known": self.cost_known,
+               "by_kind": {k: clean(v) for k, v in sorted(self.by_kind.items())},
+               "by_agent": {k: clean(v) for k, v in sorted(self.by_agent.items())},
+               "rounds": self.batches,      # batches (retry rounds included) that went to the model
+               "in_flight": round(self.busy_s / self.batch_s, 2) if self.batch_s else 0.0}
+        if agents and hours:
+            scale = 1.0 / (agents * hours)
+            out["per_agent_hour"] = {
+                k: {"requests": round(v["requests"] * scale, 3), "calls": round(v["calls"] * scale, 3),
+                    "tokens": round((v["prompt_tokens"] + v["completion_tokens"]) * scale, 1)}
+                for k, v in sorted(self.by_kind.items())}
+        return out

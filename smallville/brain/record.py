@@ -1,0 +1,180 @@
+"""Recording, replay and a persistent cache: wrappers with the brain interface around
+any brain, keyed by `request_key`.
+
+A run's record, `answers.jsonl`, is append-only, one line per request asked, in the
+order asked: `{"key", "kind", "request", "answer"}` (a request asked again is written
+without `request`), plus `"fallback": error` when the answer was a safe default. Replay
+serves a key's answers in the order they were recorded, so a run with a model that
+answered the same question differently twice replays exactly too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import IO, Sequence
+
+from smallville.brain import requests as rq
+from smallville.brain.base import Failed, Fallback, fallbacks_of
+from smallville.brain.ledger import Ledger
+from smallville.errors import BrainError
+
+RECORD = "answers.jsonl"
+
+
+def _line(data: dict) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+class Recording:
+    """Writes every request of every batch and its answer to `out` as it goes."""
+
+    def __init__(self, inner, out: IO[str]) -> None:
+        self.inner, self.out, self.name = inner, out, inner.name
+        self.last_fallbacks: list[Fallback] = []
+        self._written: set[str] = set()
+
+    def describe(self) -> dict:
+        return self.inner.describe()
+
+    def preflight(self) -> None:
+        if hasattr(self.inner, "preflight"):
+            self.inner.preflight()
+
+    def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
+        answers = self.inner.answer(requests)
+        self.last_fallbacks = fallbacks_of(self.inner)
+        errors = {f.index: f.error for f in self.last_fallbacks}
+        for i, (request, answer) in enumerate(zip(requests, answers)):
+            key = rq.request_key(request)
+            entry = {"key": key, "kind": request.kind}
+            if key not in self._written:
+                entry["request"] = request.to_dict()
+                self._written.add(key)
+            entry["answer"] = answer.to_dict()
+            if i in errors:
+                entry["fallback"] = errors[i]
+            self.out.write(_line(entry))
+        self.out.flush()
+        return answers
+
+
+class Replaying:
+    """Answers from a run's record with no model. A request the record lacks is a
+    `BrainError` naming it, or goes to `fallthrough` (a live brain) when one is given."""
+
+    name = "replay"
+
+    def __init__(self, run_dir: str | Path, fallthrough=None) -> None:
+        self.path = Path(run_dir) / RECORD
+        self.fallthrough = fallthrough
+        self.last_fallbacks: list[Fallback] = []
+        self._entries: dict[str, list[dict]] = defaultdict(list)
+        self._used: dict[str, int] = defaultdict(int)
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                for n, line in enumerate(f, 1):
+                    if line.strip():
+                        try:
+                            entry = json.loads(line)
+                            self._entries[entry["key"]].append(entry)
+                        except (ValueError, KeyError):
+                            raise BrainError(f"{self.path}:{n}: not a record line") from None
+        except OSError as exc:
+            raise BrainError(f"cannot replay from {run_dir}: {exc.strerror or exc}: {self.path}") from None
+        self.missing = 0
+
+    def describe(self) -> dict:
+        out = {"name": "replay", "from": str(self.path.parent), "entries": sum(map(len, self._entries.values()))}
+        if self.fallthrough is not None:
+            out["fallthrough"] = self.fallthrough.describe()
+        return out
+
+    def preflight(self) -> None:
+        pass                     # a fall-through model is reached only if the record lacks something
+
+    def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
+        out: list[rq.Message | None] = [None] * len(requests)
+        self.last_fallbacks = []
+        live: list[int] = []
+        for i, request in enumerate(requests):
+            key = rq.request_key(request)
+            entries = self._entries.get(key)
+            if not entries:
+                if self.fallthrough is None:
+                    raise BrainError(f"request {key} ({request.kind} asked by {request.agent}) is not in the record "
+                                     f"{self.path}; --replay-fallthrough sends such requests to the live brain")
+                live.append(i)
+                continue
+            entry = entries[min(self._used[key], len(entries) - 1)]
+            self._used[key] += 1
+            out[i] = rq.Message.registry[entry["answer"]["kind"]].from_dict(entry["answer"])
+            if "fallback" in entry:
+                self.last_fallbacks.append(Fallback(i, request.kind, key, entry["fallback"]))
+        if live:
+            self.missing += len(live)
+            answers = self.fallthrough.answer([requests[i] for i in live])
+            for i, answer in zip(live, answers):
+                out[i] = answer
+            self.last_fallbacks += [Fallback(live[f.index], f.kind, f.key, f.error) for f in fallbacks_of(self.fallthrough)]
+            self.last_fallbacks.sort(key=lambda f: f.index)
+        return out  # type: ignore[return-value]
+
+
+class Caching:
+    """A persistent answer cache shared across runs: `DIR/answers.jsonl`, keyed by the
+    request and a fingerprint of the brain (model, settings, template versions). Only
+    valid answers are cached; `cached` in the ledger counts hits."""
+
+    def __init__(self, inner, directory: str | Path, ledger: Ledger | None = None) -> None:
+        self.inner, self.name = inner, inner.name
+        self.ledger = ledger or Ledger()
+        settings = {k: v for k, v in inner.describe().items()
+                    if k not in ("max_concurrency", "timeout", "retries", "backoff", "preflight")}
+        self.fingerprint = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+        directory = Path(directory)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self.path = directory / RECORD
+            self._answers: dict[str, dict] = {}
+            if self.path.exists():
+                for line in self.path.read_text(encoding="utf-8").splitlines():
+                    try:
+                        entry = json.loads(line)
+                        self._answers[entry["key"]] = entry["answer"]
+                    except (ValueError, KeyError):
+                        continue          # a line cut short by a crash: ignore it
+            self._out = open(self.path, "a", encoding="utf-8")
+        except OSError as exc:
+            raise BrainError(f"cannot use the cache {directory}: {exc.strerror or exc}") from None
+
+    def describe(self) -> dict:
+        return {**self.inner.describe(), "cache": str(self.path.parent)}
+
+    def preflight(self) -> None:
+        if hasattr(self.inner, "preflight"):
+            self.inner.preflight()
+
+    def _key(self, request: rq.Message) -> str:
+        return f"{self.fingerprint}:{rq.request_key(request)}"
+
+    def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message | Failed]:
+        out: list[rq.Message | Failed | None] = [None] * len(requests)
+        todo = []
+        for i, request in enumerate(requests):
+            hit = self._answers.get(self._key(request))
+            if hit is None:
+                todo.append(i)
+            else:
+                self.ledger.add(request.kind, request.agent, cached=1)
+                out[i] = rq.Message.registry[hit["kind"]].from_dict(hit)
+        for i, answer in zip(todo, self.inner.answer([requests[i] for i in todo]) if todo else []):
+            out[i] = answer
+            if not isinstance(answer, Failed):
+                key = self._key(requests[i])
+                self._answers[key] = answer.to_dict()
+                self._out.write(_line({"key": key, "answer": self._answers[key]}))
+        self._out.flush()
+        return out  # type: ignore[return-value]

@@ -1,0 +1,158 @@
+"""Wrappers with the brain interface around any brain: retries with backoff, safe
+fallbacks, and reuse of importance ratings. The LLM brain is assembled from them:
+
+    WithFallbacks(Retrying(RatingMemo(LLMBrain)))
+
+Inner layers may answer `Failed`; `WithFallbacks` guarantees the engine never sees it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Callable, Sequence
+
+from smallville.brain import requests as rq
+from smallville.brain.base import Failed, Fallback
+from smallville.brain.ledger import Ledger
+from smallville.brain.text import progressive
+from smallville.errors import BrainError
+
+
+class _Wrapper:
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def describe(self) -> dict:
+        return self.inner.describe()
+
+    def preflight(self) -> None:
+        check = getattr(self.inner, "preflight", None)
+        if check:
+            check()
+
+
+class Retrying(_Wrapper):
+    """Asks again for what failed, up to `retries` times, waiting `backoff` seconds before
+    the first retry and doubling it after each. A retry round is one batch."""
+
+    def __init__(self, inner, retries: int = 2, backoff: float = 1.0, ledger: Ledger | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(inner)
+        self.retries, self.backoff, self.ledger, self.sleep = retries, backoff, ledger or Ledger(), sleep
+
+    def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message | Failed]:
+        answers = list(self.inner.answer(requests))
+        for attempt in range(self.retries):
+            todo = [i for i, a in enumerate(answers) if isinstance(a, Failed) and a.retryable]
+            if not todo:
+                break
+            if self.backoff:
+                self.sleep(self.backoff * 2 ** attempt)
+            for i in todo:
+                self.ledger.add(requests[i].kind, requests[i].agent, retries=1)
+            for i, a in zip(todo, self.inner.answer([requests[i] for i in todo])):
+                answers[i] = a
+        return answers
+
+
+class WithFallbacks(_Wrapper):
+    """Replaces each `Failed` with the request's safe default (`safe_answer`) and lists it
+    in `last_fallbacks`. If no answer ever came and a whole batch failed to connect, the
+    model is unreachable: that is a `BrainError`, not a run of fallbacks."""
+
+    def __init__(self, inner, ledger: Ledger | None = None) -> None:
+        super().__init__(inner)
+        self.ledger = ledger or Ledger()
+        self.last_fallbacks: list[Fallback] = []
+        self._answered = False
+
+    def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
+        answers = self.inner.answer(requests)
+        failed = [a for a in answers if isinstance(a, Failed)]
+        if failed and not self._answered and len(failed) == len(answers) and all(
+                f.reason == "connection" for f in failed):
+            raise BrainError(f"model {self.name!r} is unreachable: {failed[0]}")
+        self._answered = self._answered or len(failed) < len(answers)
+        self.last_fallbacks = []
+        out: list[rq.Message] = []
+        for i, (request, answer) in enumerate(zip(requests, answers)):
+            self.ledger.add(request.kind, request.agent, requests=1)
+            if isinstance(answer, Failed):
+                self.ledger.add(request.kind, request.agent, fallbacks=1)
+                self.last_fallbacks.append(Fallback(i, request.kind, rq.request_key(request), str(answer)))
+                answer = safe_answer(request)
+            out.append(answer)
+        return out
+
+
+class RatingMemo(_Wrapper):
+    """Rates each distinct observation text once per agent: a rating request whose texts
+    were all rated before is answered from memory, and known texts are left out of the
+    rest. `reused` in the ledger counts ratings taken from memory."""
+
+    def __init__(self, inner, ledger: Ledger | None = None) -> None:
+        super().__init__(inner)
+        self.ledger = ledger or Ledger()
+        self._scores: dict[tuple[str, str], int] = {}
+
+    def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message | Failed]:
+        out: list[rq.Message | Failed | None] = [None] * len(requests)
+        asked: list[tuple[int, rq.Message]] = []
+        for i, request in enumerate(requests):
+            if not isinstance(request, rq.RateImportance):
+                asked.append((i, request))
+                continue
+            missing = tuple(dict.fromkeys(t for t in request.texts if (request.agent, t) not in self._scores))
+            known = len(request.texts) - len(missing)
+            if known:
+                self.ledger.add(request.kind, request.agent, reused=known)
+            if missing:
+                asked.append((i, request if len(missing) == len(request.texts) else replace(request, texts=missing)))
+            else:
+                out[i] = self._rated(request)
+        for (i, sent), answer in zip(asked, self.inner.answer([r for _, r in asked]) if asked else []):
+            if isinstance(sent, rq.RateImportance) and isinstance(answer, rq.Importance):
+                self._scores.update({(sent.agent, t): s for t, s in zip(sent.texts, answer.scores)})
+                answer = self._rated(requests[i])
+            out[i] = answer
+        return out  # type: ignore[return-value]
+
+    def _rated(self, request: rq.RateImportance) -> rq.Importance:
+        return rq.Importance(tuple(self._scores[(request.agent, t)] for t in request.texts))
+
+
+# ---- safe defaults --------------------------------------------------------------------
+
+
+def safe_answer(request: rq.Message) -> rq.Message:
+    """What a request gets when no valid answer came: importance 5, a plan from the
+    routine, the whole block as one action, carry on, end the conversation, no questions,
+    no insights."""
+    if isinstance(request, rq.RateImportance):
+        return rq.Importance((5,) * len(request.texts))
+    if isinstance(request, rq.PlanDay):
+        return routine_plan(request)
+    if isinstance(request, rq.Decompose):
+        return rq.Actions((rq.Step(max(1, min(180, request.end - request.start)), request.activity),))
+    if isinstance(request, rq.React):
+        return rq.Reaction("continue")
+    if isinstance(request, rq.Speak):
+        return rq.Utterance("Sorry, I have to go now.", end=True)
+    if isinstance(request, rq.ReflectQuestions):
+        return rq.Questions(())
+    if isinstance(request, rq.Insights):
+        return rq.InsightList(())
+    raise TypeError(f"no safe answer for a {type(request).__name__}")
+
+
+def routine_plan(request: rq.PlanDay) -> rq.DayPlan:
+    """The persona's routine as it stands, one block per entry, until the next wake-up."""
+    routine = sorted(request.routine) or [(7 * 60, "wake up and get ready", ""), (23 * 60, "go to bed and sleep", "")]
+    blocks = []
+    for i, (start, what, where) in enumerate(routine):
+        end = routine[i + 1][0] if i + 1 < len(routine) else routine[0][0] + 24 * 60
+        if end > start:
+            blocks.append(rq.Block(start, end, progressive(what), where))
+    return rq.DayPlan(tuple(blocks))

@@ -1,0 +1,163 @@
+"""A small OpenAI-compatible server on 127.0.0.1 for the LLM brain's tests and benchmark.
+
+Chat completions are answered by the offline brain: the LLM brain's prompt ends with a
+`REQUEST_JSON:` line (`echo_request: true`), from which the server rebuilds the request and
+returns the offline brain's answer as the template's JSON. It can be told to fail in each
+way a model server fails, and to answer after a fixed latency. Embeddings are vectors
+drawn from a hash of the text.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import zlib
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+
+from smallville.brain import requests as rq
+from smallville.brain.offline import OfflineBrain
+from smallville.brain.prompts import ECHO_MARK, to_model_json
+
+FAILURES = ("429", "500", "hang", "invalid_json", "schema", "cutoff")
+
+
+class LLMServer:
+    """`with LLMServer() as s:` serves at `s.api_base`; `s.fail(mode, n)` makes the next n
+    chat requests fail that way; `s.fail_rate(p, modes)` fails a share p at random."""
+
+    def __init__(self, seed: int = 7, latency: float = 0.0, hang: float = 2.0) -> None:
+        self.brain = OfflineBrain(seed)
+        self.latency, self.hang = latency, hang
+        self.queue: list[tuple[str, str]] = []     # (mode, text the prompt must contain)
+        self.rate, self.modes, self.rng = 0.0, FAILURES, random.Random(seed)
+        self.lock = threading.Lock()
+        self.injected: Counter[str] = Counter()
+        self.chats = 0
+        self.embeddings = 0
+        self.in_flight = self.max_in_flight = 0
+        self.bodies: list[dict] = []
+        self.headers: list[dict] = []
+        self._srv: ThreadingHTTPServer | None = None
+
+    # ---- control ----------------------------------------------------------------------
+
+    def fail(self, mode: str, n: int = 1, match: str = "") -> None:
+        """Fail the next n chat requests whose prompt contains `match`."""
+        assert mode in FAILURES, mode
+        with self.lock:
+            self.queue += [(mode, match)] * n
+
+    def fail_rate(self, rate: float, modes=FAILURES) -> None:
+        self.rate, self.modes = rate, tuple(modes)
+
+    def _failure(self, prompt: str, echoed: bool) -> str | None:
+        with self.lock:
+            if not echoed:                   # a preflight call: never failed on purpose
+                return None
+            queued = next((i for i, (_, match) in enumerate(self.queue) if match in prompt), None)
+            mode = self.queue.pop(queued)[0] if queued is not None else (
+                self.rng.choice(self.modes) if self.rate and self.rng.random() < self.rate else None)
+            if mode:
+                self.injected[mode] += 1
+            return mode
+
+    # ---- serving ----------------------------------------------------------------------
+
+    def __enter__(self) -> "LLMServer":
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server.lock:
+                    server.bodies.append(body)
+                    server.headers.append(dict(self.headers))
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    if self.path.endswith("/embeddings"):
+                        server.embeddings += 1
+                        self._send(200, server.embed(body))
+                    else:
+                        server.chats += 1
+                        status, out = server.chat(body)
+                        self._send(status, out)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+
+            def _send(self, status: int, payload) -> None:
+                out = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args):
+                pass
+
+        self._srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._srv.daemon_threads = True
+        threading.Thread(target=self._srv.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self._srv is not None:
+            self._srv.shutdown()
+            self._srv.server_close()
+            self._srv = None
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self._srv.server_address[1]}/v1"
+
+    def chat(self, body: dict) -> tuple[int, dict]:
+        prompt = body["messages"][-1]["content"]
+        echoed = ECHO_MARK in prompt
+        mode = self._failure(prompt, echoed)
+        if self.latency:
+            time.sleep(self.latency)
+        if mode == "429":
+            return 429, {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}
+        if mode == "500":
+            return 500, {"error": {"message": "The server had an error", "type": "server_error"}}
+        if mode == "hang":
+            time.sleep(self.hang)
+        if not echoed:
+            content, finish = "OK", "stop"
+        else:
+            data = json.loads(prompt.rsplit(ECHO_MARK, 1)[1])
+            request = rq.REQUEST_KINDS[data["kind"]].from_dict(data)
+            content, finish = json.dumps(to_model_json(self.brain.answer([request])[0])), "stop"
+            if mode == "invalid_json":
+                content = content.replace('"', "'")
+            elif mode == "schema":
+                content = json.dumps({"answer": "I'd rather not say"})
+            elif mode == "cutoff":
+                content, finish = content[: len(content) // 2], "length"
+        usage = {"prompt_tokens": len(prompt) // 4 + 40, "completion_tokens": len(content) // 4 + 1}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        return 200, {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": body["model"],
+                     "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                  "finish_reason": finish}], "usage": usage}
+
+    def embed(self, body: dict) -> dict:
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = [{"object": "embedding", "index": i,
+                 "embedding": np.random.default_rng(zlib.crc32(t.encode())).normal(size=16).tolist()}
+                for i, t in enumerate(texts)]
+        return {"object": "list", "data": data, "model": body["model"],
+                "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}}

@@ -1,0 +1,180 @@
+"""Prompt templates, answer parsing, and the wrappers every brain can wear (no network)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from conftest import CAFE_TRIO
+from smallville.brain import requests as rq
+from smallville.brain.base import Failed
+from smallville.brain.ledger import Ledger
+from smallville.brain.offline import OfflineBrain
+from smallville.brain.prompts import AnswerError, load_templates, to_model_json
+from smallville.brain.record import Recording, Replaying
+from smallville.brain.wrappers import RatingMemo, Retrying, WithFallbacks, safe_answer
+from smallville.errors import BrainError
+
+
+@pytest.fixture(scope="module")
+def asked():
+    """Every distinct request and offline answer of a short cafe_trio run."""
+    from smallville.embed import make_embedder
+    from smallville.scenario import load_scenario
+    from smallville.sim import Simulation
+
+    scenario = load_scenario(CAFE_TRIO)
+    out = io.StringIO()
+    sim = Simulation(scenario, Recording(OfflineBrain(scenario.seed), out), make_embedder("lexical"))
+    sim.run(6 * 3600)
+    pairs = {}
+    for line in out.getvalue().splitlines():
+        entry = json.loads(line)
+        if "request" in entry:
+            request = rq.REQUEST_KINDS[entry["kind"]].from_dict(entry["request"])
+            pairs[entry["key"]] = (request, rq.Message.registry[entry["answer"]["kind"]].from_dict(entry["answer"]))
+    return list(pairs.values())
+
+
+def test_every_kind_has_a_versioned_template_and_a_schema():
+    templates = load_templates()
+    assert set(templates) == set(rq.REQUEST_KINDS)
+    for kind, t in templates.items():
+        assert t.version >= 1 and t.schema["type"] == "object" and t.schema["additionalProperties"] is False
+        assert rq.Message.registry[t.answer] is rq.ANSWER_OF[rq.REQUEST_KINDS[kind]]
+
+
+def test_offline_answers_round_trip_through_every_template(asked):
+    templates = load_templates()
+    assert {r.kind for r, _ in asked} >= {"rate_importance", "plan_day", "decompose", "react", "speak"}
+    for request, answer in asked:
+        reply = json.dumps(to_model_json(answer))
+        assert templates[request.kind].parse(request, reply) == answer
+
+
+def test_prompts_put_the_fixed_part_first_and_name_every_field(asked):
+    templates = load_templates()
+    for request, _ in asked:
+        system, user = templates[request.kind].render(request, "json_schema")
+        assert system["role"] == "system" and "{" not in system["content"]    # no request data in it
+        assert request.name in user["content"] and "REQUEST_JSON" not in user["content"]
+    request = asked[0][0]
+    prompt = templates[request.kind].render(request, "prompt", echo=True)
+    assert '"additionalProperties"' in prompt[0]["content"]                   # the schema, for servers without one
+    assert prompt[1]["content"].splitlines()[-1].startswith("REQUEST_JSON: {")
+
+
+def test_replies_are_parsed_leniently_and_validated_strictly():
+    template = load_templates()["rate_importance"]
+    request = rq.RateImportance("a", "Ann", ("x", "y"))
+    assert template.parse(request, 'Sure!\n```json\n{"scores": [3, 9]}\n```').scores == (3, 9)
+    cases = {"{'scores': [3, 9]}": "bad_json", '{"scores": [3, 9': "bad_json", "no idea": "bad_json",
+             '{"scores": [3]}': "schema", '{"scores": [3, 11]}': "schema", '{"score": [3, 9]}': "schema",
+             '{"scores": ["3", "9"]}': "schema"}
+    for reply, reason in cases.items():
+        with pytest.raises(AnswerError) as err:
+            template.parse(request, reply)
+        assert err.value.reason == reason, reply
+
+
+class Scripted:
+    """A brain that answers from a script of answers (or Failed) per call, recording batches."""
+
+    name = "scripted"
+
+    def __init__(self, *script):
+        self.script, self.batches = list(script), []
+
+    def describe(self):
+        return {"name": self.name}
+
+    def answer(self, requests):
+        self.batches.append(list(requests))
+        step = self.script.pop(0) if self.script else None
+        return [step(r) if callable(step) else step if step is not None else OfflineBrain(0).answer([r])[0]
+                for r in requests]
+
+
+def test_retries_then_fallbacks_are_listed_and_counted():
+    ledger = Ledger()
+    broken = Failed("server", "HTTP 500")
+    brain = WithFallbacks(Retrying(Scripted(broken, broken, broken), retries=2, backoff=0, ledger=ledger), ledger)
+    requests = [rq.React("a", "Ann", "reading", ("Bob is here",), (), (), ()), rq.RateImportance("b", "Bob", ("x",))]
+    answers = brain.answer(requests)
+    assert answers == [rq.Reaction("continue"), rq.Importance((5,))]
+    assert [(f.index, f.kind, f.error) for f in brain.last_fallbacks] == [
+        (0, "react", "server: HTTP 500"), (1, "rate_importance", "server: HTTP 500")]
+    assert ledger.total()["retries"] == 4 and ledger.total()["fallbacks"] == 2
+    assert brain.answer(requests[1:]) == [rq.Importance((2,))] and brain.last_fallbacks == []
+
+
+def test_retry_backoff_doubles_and_refusals_are_not_retried():
+    waits = []
+    inner = Scripted(Failed("rate_limit", "429"), Failed("rate_limit", "429"), None)
+    assert Retrying(inner, retries=3, backoff=0.5, sleep=waits.append).answer(
+        [rq.RateImportance("a", "A", ("x",))]) == [rq.Importance((2,))]
+    assert waits == [0.5, 1.0]
+    inner = Scripted(Failed("refused", "401 bad key"))
+    assert isinstance(Retrying(inner, retries=3, backoff=0).answer([rq.RateImportance("a", "A", ("x",))])[0], Failed)
+    assert len(inner.batches) == 1
+
+
+def test_a_model_that_never_connects_is_an_error_not_a_fallback():
+    brain = WithFallbacks(Scripted(Failed("connection", "refused")))
+    with pytest.raises(BrainError, match="unreachable"):
+        brain.answer([rq.RateImportance("a", "A", ("x",))])
+
+
+def test_safe_answers_are_valid_for_every_kind(asked):
+    for request, _ in asked:
+        assert isinstance(safe_answer(request), rq.ANSWER_OF[type(request)])
+    plan = safe_answer(rq.PlanDay("a", "Ann", "", "Monday", ((420, "wake up", "home"), (480, "open the shop", "Shop")),
+                                  (), ("Shop",)))
+    assert [(b.start, b.end, b.activity) for b in plan.blocks] == [(420, 480, "waking up"), (480, 1860, "opening the shop")]
+
+
+def test_ratings_of_a_repeated_text_are_reused():
+    inner, ledger = Scripted(), Ledger()
+    memo = RatingMemo(inner, ledger)
+    assert memo.answer([rq.RateImportance("a", "A", ("bed is idle", "a party tonight"))]) == [rq.Importance((1, 7))]
+    both = memo.answer([rq.RateImportance("a", "A", ("a party tonight", "news")),
+                        rq.RateImportance("b", "B", ("bed is idle",))])
+    assert both == [rq.Importance((7, 4)), rq.Importance((1,))]
+    assert [r.texts for r in inner.batches[1]] == [("news",), ("bed is idle",)]    # per agent
+    assert memo.answer([rq.RateImportance("a", "A", ("news", "bed is idle"))]) == [rq.Importance((4, 1))]
+    assert len(inner.batches) == 2 and ledger.total()["reused"] == 3
+
+
+def test_recording_and_replay_serve_repeated_requests_in_order(tmp_path):
+    request = rq.Speak("a", "Ann", "b", "Bob", "", (), (), ())
+    lines = iter([rq.Utterance("one"), rq.Utterance("two")])
+    out = io.StringIO()
+    recording = Recording(Scripted(lambda r: next(lines), lambda r: next(lines)), out)
+    recording.answer([request]), recording.answer([request])
+    (tmp_path / "answers.jsonl").write_text(out.getvalue())
+    entries = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert ["request" in e for e in entries] == [True, False]
+    replay = Replaying(tmp_path)
+    assert replay.answer([request]) + replay.answer([request]) == [rq.Utterance("one"), rq.Utterance("two")]
+    with pytest.raises(BrainError, match=rq.request_key(rq.Speak("z", "Zed", "b", "Bob", "", (), (), ()))):
+        replay.answer([rq.Speak("z", "Zed", "b", "Bob", "", (), (), ())])
+
+
+def test_settings_come_from_the_scenario_then_the_file_then_flags(tmp_path):
+    from smallville.brain.config import load_config
+
+    block = {"model": "ollama/llama3", "temperature": 0.7, "retries": 4}
+    assert load_config(scenario=block).model == "offline"                 # a town runs offline by default
+    chosen = load_config(scenario=block, flags={"model": "llm"})
+    assert (chosen.model, chosen.temperature, chosen.retries) == ("ollama/llama3", 0.7, 4)
+    settings = tmp_path / "brain.yaml"
+    settings.write_text("model: openai/gpt-4o-mini\nretries: 1\n")
+    from_file = load_config(scenario=block, file=settings, flags={"api_base": "http://127.0.0.1:9/v1"})
+    assert (from_file.model, from_file.temperature, from_file.retries) == ("openai/gpt-4o-mini", 0.7, 1)
+    assert load_config(scenario=block, file=settings, flags={"model": "ollama/qwen2"}).model == "ollama/qwen2"
+    with pytest.raises(BrainError, match="--brain llm"):
+        load_config(flags={"model": "llm"})
+    with pytest.raises(BrainError, match="structured='xml'"):
+        load_config(flags={"model": "openai/x", "structured": "xml"})
