@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,6 +46,15 @@ def new_run_dir(runs_dir: Path, stem: str, seed: int) -> Path:
         except FileExistsError:
             n += 1
             path = runs_dir / f"{base}-{n}"
+
+
+def keep_scenario(scenario, folder: Path) -> None:
+    """Copy the scenario file and its agent files into the run, so the run can be replayed,
+    resumed or forked even after the originals change or move."""
+    (folder / "agents").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(scenario.path, folder / Path(scenario.path).name)
+    for agent in scenario.agents:
+        shutil.copyfile(agent.source, folder / "agents" / f"{agent.id}.yaml")
 
 
 @dataclass
@@ -116,6 +126,7 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
         "wall": {"started": datetime.now().isoformat(timespec="seconds")},
     }
     write_json_atomic(path / "manifest.json", manifest)
+    keep_scenario(scenario, path / "scenario")
     began = time.perf_counter()
     with open(path / "events.jsonl", "a", encoding="utf-8") as out, open(path / RECORD, "a", encoding="utf-8") as rec:
         sim = Simulation(scenario, Recording(the_brain, rec), the_embedder, seed=seed,

@@ -81,7 +81,7 @@ def test_each_failure_is_retried_then_falls_back_and_is_accounted(tmp_path, llm,
 
 def test_a_fifth_of_calls_failing_still_completes_with_every_failure_accounted(tmp_path, llm):
     llm.fail_rate(0.2)
-    result = run(tmp_path, config(llm, max_concurrency=4), hours=2)
+    result = run(tmp_path, config(llm, max_concurrency=4), hours=24)      # cafe_trio, a whole simulated day
     assert result.manifest["status"] == "completed"
     usage = result.manifest["usage"]["total"]
     injected = sum(llm.injected.values())

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-_DOUBLE = {"sit", "run", "get", "put", "shop", "stop", "jog", "swim", "plan", "chat", "set", "hit", "nap", "dig", "skip"}
 _IRREGULAR = {"be": "being", "see": "seeing", "lie": "lying", "die": "dying", "tie": "tying"}
 _NAME = re.compile(r"\b[A-Z][a-z'’]+(?: [A-Z][a-z'’]+)+\b")
 SHARE_MARK = "Did you hear? "
@@ -18,7 +17,7 @@ def gerund(verb: str) -> str:
         return _IRREGULAR[word]
     if word.endswith("ing") and len(word) > 4:
         return word
-    if word in _DOUBLE:
+    if _short_closed(word):
         return word + word[-1] + "ing"
     if word.endswith("ie"):
         return word[:-2] + "ying"
@@ -27,13 +26,24 @@ def gerund(verb: str) -> str:
     return word + "ing"
 
 
+def _short_closed(word: str) -> bool:
+    """One vowel followed by one final consonant (`grab`, `sit`, `plan`): the consonant doubles."""
+    vowels = [i for i, ch in enumerate(word) if ch in "aeiou"]
+    return (len(vowels) == 1 and vowels[0] == len(word) - 2 and word[-1] not in "aeiouwxy"
+            and len(word) >= 3)
+
+
+_NOT_VERBS = {"a", "an", "the", "some", "his", "her", "their", "my", "your", "our", "its", "then", "maybe",
+              "coffee", "tea", "lunch", "dinner", "breakfast", "friends", "back"}
+
+
 def progressive(phrase: str) -> str:
     """An imperative routine phrase as an activity: `open the cafe, bake and serve customers`
     -> `opening the cafe, baking and serving customers`."""
     parts = re.split(r"(, and |, | and )", phrase.strip())
     for i in range(0, len(parts), 2):
         words = parts[i].split(" ", 1)
-        if words[0].isalpha() and words[0].islower():
+        if words[0].isalpha() and words[0].islower() and words[0] not in _NOT_VERBS:
             words[0] = gerund(words[0])
         parts[i] = " ".join(words)
     return "".join(parts)

@@ -93,6 +93,8 @@ class Simulation:
         yield self.env.all_of(seeding)
         self.probe_start = self.probe_knowers()
         for agent in self.agents.values():
+            self.emit("spawn", agent.id, {"tile": list(self.world.position(agent.id)),
+                                          "area": self.world.area_of(agent.id)})
             agent.process = self.env.process(life.live(self, agent))
         for event in self.scenario.events:
             if event.at >= 0:

@@ -105,8 +105,13 @@ def act(sim, agent: Agent, action: Action):
     thing = sim.world.find_object(area, action.object)
     if thing is not None and thing.user is None:
         yield from walk(sim, agent, thing.tile)
-        thing.user, thing.state = agent.id, f"in use by {agent.name}"
-        sim.emit("object", agent.id, {"object": thing.name, "area": thing.area, "state": thing.state})
+        if sim.env.now >= action.end:          # the walk took the whole action
+            return
+        if thing.user is None:                 # nobody took it while we walked over
+            thing.user, thing.state = agent.id, f"in use by {agent.name}"
+            sim.emit("object", agent.id, {"object": thing.name, "area": thing.area, "state": thing.state})
+        else:
+            thing = None
     else:
         thing = None
     agent.status, agent.activity = "acting", action.description
