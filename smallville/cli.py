@@ -60,6 +60,26 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where run folders go (default: runs)")
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary")
 
+    run.add_argument("--checkpoint-every", type=_duration, default=3600.0, metavar="DURATION",
+                     help="save the run's state this often in simulated time (default 1h)")
+
+    resume = commands.add_parser("resume", help="continue an interrupted run from its last checkpoint, or extend one")
+    resume.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    resume.add_argument("--for", dest="duration", type=_duration, metavar="DURATION",
+                        help="run this much longer than the run's planned end (to extend a completed run)")
+    resume.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+
+    fork = commands.add_parser("fork", help="start a new run from a run's state at a time, and change history")
+    fork.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    fork.add_argument("--at", required=True, help="the simulated time to fork at (YYYY-MM-DD HH:MM)")
+    fork.add_argument("--seed", type=int, help="a new seed for everything after the fork")
+    fork.add_argument("--inject", nargs=2, action="append", default=[], metavar=("AGENT", "THOUGHT"),
+                      help="put a thought into an agent's head at the fork (repeatable)")
+    fork.add_argument("--for", dest="duration", type=_duration, metavar="DURATION",
+                      help="how long to run after the fork (default: to the parent's end)")
+    fork.add_argument("--runs-dir", type=Path, help="where the new run goes (default: beside the parent)")
+    fork.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+
     validate = commands.add_parser("validate", help="check scenario and agent files without running them")
     validate.add_argument("files", type=Path, nargs="+", metavar="FILE")
 
@@ -96,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             return _validate(args)
         if args.command == "replay":
             return _replay(args)
+        if args.command in ("resume", "fork"):
+            return _continue(args)
         if args.command == "town":
             return _town(args)
         return _run(args)
@@ -153,6 +175,38 @@ def _replay(args) -> int:
     except BrokenPipeError:                 # `| head` closed the pipe: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
+
+
+def _continue(args) -> int:
+    """`resume` and `fork`."""
+    import json
+
+    from smallville import continuation, render
+    from smallville.timefmt import parse_datetime
+
+    try:
+        manifest = json.loads((args.run_dir / "manifest.json").read_text(encoding="utf-8"))
+        start = parse_datetime(manifest["sim_start"])
+    except (OSError, ValueError, KeyError):
+        raise SmallvilleError(f"{args.run_dir} is not a run directory: no readable manifest.json") from None
+    if args.command == "resume":
+        until = manifest["duration_s"] + (args.duration or 0.0)
+
+        def go(on_start, on_step):
+            return continuation.resume_run(args.run_dir, extend=args.duration, on_start=on_start, on_step=on_step)
+    else:
+        try:
+            at = (parse_datetime(args.at) - start).total_seconds()
+        except ValueError as exc:
+            raise SmallvilleError(f"--at: {exc}") from None
+        until = at + args.duration if args.duration else manifest["duration_s"]
+
+        def go(on_start, on_step):
+            return continuation.fork_run(args.run_dir, at, seed=args.seed, inject=[tuple(i) for i in args.inject],
+                                         duration=args.duration, runs_dir=args.runs_dir,
+                                         on_start=on_start, on_step=on_step)
+    result = render.with_progress(go, start, until, args.quiet)
+    return 0 if result.manifest["status"] == "completed" else 130
 
 
 def _sim_time(run, text: str | None, flag: str) -> float | None:

@@ -7,41 +7,51 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from smallville.runner import RunResult, run_scenario
-from smallville.timefmt import format_duration, format_sim
+from smallville.timefmt import format_sim
 
 
 def run_with_progress(scenario, args, console: Console | None = None) -> RunResult:
     """Run a scenario as the CLI does: progress while it runs, a summary at the end."""
-    console = console or Console(stderr=True)
     duration = args.duration or scenario.duration
-    seed = scenario.seed if args.seed is None else args.seed
+
+    def go(on_start, on_step) -> RunResult:
+        return run_scenario(scenario, runs_dir=args.runs_dir, seed=args.seed, duration=args.duration,
+                            brain=args.brain, embedder=args.embedder, embedder_api_base=args.embedder_api_base,
+                            brain_config=getattr(args, "brain_config", None), api_base=getattr(args, "api_base", None),
+                            cache=getattr(args, "cache", None), replay_from=getattr(args, "replay_from", None),
+                            replay_fallthrough=getattr(args, "replay_fallthrough", False),
+                            checkpoint_every=getattr(args, "checkpoint_every", 3600.0),
+                            on_start=on_start, on_step=on_step)
+
+    return with_progress(go, scenario.start, duration, args.quiet, console)
+
+
+def with_progress(go, start, duration: float, quiet: bool, console: Console | None = None) -> RunResult:
+    """Call `go(on_start, on_step)` (a run, resume or fork) with a progress bar over simulated
+    time, then print the summary and where the run is."""
+    console = console or Console(stderr=True)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                        TimeElapsedColumn(), console=console, disable=args.quiet, transient=True)
+                        TimeElapsedColumn(), console=console, disable=quiet, transient=True)
     with progress:
         task = progress.add_task("starting", total=duration)
 
         def on_start(sim, path) -> None:
-            if not args.quiet:
-                console.print(f"[bold]{scenario.name}[/]: {len(scenario.agents)} agents, "
-                              f"{format_duration(duration)} from {format_sim(scenario.start, 0)}, seed {seed}, "
+            if not quiet:
+                console.print(f"[bold]{sim.scenario.name}[/]: {len(sim.agents)} agents, "
+                              f"until {format_sim(start, duration)} from {format_sim(start, 0)}, seed {sim.seed}, "
                               f"brain {sim.brain.name}, embedder {sim.embedder.name}; writing {path}")
 
         def on_step(now: float) -> None:
-            progress.update(task, completed=now, description=f"simulated {format_sim(scenario.start, now)}")
+            progress.update(task, completed=now, description=f"simulated {format_sim(start, now)}")
 
-        result = run_scenario(scenario, runs_dir=args.runs_dir, seed=args.seed, duration=args.duration,
-                              brain=args.brain, embedder=args.embedder, embedder_api_base=args.embedder_api_base,
-                              brain_config=getattr(args, "brain_config", None), api_base=getattr(args, "api_base", None),
-                              cache=getattr(args, "cache", None), replay_from=getattr(args, "replay_from", None),
-                              replay_fallthrough=getattr(args, "replay_fallthrough", False),
-                              on_start=on_start, on_step=on_step)
-    if not args.quiet:
+        result = go(on_start, on_step)
+    if not quiet:
         console.print(summary(result))
         if "usage" in result.manifest:
             console.print(usage_table(result.manifest))
     status = result.manifest["status"]
     style = "green" if status == "completed" else "yellow"
-    if args.quiet:
+    if quiet:
         print(f"{status}: run written to {result.path}")
     else:
         console.print(f"[{style}]{status}[/]: run written to {result.path}")

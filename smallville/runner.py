@@ -69,7 +69,8 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
                  embedder_api_base: str | None = None, brain_config: str | Path | None = None,
                  api_base: str | None = None, cache: str | Path | None = None,
                  replay_from: str | Path | None = None, replay_fallthrough: bool = False,
-                 on_start: Callable | None = None, on_step: Callable[[float], None] | None = None) -> RunResult:
+                 on_start: Callable | None = None, on_step: Callable[[float], None] | None = None,
+                 checkpoint_every: float = 3600.0) -> RunResult:
     """Simulate a loaded scenario and log it to a new run directory.
 
     `brain` is "offline" (the default), a litellm model name or an `LLMConfig`; settings
@@ -81,10 +82,8 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
     written; any other exception marks it `failed` and propagates."""
     from smallville.brain import Ledger, LLMConfig, make_brain
     from smallville.brain.config import load_config
-    from smallville.brain.record import RECORD, Recording, Replaying
+    from smallville.brain.record import Replaying
     from smallville.embed import make_embedder
-    from smallville.sim import Simulation
-    from smallville.sim.log import EventLog
 
     recorded = _recorded_manifest(replay_from) if replay_from is not None else {}
     seed = recorded.get("seed", scenario.seed) if seed is None else seed
@@ -127,15 +126,75 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
     }
     write_json_atomic(path / "manifest.json", manifest)
     keep_scenario(scenario, path / "scenario")
+    return execute(scenario, the_brain, the_embedder, seed, path, manifest, duration, ledger=ledger,
+                   on_start=on_start, on_step=on_step, checkpoint_every=checkpoint_every)
+
+
+class _Sink:
+    """Where a log's lines go: nowhere while a resumed run re-simulates what is already on
+    disk (only counted), then the file."""
+
+    def __init__(self, target=None) -> None:
+        self.target, self.bytes = target, 0
+
+    def write(self, text: str) -> None:
+        self.bytes += len(text.encode("utf-8"))
+        if self.target is not None:
+            self.target.write(text)
+
+    def flush(self) -> None:
+        if self.target is not None:
+            self.target.flush()
+
+
+def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, until: float, *,
+            ledger=None, on_start: Callable | None = None, on_step: Callable[[float], None] | None = None,
+            checkpoint_every: float = 3600.0, replay_to: float = 0.0, expected: dict | None = None,
+            fork: dict | None = None) -> RunResult:
+    """Simulate to `until`, appending to the run's `events.jsonl` and `answers.jsonl` and
+    checkpointing every `checkpoint_every` simulated seconds. With `replay_to`, the first
+    `replay_to` seconds are on disk already: they are re-simulated without writing, and the
+    state reached must match the checkpoint `expected`. A `fork` ({"t", "seed", "inject"})
+    changes history at its time."""
+    from smallville.brain.record import RECORD, Recording
+    from smallville.checkpoint import _fault, digest, sim_state, write_checkpoint
+    from smallville.sim import Simulation
+    from smallville.sim.log import EventLog
+
     began = time.perf_counter()
     with open(path / "events.jsonl", "a", encoding="utf-8") as out, open(path / RECORD, "a", encoding="utf-8") as rec:
-        sim = Simulation(scenario, Recording(the_brain, rec), the_embedder, seed=seed,
-                         log=EventLog(scenario.start, out))
+        events, answers = _Sink(None if replay_to else out), _Sink(None if replay_to else rec)
+        sim = Simulation(scenario, Recording(brain, answers), embedder, seed=seed,
+                         log=EventLog(scenario.start, events))
         manifest["config"] = sim.config.to_dict()
         if on_start:
             on_start(sim, path)
+
+        def step(now: float) -> None:
+            if replay_to and now == replay_to:
+                if expected is not None and digest(sim_state(sim)) != expected["digest"]:
+                    raise RunError(f"cannot resume {path}: re-simulating to {expected['time']} did not reach the "
+                                   "state of its checkpoint (was smallville, the scenario or the model changed?)")
+                events.target, answers.target = out, rec
+            if fork and now == fork["t"]:
+                if fork.get("seed") is not None:
+                    sim.reseed(fork["seed"])
+                for agent_id, thought in fork.get("inject", ()):
+                    sim.inject(agent_id, thought)
+            if checkpoint_every and now > replay_to and now % checkpoint_every == 0:
+                for f in (out, rec):
+                    f.flush()
+                    os.fsync(f.fileno())
+                write_checkpoint(sim, path, {"events.jsonl": os.fstat(out.fileno()).st_size,
+                                             RECORD: os.fstat(rec.fileno()).st_size})
+            if now > replay_to:
+                _fault("kill-at", now)
+            if on_step:
+                on_step(now)
+
+        stops = tuple(t for t in (replay_to, fork["t"] if fork else 0.0) if t)
         try:
-            sim.run(duration, on_step=on_step)
+            sim.run(until, on_step=step, stops=stops)
             manifest["status"] = "completed"
         except KeyboardInterrupt:
             manifest["status"] = "interrupted"
@@ -146,7 +205,7 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
         finally:
             sim.log.flush()
             manifest.update(_final(sim))
-            if ledger.by_kind:
+            if ledger is not None and ledger.by_kind:
                 manifest["usage"] = ledger.to_dict(len(sim.agents), sim.env.now / 3600)
             manifest["wall"].update(finished=datetime.now().isoformat(timespec="seconds"),
                                     seconds=round(time.perf_counter() - began, 3))

@@ -75,18 +75,35 @@ class Simulation:
 
     # ---- running --------------------------------------------------------------------
 
-    def run(self, until: float, step: float = 900.0, on_step=None) -> None:
-        """Advance to simulated second `until`, calling `on_step(now)` every `step` seconds."""
+    def run(self, until: float, step: float = 900.0, on_step=None, stops: tuple[float, ...] = ()) -> None:
+        """Advance to simulated second `until`, calling `on_step(now)` at every multiple of
+        `step` and at each of `stops` on the way."""
         if not self._started:
             self._started = True
             self.env.process(self._begin())
         t = self.env.now
         while t < until:
-            t = min(until, t + step)
+            t = min([until, (t // step + 1) * step] + [s for s in stops if s > t])
             self.env.run(until=t)
             self.log.flush()
             if on_step:
                 on_step(t)
+
+    def inject(self, agent_id: str, thought: str) -> None:
+        """A thought put into an agent's head now (a researcher's intervention)."""
+        self.emit("event", agent_id, {"what": thought, "whisper": True, "injected": True})
+        self.env.process(life.remember(self, self.agents[agent_id], [thought], "thought"))
+
+    def reseed(self, seed: int) -> None:
+        """Draw every random choice from now on from `seed` (a fork with another seed)."""
+        self.seed = seed
+        for agent in self.agents.values():
+            agent.rng = random.Random(f"{seed}:agent:{agent.id}")
+        brain = self.brain
+        while brain is not None:               # through recording and retry wrappers
+            if hasattr(brain, "seed"):
+                brain.seed = seed
+            brain = getattr(brain, "inner", None)
 
     def _begin(self):
         seeding = [self.env.process(self._seed(agent)) for agent in self.agents.values()]

@@ -1,0 +1,129 @@
+"""Going on with a run: resume one that stopped (or extend one that ended), or fork one
+at a time into a new run that can change history.
+
+Both rebuild the state at their starting time by re-simulating the run from its start:
+with the offline brain the simulation is deterministic, and with a model the answers come
+from the run's own record (`answers.jsonl`), so no model is asked twice. A resumed run is
+checked against its last checkpoint before it writes anything, and ends exactly as a run
+that was never interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+from smallville.errors import RunError
+from smallville.runner import (MANIFEST_SCHEMA, RunResult, _embedder_spec, execute, keep_scenario, new_run_dir,
+                               write_json_atomic)
+from smallville.timefmt import format_sim
+
+
+def _load(run_dir: Path) -> tuple[dict, object]:
+    from smallville.scenario import load_scenario
+
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise RunError(f"{run_dir} is not a run directory: no readable manifest.json") from None
+    if manifest.get("schema") != MANIFEST_SCHEMA:
+        raise RunError(f"{run_dir}: run format schema {manifest.get('schema')!r} is not supported "
+                       f"(this smallville reads schema {MANIFEST_SCHEMA})")
+    copies = sorted((run_dir / "scenario").glob("*.yaml"))
+    if not copies:
+        raise RunError(f"{run_dir} keeps no copy of its scenario (it was written by an older smallville)")
+    return manifest, load_scenario(str(copies[0]))
+
+
+def _brain(manifest: dict, record_dir: Path | None):
+    """The run's brain again: the offline brain, or its record with the live model behind it."""
+    from smallville.brain import make_brain
+    from smallville.brain.config import LLMConfig
+    from smallville.brain.record import Replaying
+    from smallville.brain.ledger import Ledger
+
+    settings = manifest.get("brain", {})
+    if settings.get("name", settings.get("model")) == "offline":
+        return make_brain("offline", manifest["seed"]), None
+    known = set(LLMConfig.__dataclass_fields__)
+    ledger = Ledger()
+    live = make_brain(LLMConfig().merged({k: v for k, v in settings.items() if k in known}, "the run's manifest"),
+                      manifest["seed"], ledger=ledger)
+    return (Replaying(record_dir, fallthrough=live) if record_dir else live), ledger
+
+
+def _embedder(manifest: dict):
+    from smallville.embed import make_embedder
+
+    return make_embedder(_embedder_spec(manifest) or "use")
+
+
+def _truncate(path: Path, size: int) -> None:
+    if path.exists():
+        with open(path, "r+b") as f:
+            f.truncate(size)
+
+
+def resume_run(run_dir: str | Path, *, extend: float | None = None, on_start=None, on_step=None,
+               checkpoint_every: float = 3600.0) -> RunResult:
+    """Continue a run from its last checkpoint to its end (or `extend` seconds past it)."""
+    from smallville.checkpoint import checkpoints
+
+    run_dir = Path(run_dir)
+    manifest, scenario = _load(run_dir)
+    if manifest.get("status") == "completed" and not extend:
+        raise RunError(f"{run_dir} has completed; to go on, give how much longer: smallville resume {run_dir} --for 1d")
+    sizes = {name: (run_dir / name).stat().st_size if (run_dir / name).exists() else 0
+             for name in ("events.jsonl", "answers.jsonl")}
+    usable = [c for c in checkpoints(run_dir) if all(c["files"].get(n, 0) <= sizes[n] for n in sizes)]
+    last = usable[-1] if usable else None       # one whose files reach past a lost tail is no good
+    start = last["t"] if last else 0.0
+    files = last["files"] if last else {}
+    _truncate(run_dir / "events.jsonl", files.get("events.jsonl", 0))
+    _truncate(run_dir / "answers.jsonl", files.get("answers.jsonl", 0))
+    for folder in (run_dir / "checkpoints").glob("*"):
+        if folder.name == "memory" or folder.name.startswith(".") or float(folder.name) > start:
+            shutil.rmtree(folder)
+    brain, ledger = _brain(manifest, run_dir)
+    until = manifest["duration_s"] + (extend or 0.0)
+    manifest.update(status="running", duration_s=until, sim_end=format_sim(scenario.start, until))
+    manifest.setdefault("resumed", []).append({"from": format_sim(scenario.start, start),
+                                               "wall": datetime.now().isoformat(timespec="seconds")})
+    manifest["wall"] = {"started": datetime.now().isoformat(timespec="seconds")}
+    write_json_atomic(run_dir / "manifest.json", manifest)
+    return execute(scenario, brain, _embedder(manifest), manifest["seed"], run_dir, manifest, until,
+                   ledger=ledger, on_start=on_start, on_step=on_step, checkpoint_every=checkpoint_every,
+                   replay_to=start, expected=last, fork=manifest.get("fork"))
+
+
+def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject: list[tuple[str, str]] = (),
+             duration: float | None = None, runs_dir: str | Path | None = None, on_start=None, on_step=None,
+             checkpoint_every: float = 3600.0) -> RunResult:
+    """A new run that shares `run_dir`'s history up to `at` (seconds since its start), then
+    goes its own way: with another seed, and thoughts injected into agents' heads."""
+    run_dir = Path(run_dir)
+    parent, scenario = _load(run_dir)
+    reached = (datetime.fromisoformat(parent["sim_reached"]) - scenario.start).total_seconds()
+    if not 0 < at <= reached:
+        raise RunError(f"cannot fork {run_dir} at {format_sim(scenario.start, at)}: it covers "
+                       f"{parent['sim_start']} to {parent['sim_reached']}")
+    ids = {a.id for a in scenario.agents}
+    for agent_id, _ in inject:
+        if agent_id not in ids:
+            raise RunError(f"--inject: unknown agent {agent_id!r}; the run has {', '.join(sorted(ids))}")
+    brain, ledger = _brain(parent, run_dir)
+    until = at + duration if duration else parent["duration_s"]
+    path = new_run_dir(Path(runs_dir) if runs_dir else run_dir.parent, f"{run_dir.name}-fork", seed or parent["seed"])
+    fork = {"t": at, "at": format_sim(scenario.start, at), "seed": seed, "inject": [list(i) for i in inject],
+            "parent": {"run_id": parent["run_id"], "path": str(run_dir)}}
+    manifest = {k: v for k, v in parent.items() if k in ("schema", "scenario", "seed", "brain", "embedder",
+                                                         "agents", "sim_start", "smallville_version", "python")}
+    manifest.update(run_id=path.name, status="running", fork=fork, duration_s=until,
+                    sim_end=format_sim(scenario.start, until),
+                    wall={"started": datetime.now().isoformat(timespec="seconds")})
+    write_json_atomic(path / "manifest.json", manifest)
+    keep_scenario(scenario, path / "scenario")
+    return execute(scenario, brain, _embedder(parent), parent["seed"], path, manifest, until, ledger=ledger,
+                   on_start=on_start, on_step=on_step, checkpoint_every=checkpoint_every, fork=fork)

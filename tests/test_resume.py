@@ -1,0 +1,108 @@
+"""Runs survive crashes: checkpoints, resume, extension and forks, all byte-exact."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import CAFE_TRIO, ROOT, THE_VILLE
+
+
+def smallville(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "smallville", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, **(env or {})})
+
+
+def start(runs, hours, env=None, scenario=CAFE_TRIO):
+    result = smallville("run", scenario, "--for", f"{hours}h", "--embedder", "lexical", "--quiet",
+                        "--runs-dir", runs, env=env)
+    (run,) = [p for p in runs.iterdir() if "fork" not in p.name]
+    return result, run
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    """An uninterrupted eight hours of cafe_trio."""
+    result, run = start(tmp_path_factory.mktemp("whole"), 8)
+    assert result.returncode == 0, result.stderr
+    return run
+
+
+@pytest.mark.parametrize("fault", ["kill-at:6300", "kill-at:14400", "kill-in-checkpoint:10800"])
+def test_a_killed_run_resumes_to_the_same_bytes(tmp_path, whole, fault):
+    result, run = start(tmp_path, 8, env={"SMALLVILLE_FAULT": fault})
+    assert result.returncode == -9                                  # SIGKILL: nothing cleaned up
+    assert json.loads((run / "manifest.json").read_text())["status"] == "running"
+    with open(run / "events.jsonl", "a") as f:
+        f.write('{"t":99999,"kind":"mem')                         # a line torn by the crash
+    resumed = smallville("resume", run, "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    assert (run / "events.jsonl").read_bytes() == (whole / "events.jsonl").read_bytes()
+    assert (run / "answers.jsonl").read_bytes() == (whole / "answers.jsonl").read_bytes()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["resumed"]
+    assert manifest["counts"] == json.loads((whole / "manifest.json").read_text())["counts"]
+
+
+def test_the_ville_killed_mid_checkpoint_resumes_to_the_same_bytes(tmp_path):
+    result, whole = start(tmp_path / "whole", 3, scenario=THE_VILLE)
+    assert result.returncode == 0, result.stderr
+    killed, run = start(tmp_path / "killed", 3, env={"SMALLVILLE_FAULT": "kill-in-checkpoint:7200"}, scenario=THE_VILLE)
+    assert killed.returncode == -9
+    assert any(p.name.startswith(".") for p in (run / "checkpoints").iterdir())     # the torn checkpoint
+    assert smallville("resume", run, "--quiet").returncode == 0
+    assert (run / "events.jsonl").read_bytes() == (whole / "events.jsonl").read_bytes()
+
+
+def test_checkpoints_are_whole_documented_json(whole):
+    folders = sorted(p.name for p in (whole / "checkpoints").iterdir())
+    assert folders == ["000003600", "000007200", "000010800", "000014400", "000018000", "000021600",
+                       "000025200", "000028800", "memory"]
+    state = json.loads((whole / "checkpoints" / "000010800" / "state.json").read_text())
+    assert state["schema"] == 1 and state["t"] == 10800 and state["time"] == "2023-02-13 10:00:00"
+    assert set(state["agents"]) == {"isabella_rodriguez", "klaus_mueller", "maria_lopez"}
+    assert {"plan", "queue", "rng", "memories", "relationships"} <= set(state["agents"]["maria_lopez"])
+    events = (whole / "events.jsonl").read_bytes()[:state["files"]["events.jsonl"]]
+    assert events.endswith(b"\n") and json.loads(events.splitlines()[-1])["t"] < 10800
+    assert not any(p.suffix == ".pkl" for p in whole.rglob("*"))
+
+
+def test_a_completed_run_is_extended_as_if_it_had_been_longer(tmp_path, whole):
+    result, run = start(tmp_path, 5)
+    assert result.returncode == 0
+    again = smallville("resume", run, "--quiet")
+    assert again.returncode == 1 and "has completed" in again.stderr and again.stderr.count("\n") == 1
+    longer = smallville("resume", run, "--for", "3h", "--quiet")
+    assert longer.returncode == 0, longer.stderr
+    assert (run / "events.jsonl").read_bytes() == (whole / "events.jsonl").read_bytes()
+
+
+def test_a_fork_shares_the_past_and_changes_the_future(tmp_path, whole):
+    thought = "Klaus has decided to throw a surprise party for Maria at the library on February 13th, 7pm."
+    result = smallville("fork", whole, "--at", "2023-02-13 10:00", "--inject", "klaus_mueller", thought,
+                        "--runs-dir", tmp_path, "--quiet")
+    assert result.returncode == 0, result.stderr
+    (fork,) = tmp_path.iterdir()
+    parent_lines = (whole / "events.jsonl").read_text().splitlines()
+    fork_lines = (fork / "events.jsonl").read_text().splitlines()
+    before = [line for line in parent_lines if json.loads(line)["t"] < 3 * 3600]
+    assert fork_lines[:len(before)] == before
+    assert fork_lines != parent_lines
+    assert any(thought in line and '"injected":true' in line for line in fork_lines)
+    manifest = json.loads((fork / "manifest.json").read_text())
+    assert manifest["fork"]["at"] == "2023-02-13 10:00:00"
+    assert manifest["fork"]["parent"]["run_id"] == whole.name and manifest["status"] == "completed"
+
+
+def test_a_fork_with_another_seed_diverges_and_bad_forks_are_refused(tmp_path, whole):
+    result = smallville("fork", whole, "--at", "2023-02-13 09:00", "--seed", "99", "--runs-dir", tmp_path, "--quiet")
+    assert result.returncode == 0, result.stderr
+    (fork,) = tmp_path.iterdir()
+    assert (fork / "events.jsonl").read_bytes() != (whole / "events.jsonl").read_bytes()
+    late = smallville("fork", whole, "--at", "2023-02-20 09:00")
+    assert late.returncode == 1 and "cannot fork" in late.stderr
+    nobody = smallville("fork", whole, "--at", "2023-02-13 09:00", "--inject", "nobody", "hi")
+    assert nobody.returncode == 1 and "unknown agent 'nobody'" in nobody.stderr
