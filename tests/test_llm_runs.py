@@ -185,6 +185,7 @@ def test_keys_never_reach_the_run_or_the_output(tmp_path, llm):
     assert f"Bearer {SECRET}" in [h.get("Authorization") for h in llm.headers]     # the key was used
     assert "fallbacks" in result.stderr and "rate_importance" in result.stderr      # the usage summary
     (run_dir,) = (tmp_path / "runs").iterdir()
-    for path in run_dir.iterdir():
-        assert SECRET not in path.read_text(), path
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
     assert SECRET not in result.stdout + result.stderr
