@@ -80,6 +80,20 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_argument("--runs-dir", type=Path, help="where the new run goes (default: beside the parent)")
     fork.add_argument("--quiet", action="store_true", help="no progress bar or summary")
 
+    inspect = commands.add_parser("inspect", help="an agent's state at a time of a run: place, plan, memories")
+    inspect.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    inspect.add_argument("--agent", help="the agent (default: every agent, briefly)")
+    inspect.add_argument("--at", help="the simulated time (YYYY-MM-DD HH:MM; default: the run's end)")
+    inspect.add_argument("--query", help="what to recall (default: what the agent is doing)")
+    inspect.add_argument("--json", action="store_true", help="print JSON")
+
+    interview = commands.add_parser("interview", help="ask an agent of a run a question, as of a time")
+    interview.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    interview.add_argument("agent", metavar="AGENT")
+    interview.add_argument("question", metavar="QUESTION")
+    interview.add_argument("--at", help="the simulated time (YYYY-MM-DD HH:MM; default: the run's end)")
+    interview.add_argument("--json", action="store_true", help="print JSON")
+
     validate = commands.add_parser("validate", help="check scenario and agent files without running them")
     validate.add_argument("files", type=Path, nargs="+", metavar="FILE")
 
@@ -118,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             return _replay(args)
         if args.command in ("resume", "fork"):
             return _continue(args)
+        if args.command in ("inspect", "interview"):
+            return _ask(args)
         if args.command == "town":
             return _town(args)
         return _run(args)
@@ -207,6 +223,35 @@ def _continue(args) -> int:
                                          on_start=on_start, on_step=on_step)
     result = render.with_progress(go, start, until, args.quiet)
     return 0 if result.manifest["status"] == "completed" else 130
+
+
+def _ask(args) -> int:
+    """`inspect` and `interview`: a re-simulation in memory, never a change to the run."""
+    import json
+
+    from smallville.continuation import simulate_to
+    from smallville.replay import inspect as look
+    from smallville.replay.record import load_run
+
+    run = load_run(args.run_dir)
+    agent = getattr(args, "agent", None)
+    if agent and agent not in run.agents:
+        raise SmallvilleError(f"unknown agent {agent!r} in {args.run_dir}: it has {', '.join(sorted(run.agents))}")
+    sim = simulate_to(args.run_dir, _sim_time(run, args.at, "--at"))
+    if args.command == "interview":
+        out = look.interview(sim, args.agent, args.question)
+    elif agent:
+        out = look.inspect_agent(sim, agent, args.query)
+    else:
+        out = [{k: v for k, v in look.inspect_agent(sim, a).items() if k in ("agent", "area", "activity")}
+               for a in sim.agents]
+    if args.json:
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+        return 0
+    from smallville import render
+
+    render.print_inspection(args.command, out)
+    return 0
 
 
 def _sim_time(run, text: str | None, flag: str) -> float | None:

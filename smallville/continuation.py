@@ -16,8 +16,8 @@ from datetime import datetime
 from pathlib import Path
 
 from smallville.errors import RunError
-from smallville.runner import (MANIFEST_SCHEMA, RunResult, _embedder_spec, execute, keep_scenario, new_run_dir,
-                               write_json_atomic)
+from smallville.runner import (MANIFEST_SCHEMA, RunResult, _embedder_spec, _Sink, apply_fork, execute,
+                               keep_scenario, new_run_dir, write_json_atomic)
 from smallville.timefmt import format_sim
 
 
@@ -127,3 +127,29 @@ def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject:
     keep_scenario(scenario, path / "scenario")
     return execute(scenario, brain, _embedder(parent), parent["seed"], path, manifest, until, ledger=ledger,
                    on_start=on_start, on_step=on_step, checkpoint_every=checkpoint_every, fork=fork)
+
+
+def simulate_to(run_dir: str | Path, at: float | None = None):
+    """The run's simulation at `at` seconds since its start (default: where the run got to),
+    re-simulated in memory: nothing of the run is written or changed."""
+    from smallville.sim import Simulation
+    from smallville.sim.log import EventLog
+
+    run_dir = Path(run_dir)
+    manifest, scenario = _load(run_dir)
+    reached = (datetime.fromisoformat(manifest["sim_reached"]) - scenario.start).total_seconds()
+    at = reached if at is None else at
+    if not 0 <= at <= reached:
+        raise RunError(f"{run_dir} covers {manifest['sim_start']} to {manifest['sim_reached']}; "
+                       f"{format_sim(scenario.start, at)} is outside it")
+    brain, _ = _brain(manifest, run_dir)
+    sim = Simulation(scenario, brain, _embedder(manifest), seed=manifest["seed"],
+                     log=EventLog(scenario.start, _Sink()))
+    fork = manifest.get("fork")
+
+    def step(now: float) -> None:
+        if fork and now == fork["t"]:
+            apply_fork(sim, fork)
+
+    sim.run(max(at, 1e-6), on_step=step, stops=(fork["t"],) if fork else ())
+    return sim

@@ -97,3 +97,46 @@ def usage_table(manifest: dict) -> Table:
     table.caption = (f"per agent per game hour: {calls:.2f} calls, {tokens:.0f} tokens"
                      + ("" if usage["cost_known"] else "; cost unknown for this model (set price_prompt/price_completion)"))
     return table
+
+
+def print_inspection(command: str, out, console: Console | None = None) -> None:
+    """`smallville inspect` and `interview` for people."""
+    console = console or Console()
+    if command == "interview":
+        console.print(f"[bold]{out['name']}[/], {out['time']} ({out['brain']} brain)")
+        console.print(f"[dim]Q:[/] {out['question']}")
+        console.print(f"[dim]A:[/] {out['answer']}")
+        for m in out["memories"]:
+            console.print(f"   [dim]#{m['id']}[/] {m['text']}")
+        return
+    if isinstance(out, list):
+        table = Table("agent", "where", "doing")
+        for row in out:
+            table.add_row(row["agent"], row["area"], row["activity"])
+        console.print(table)
+        return
+    console.print(f"[bold]{out['name']}[/] at {out['time']}: {out['activity']} ({out['status']}), "
+                  f"{out['area']} {out['tile']}; {out['memories']} memories; knows: {', '.join(out['knows']) or '-'}")
+    if out["plan"]:
+        console.print("[bold]Plan[/]")
+        groups: list[list] = []
+        for start, end, activity, where in out["plan"]:
+            now = bool(out["now"]) and out["now"][0] == start
+            if groups and groups[-1][2] == activity and groups[-1][1] == start:
+                groups[-1][1] = end
+                groups[-1][4] = groups[-1][4] or now
+            else:
+                groups.append([start, end, activity, where, now])
+        for start, end, activity, where, now in groups:
+            console.print(f" {'▶' if now else ' '} {start}-{end} {activity} [dim]{where}[/]")
+    recall = Table("score", "rec", "imp", "rel", "kind", "memory", title=f"Recalled for: {out['query']}")
+    for m in out["recall"]:
+        recall.add_row(f"{m['score']:.2f}", f"{m['recency']:.2f}", f"{m['importance']:.2f}",
+                       f"{m['relevance']:.2f}", m["kind"], m["text"])
+    console.print(recall)
+    if out["reflections"]:
+        console.print("[bold]Reflections[/]")
+        for r in out["reflections"]:
+            console.print(f" • {r['text']}")
+            for b in r["because"]:
+                console.print(f"     [dim]<- #{b['id']} {b['text']}[/]")

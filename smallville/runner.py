@@ -147,6 +147,14 @@ class _Sink:
             self.target.flush()
 
 
+def apply_fork(sim, fork: dict) -> None:
+    """Change history at a fork: another seed from now on, thoughts put into heads."""
+    if fork.get("seed") is not None:
+        sim.reseed(fork["seed"])
+    for agent_id, thought in fork.get("inject", ()):
+        sim.inject(agent_id, thought)
+
+
 def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, until: float, *,
             ledger=None, on_start: Callable | None = None, on_step: Callable[[float], None] | None = None,
             checkpoint_every: float = 3600.0, replay_to: float = 0.0, expected: dict | None = None,
@@ -177,10 +185,7 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
                                    "state of its checkpoint (was smallville, the scenario or the model changed?)")
                 events.target, answers.target = out, rec
             if fork and now == fork["t"]:
-                if fork.get("seed") is not None:
-                    sim.reseed(fork["seed"])
-                for agent_id, thought in fork.get("inject", ()):
-                    sim.inject(agent_id, thought)
+                apply_fork(sim, fork)
             if checkpoint_every and now > replay_to and now % checkpoint_every == 0:
                 for f in (out, rec):
                     f.flush()

@@ -163,3 +163,58 @@ def test_live_keys_step_seek_pause_and_quit():
     player.advance(100.0)
     assert player.t == 3600.0                       # never past the end
     assert player.key("q") is False
+
+
+def digest_of(folder):
+    import hashlib
+
+    return {p.relative_to(folder): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+def test_inspect_shows_an_agent_at_a_time_and_changes_nothing(trio_run):
+    before = digest_of(trio_run)
+    result = subprocess.run([sys.executable, "-m", "smallville", "inspect", str(trio_run), "--agent", "maria_lopez",
+                             "--at", "2023-02-13 13:00", "--json"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    state = json.loads(result.stdout)
+    assert state["time"] == "2023-02-13 13:00" and state["agent"] == "maria_lopez"
+    assert state["plan"] and state["recall"] and state["area"]
+    scores = [m["score"] for m in state["recall"]]
+    assert scores == sorted(scores, reverse=True)
+    for r in state["reflections"]:
+        assert r["because"]
+    events = [json.loads(line) for line in (trio_run / "events.jsonl").read_text().splitlines()]
+    last_action = [e for e in events if e["agent"] == "maria_lopez" and e["kind"] in ("action", "move", "talk_start")
+                   and e["time"] <= "2023-02-13 13:00:00"][-1]
+    if last_action["kind"] == "action":
+        assert state["activity"] == last_action["data"]["action"]
+    assert digest_of(trio_run) == before
+
+
+def test_interview_answers_from_memories_and_cites_them(trio_run):
+    events = [json.loads(line) for line in (trio_run / "events.jsonl").read_text().splitlines()]
+    heard = next((e for e in events if e["kind"] == "learned" and e["data"]["probe"] == "party" and e["t"] > 0), None)
+    assert heard, "nobody heard of the party in ten hours"
+    from datetime import datetime, timedelta
+
+    when = (datetime.fromisoformat(heard["time"]) + timedelta(minutes=1)).strftime("%Y-%m-%d %H:%M")
+    result = replay_cli("interview", trio_run, heard["agent"], "Do you know about a Valentine's Day party?",
+                        "--at", when, "--json")
+    answer = json.loads(result.stdout)
+    assert "Valentine's Day party" in answer["answer"]
+    assert heard["data"]["memory"] in [m["id"] for m in answer["memories"]]
+    before = replay_cli("interview", trio_run, heard["agent"], "Do you know about a Valentine's Day party?",
+                        "--at", "2023-02-13 07:30", "--json")
+    assert "Valentine" not in json.loads(before.stdout)["answer"]
+    unknown = subprocess.run([sys.executable, "-m", "smallville", "interview", str(trio_run), "nobody", "hi?"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert unknown.returncode == 1 and "unknown agent 'nobody'" in unknown.stderr
+
+
+def replay_cli(*args):
+    result = subprocess.run([sys.executable, "-m", "smallville", *map(str, args)], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result

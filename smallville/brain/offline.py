@@ -32,6 +32,8 @@ _CHAT = re.compile(r" said to ")
 _TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*(am|pm)\b", re.I)
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
            "september", "october", "november", "december")
+_QUESTION_WORDS = {"about", "know", "what", "when", "where", "which", "does", "have", "your", "with", "that",
+                   "this", "there", "their", "think", "tell", "anything", "heard", "hear", "going", "would"}
 _SHAREABLE = ("seed", "chat", "thought", "reflection")
 _FILLERS = ("taking a short break", "checking their phone", "tidying up", "stretching their legs")
 
@@ -191,6 +193,19 @@ class OfflineBrain:
         if rate(req.evidence[best]) >= 5:
             insights.append(rq.Insight(f"{me} thinks this matters: {shared_fact(req.evidence[best])}", (best,)))
         return rq.InsightList(tuple(insights))
+
+
+    # ---- interviews -----------------------------------------------------------------
+
+    def _interview(self, req: rq.Interview, rng: random.Random) -> rq.Reply:
+        """The most relevant memories, said back in the first person, with their ids."""
+        words = {w for w in re.findall(r"[a-z']+", req.question.lower()) if len(w) > 3} - _QUESTION_WORDS
+        on_topic = [(mid, text) for mid, text in req.memories if words & set(re.findall(r"[a-z']+", text.lower()))]
+        chosen = on_topic[:3]
+        if not chosen:
+            return rq.Reply("I don't remember anything about that.")
+        facts = "; ".join(shared_fact(text).rstrip(".") for _, text in chosen)
+        return rq.Reply(f"From what I remember: {facts}.", tuple(mid for mid, _ in chosen))
 
 
 def _hourly(start: int, end: int, activity: str, where: str) -> list[rq.Block]:

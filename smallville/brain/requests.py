@@ -153,6 +153,18 @@ class Insights(Message):
     evidence: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Interview(Message):
+    """Answer a question put to the agent, as the agent, from what it remembers."""
+
+    kind: ClassVar[str] = "interview"
+    agent: str
+    name: str
+    persona: str
+    question: str
+    memories: tuple[tuple[int, str], ...]      # (memory id, text), most relevant first
+
+
 # ---- answers --------------------------------------------------------------------------
 
 
@@ -247,6 +259,13 @@ class InsightList(Message):
 
 
 
+@dataclass(frozen=True)
+class Reply(Message):
+    kind: ClassVar[str] = "reply"
+    text: str
+    cites: tuple[int, ...] = ()                # ids of the memories the answer rests on
+
+
 ANSWER_OF: dict[type, type] = {
     RateImportance: Importance,
     PlanDay: DayPlan,
@@ -255,5 +274,6 @@ ANSWER_OF: dict[type, type] = {
     Speak: Utterance,
     ReflectQuestions: Questions,
     Insights: InsightList,
+    Interview: Reply,
 }
 REQUEST_KINDS: dict[str, type] = {cls.kind: cls for cls in ANSWER_OF}

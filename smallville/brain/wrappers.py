@@ -129,7 +129,7 @@ class RatingMemo(_Wrapper):
 def safe_answer(request: rq.Message) -> rq.Message:
     """What a request gets when no valid answer came: importance 5, a plan from the
     routine, the whole block as one action, carry on, end the conversation, no questions,
-    no insights."""
+    no insights, no interview answer."""
     if isinstance(request, rq.RateImportance):
         return rq.Importance((5,) * len(request.texts))
     if isinstance(request, rq.PlanDay):
@@ -144,6 +144,8 @@ def safe_answer(request: rq.Message) -> rq.Message:
         return rq.Questions(())
     if isinstance(request, rq.Insights):
         return rq.InsightList(())
+    if isinstance(request, rq.Interview):
+        return rq.Reply("(no answer: the model did not respond)")
     raise TypeError(f"no safe answer for a {type(request).__name__}")
 
 
