@@ -189,3 +189,22 @@ def test_keys_never_reach_the_run_or_the_output(tmp_path, llm):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
     assert SECRET not in result.stdout + result.stderr
+
+
+def test_an_llm_run_resumes_from_its_record_and_its_agents_can_be_interviewed(tmp_path, llm):
+    from smallville.continuation import resume_run, simulate_to
+    from smallville.replay.inspect import interview
+
+    whole = run(tmp_path, config(llm), hours=3, name="whole")
+    cut = run(tmp_path, config(llm), hours=2, name="cut")
+    chats_before = llm.chats
+    resumed = resume_run(cut.path, extend=3600)          # two hours from the record, one from the model
+    assert resumed.manifest["status"] == "completed"
+    assert (cut.path / "events.jsonl").read_bytes() == (whole.path / "events.jsonl").read_bytes()
+    assert llm.chats > chats_before                       # the third hour was asked of the model
+    sim = simulate_to(whole.path, 2 * 3600)
+    asked = llm.chats
+    reply = interview(sim, "isabella_rodriguez", "Do you know about a Valentine's Day party?")
+    assert llm.chats == asked + 1                         # the interview went to the model; nothing else did
+    assert reply["brain"] == "replay" and "Valentine's Day party" in reply["answer"]
+    assert reply["memories"] and all("Valentine" in m["text"] for m in reply["memories"])
