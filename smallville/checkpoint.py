@@ -25,7 +25,7 @@ import numpy as np
 CHECKPOINT_SCHEMA = 1
 
 
-def _fault(stage: str, t: float) -> None:
+def fault_point(stage: str, t: float) -> None:
     """Fault injection for the crash tests: SMALLVILLE_FAULT=kill-in-checkpoint:T."""
     if os.environ.get("SMALLVILLE_FAULT") == f"{stage}:{int(t)}":
         os.kill(os.getpid(), 9)
@@ -85,7 +85,7 @@ def write_checkpoint(sim, run_dir: Path, files: dict[str, int]) -> Path:
     tmp.mkdir(parents=True)
     for agent in sim.agents.values():
         agent.stream.save(str(root / "memory" / agent.id))
-    _fault("kill-in-checkpoint", t)
+    fault_point("kill-in-checkpoint", t)
     state = sim_state(sim)
     body = {"schema": CHECKPOINT_SCHEMA, "time": sim.now_datetime().strftime("%Y-%m-%d %H:%M:%S"),
             "digest": digest(state), "files": files, **state}

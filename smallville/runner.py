@@ -165,7 +165,7 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
     state reached must match the checkpoint `expected`. A `fork` ({"t", "seed", "inject"})
     changes history at its time."""
     from smallville.brain.record import RECORD, Recording
-    from smallville.checkpoint import _fault, digest, sim_state, write_checkpoint
+    from smallville.checkpoint import fault_point, digest, sim_state, write_checkpoint
     from smallville.sim import Simulation
     from smallville.sim.log import EventLog
 
@@ -193,7 +193,7 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
                 write_checkpoint(sim, path, {"events.jsonl": os.fstat(out.fileno()).st_size,
                                              RECORD: os.fstat(rec.fileno()).st_size})
             if now > replay_to:
-                _fault("kill-at", now)
+                fault_point("kill-at", now)
             if on_step:
                 on_step(now)
 
