@@ -112,6 +112,22 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--html", type=Path, metavar="OUT.html",
                         help="write a self-contained page that animates the run instead")
 
+    metrics = commands.add_parser("metrics", help="measure a run: diffusion, relationships, coordination, activity")
+    metrics.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    metrics.add_argument("--json", action="store_true", help="print JSON")
+    metrics.add_argument("--plot", type=Path, metavar="OUT.png", help="also draw the run (needs smallville[plot])")
+
+    experiment = commands.add_parser("experiment", help="run an experiment file: runs over seeds and conditions")
+    experiment.add_argument("file", type=Path, metavar="FILE.yaml", help="e.g. experiments/paper.yaml")
+    experiment.add_argument("--workers", type=_positive, default=None, metavar="N",
+                            help="runs at a time, each in its own process (default: the file's, else 1)")
+    experiment.add_argument("--out", type=Path, metavar="DIR",
+                            help="where its runs go (default: the file's out:, else runs/experiments/NAME)")
+    experiment.add_argument("--executor", choices=("process", "ray"), default="process",
+                            help="process: a local process pool (default); ray: Ray tasks (pip install 'smallville[ray]')")
+    experiment.add_argument("--plot", action="store_true", help="also draw OUT/summary.png (needs smallville[plot])")
+    experiment.add_argument("--quiet", action="store_true", help="no progress or table")
+
     town = commands.add_parser("town", help="make towns: `town generate` writes a large generated town")
     town_commands = town.add_subparsers(dest="town_command", metavar="COMMAND")
     town_commands.required = True
@@ -136,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
             return _ask(args)
         if args.command == "town":
             return _town(args)
+        if args.command == "metrics":
+            return _metrics(args)
+        if args.command == "experiment":
+            return _experiment(args)
         return _run(args)
     except ScenarioError as exc:
         for problem in exc.problems:
@@ -264,6 +284,45 @@ def _sim_time(run, text: str | None, flag: str) -> float | None:
         return (parse_datetime(text) - parse_datetime(run.manifest["sim_start"])).total_seconds()
     except ValueError as exc:
         raise SmallvilleError(f"{flag}: {exc}") from None
+
+
+def _metrics(args) -> int:
+    import json
+
+    from smallville.metrics import print_metrics, run_metrics
+
+    m = run_metrics(args.run_dir)
+    if args.json:
+        print(json.dumps(m.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print_metrics(m)
+    if args.plot:
+        from smallville.metrics import plot_run
+
+        try:
+            print(f"wrote {plot_run(m, args.plot)}", file=sys.stderr if args.json else sys.stdout)
+        except ImportError as exc:
+            raise SmallvilleError(str(exc)) from None
+    return 0
+
+
+def _experiment(args) -> int:
+    from smallville.experiment import load_experiment, run_experiment
+
+    exp = load_experiment(args.file)
+    try:
+        result = run_experiment(exp, workers=args.workers, out=args.out, quiet=args.quiet, executor=args.executor)
+    except KeyboardInterrupt:
+        print("interrupted: completed runs are kept; run the experiment again to do the rest", file=sys.stderr)
+        return 130
+    if args.plot:
+        from smallville.experiment import plot_summary
+
+        try:
+            print(f"wrote {plot_summary(result.summary, result.out / 'summary.png')}")
+        except ImportError as exc:
+            raise SmallvilleError(str(exc)) from None
+    return 0 if result.ok else 1
 
 
 def _town(args) -> int:

@@ -132,7 +132,7 @@ def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject:
 def simulate_to(run_dir: str | Path, at: float | None = None):
     """The run's simulation at `at` seconds since its start (default: where the run got to),
     re-simulated in memory: nothing of the run is written or changed."""
-    from smallville.sim import Simulation
+    from smallville.sim import SimConfig, Simulation
     from smallville.sim.log import EventLog
 
     run_dir = Path(run_dir)
@@ -144,7 +144,7 @@ def simulate_to(run_dir: str | Path, at: float | None = None):
                        f"{format_sim(scenario.start, at)} is outside it")
     brain, _ = _brain(manifest, run_dir)
     sim = Simulation(scenario, brain, _embedder(manifest), seed=manifest["seed"],
-                     log=EventLog(scenario.start, _Sink()))
+                     config=SimConfig.from_dict(manifest.get("config")), log=EventLog(scenario.start, _Sink()))
     fork = manifest.get("fork")
 
     def step(now: float) -> None:

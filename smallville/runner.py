@@ -70,13 +70,16 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
                  api_base: str | None = None, cache: str | Path | None = None,
                  replay_from: str | Path | None = None, replay_fallthrough: bool = False,
                  on_start: Callable | None = None, on_step: Callable[[float], None] | None = None,
-                 checkpoint_every: float = 3600.0) -> RunResult:
+                 checkpoint_every: float = 3600.0, config=None) -> RunResult:
     """Simulate a loaded scenario and log it to a new run directory.
 
     `brain` is "offline" (the default), a litellm model name or an `LLMConfig`; settings
     come from the scenario's `brain:` block, then `brain_config` (a YAML file), then
     `brain`/`api_base`. With `replay_from` (a run directory) the brain answers from that
     run's record, and seed, duration and embedder default to that run's.
+
+    `config` is a `smallville.sim.SimConfig` (the architecture's knobs and ablations; default:
+    the paper's).
 
     Ctrl-C (KeyboardInterrupt) ends the run with status `interrupted`, keeping what was
     written; any other exception marks it `failed` and propagates."""
@@ -88,20 +91,20 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
     recorded = _recorded_manifest(replay_from) if replay_from is not None else {}
     seed = recorded.get("seed", scenario.seed) if seed is None else seed
     duration = recorded.get("duration_s", scenario.duration) if duration is None else duration
-    config = brain if isinstance(brain, LLMConfig) else load_config(
+    settings = brain if isinstance(brain, LLMConfig) else load_config(
         scenario=scenario.brain, file=brain_config, flags={"model": brain, "api_base": api_base},
         scenario_path=str(scenario.path))
     ledger = Ledger()
     the_brain = None if replay_from is not None and not replay_fallthrough else make_brain(
-        config, seed, ledger=ledger, cache=cache)
+        settings, seed, ledger=ledger, cache=cache)
     if replay_from is not None:
         the_brain = Replaying(replay_from, fallthrough=the_brain)
     if hasattr(the_brain, "preflight"):
         the_brain.preflight()               # an unreachable model stops here, before any file is written
     if embedder is None:
-        embedder = config.embedding_model or _embedder_spec(recorded) or "use"
-        if config.embedding_model and embedder_api_base is None:
-            embedder_api_base = config.embedding_api_base or config.api_base
+        embedder = settings.embedding_model or _embedder_spec(recorded) or "use"
+        if settings.embedding_model and embedder_api_base is None:
+            embedder_api_base = settings.embedding_api_base or settings.api_base
     try:
         the_embedder = make_embedder(embedder, api_base=embedder_api_base)
     except ValueError as exc:
@@ -127,7 +130,7 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
     write_json_atomic(path / "manifest.json", manifest)
     keep_scenario(scenario, path / "scenario")
     return execute(scenario, the_brain, the_embedder, seed, path, manifest, duration, ledger=ledger,
-                   on_start=on_start, on_step=on_step, checkpoint_every=checkpoint_every)
+                   on_start=on_start, on_step=on_step, checkpoint_every=checkpoint_every, config=config)
 
 
 class _Sink:
@@ -158,22 +161,27 @@ def apply_fork(sim, fork: dict) -> None:
 def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, until: float, *,
             ledger=None, on_start: Callable | None = None, on_step: Callable[[float], None] | None = None,
             checkpoint_every: float = 3600.0, replay_to: float = 0.0, expected: dict | None = None,
-            fork: dict | None = None) -> RunResult:
+            fork: dict | None = None, config=None) -> RunResult:
     """Simulate to `until`, appending to the run's `events.jsonl` and `answers.jsonl` and
     checkpointing every `checkpoint_every` simulated seconds. With `replay_to`, the first
     `replay_to` seconds are on disk already: they are re-simulated without writing, and the
     state reached must match the checkpoint `expected`. A `fork` ({"t", "seed", "inject"})
-    changes history at its time."""
+    changes history at its time. `config` (a SimConfig) defaults to the one the manifest
+    records, if any (a resumed or forked run keeps its parent's knobs), else the paper's."""
     from smallville.brain.record import RECORD, Recording
     from smallville.checkpoint import fault_point, digest, sim_state, write_checkpoint
     from smallville.sim import Simulation
+    from smallville.sim.engine import SimConfig
     from smallville.sim.log import EventLog
+
+    if config is None and manifest.get("config"):
+        config = SimConfig.from_dict(manifest["config"])
 
     began = time.perf_counter()
     with open(path / "events.jsonl", "a", encoding="utf-8") as out, open(path / RECORD, "a", encoding="utf-8") as rec:
         events, answers = _Sink(None if replay_to else out), _Sink(None if replay_to else rec)
         sim = Simulation(scenario, Recording(brain, answers), embedder, seed=seed,
-                         log=EventLog(scenario.start, events))
+                         log=EventLog(scenario.start, events), config=config)
         manifest["config"] = sim.config.to_dict()
         if on_start:
             on_start(sim, path)

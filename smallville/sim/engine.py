@@ -38,9 +38,20 @@ class SimConfig:
     max_turns: int = 8
     earlier_lines: int = 40
     talk_cooldown: float = 2 * 3600.0
+    # ablations (experiments): each part of the architecture can be switched off
+    retrieval: bool = True          # off: requests carry no memories (nothing is recalled)
+    reflection: bool = True         # off: agents never reflect
+    planning: bool = True           # off: the day follows the routine, one action per block, no re-planning
+    sharing: bool = True            # off: speakers are given no memories, so they pass on no news
 
     def to_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> "SimConfig":
+        """The config a manifest recorded (keys this version lacks are ignored)."""
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in (data or {}).items() if k in known})
 
 
 class Simulation:
@@ -159,6 +170,8 @@ class Simulation:
         return mid
 
     def retrieve(self, agent: Agent, query: str, k: int):
+        if not self.config.retrieval:
+            return []
         return agent.stream.retrieve(query, k=k, now=self.env.now) if len(agent.stream) else []
 
     def recall(self, agent: Agent, query: str, k: int) -> list[str]:

@@ -53,9 +53,12 @@ def plan_day(sim, agent: Agent, day: int):
     """Ask for the day's plan in hourly blocks and remember it."""
     date = sim.date_text(day)
     routine = tuple((r.at, r.do, r.where or "") for r in agent.spec.routine)
-    memories = sim.recall(agent, f"{agent.name}'s plans for {date}", sim.config.plan_k)
-    plan = yield sim.ask(agent, rq.PlanDay(agent.id, agent.name, agent.persona(), date, routine,
-                                           tuple(memories), sim.places))
+    if sim.config.planning:
+        memories = sim.recall(agent, f"{agent.name}'s plans for {date}", sim.config.plan_k)
+        plan = yield sim.ask(agent, rq.PlanDay(agent.id, agent.name, agent.persona(), date, routine,
+                                               tuple(memories), sim.places))
+    else:
+        plan = routine_plan(routine)
     midnight = sim.midnight(day)
     agent.plan = [PlanBlock(midnight + b.start * 60, midnight + b.end * 60, b.activity, sim.known_area(b.where))
                   for b in plan.blocks]
@@ -71,9 +74,22 @@ def plan_day(sim, agent: Agent, day: int):
     yield from remember(sim, agent, [summary], "plan")
 
 
+def routine_plan(routine) -> rq.DayPlan:
+    """The day as the routine has it, one block per step, with no brain (planning switched off)."""
+    steps = sorted(routine) or [(7 * 60, "waking up", ""), (23 * 60, "going to bed and sleeping", "")]
+    ends = [at for at, _, _ in steps[1:]] + [steps[0][0] + 24 * 60]
+    return rq.DayPlan(tuple(rq.Block(at, end, what, where) for (at, what, where), end in zip(steps, ends)
+                            if end > at))
+
+
 def decompose(sim, agent: Agent, block: PlanBlock):
     """Break what is left of the current block into 5-15 minute actions."""
     now = sim.env.now
+    if not sim.config.planning:                # one action for the rest of the block
+        agent.reason = ""
+        agent.queue.clear()
+        agent.queue.append(Action(now, block.end, block.activity, None))
+        return
     reason, agent.reason = agent.reason, ""
     area = sim.world.area_of(agent.id)
     objects = tuple(t.name for t in sim.world.objects_in(area))
@@ -233,7 +249,7 @@ def remember(sim, agent: Agent, texts: list[str], kind: str, importances=None, l
 def reflect(sim, agent: Agent):
     """When enough has happened, ask questions of recent memories and store insights
     linked to the evidence they rest on."""
-    if agent.since_reflection < sim.config.reflection_threshold:
+    if not sim.config.reflection or agent.since_reflection < sim.config.reflection_threshold:
         return
     trigger, agent.since_reflection = agent.since_reflection, 0.0
     n = len(agent.stream)
@@ -270,7 +286,7 @@ def converse(sim, a: Agent, b: Agent):
         speaker, listener = (a, b) if turn % 2 == 0 else (b, a)
         query = listener.name + (" " + history[-1][1] if history else "")
         recalled = [(h.memory.text, h.memory.importance, h.memory.kind)
-                    for h in sim.retrieve(speaker, query, sim.config.talk_k)]
+                    for h in sim.retrieve(speaker, query, sim.config.talk_k)] if sim.config.sharing else []
         line = yield sim.ask(speaker, rq.Speak(
             speaker.id, speaker.name, listener.id, listener.name,
             speaker.relationships.get(listener.id, ""), tuple(history), tuple(recalled),

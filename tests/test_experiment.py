@@ -1,0 +1,154 @@
+"""Experiments: a tiny grid of runs in a process pool, results, summary, skip on re-run."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from smallville.experiment import ExperimentError, load_experiment, load_results, run_experiment
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TINY = """\
+name: tiny
+scenario: {scenario}
+duration: 1h
+seeds: [1, 2]
+embedder: lexical
+conditions:
+  full: {{}}
+  bare:
+    ablate: [memory, reflection, planning, sharing]
+"""
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY.format(scenario=ROOT / "scenarios" / "cafe_trio.yaml"))
+    return load_experiment(path)
+
+
+def test_a_tiny_experiment_runs_gathers_and_skips_on_rerun(tiny, tmp_path):
+    out = tmp_path / "out"
+    result = run_experiment(tiny, workers=2, out=out, quiet=True)
+    assert result.ok and sorted(result.ran) == ["bare-seed1", "bare-seed2", "full-seed1", "full-seed2"]
+    for slot in result.ran:
+        manifest = json.loads((out / slot / "manifest.json").read_text())
+        assert manifest["status"] == "completed" and manifest["run_id"] == slot
+        assert manifest["experiment"]["condition"] == slot.split("-")[0]
+        assert (out / slot / "events.jsonl").is_file()
+    bare = json.loads((out / "bare-seed1" / "manifest.json").read_text())["config"]
+    assert (bare["retrieval"], bare["reflection"], bare["planning"], bare["sharing"]) == (False,) * 4
+    full = json.loads((out / "full-seed1" / "manifest.json").read_text())["config"]
+    assert (full["retrieval"], full["reflection"], full["planning"], full["sharing"]) == (True,) * 4
+
+    rows = list(csv.DictReader(open(out / "results.csv")))
+    assert [(r["condition"], r["seed"]) for r in rows] == [("full", "1"), ("full", "2"), ("bare", "1"), ("bare", "2")]
+    assert {"party_known_start", "party_known_end", "network_density_end", "conversations", "replans",
+            "memories_per_agent", "requests"} <= set(rows[0])
+    assert all(r["party_known_start"] == "1" for r in rows)
+    summary = list(csv.DictReader(open(out / "summary.csv")))
+    assert [s["condition"] for s in summary] == ["full", "bare"]
+    full_rows = [r for r in rows if r["condition"] == "full"]
+    mean = sum(float(r["memories"]) for r in full_rows) / 2
+    assert float(summary[0]["memories_mean"]) == pytest.approx(mean)
+    assert "memories_std" in summary[0]
+    # without planning there is one action per routine block: far fewer actions and requests
+    by = {s["condition"]: s for s in summary}
+    assert float(by["bare"]["actions_mean"]) < float(by["full"]["actions_mean"])
+    assert float(by["bare"]["replans_mean"]) == 0
+
+    loaded = load_results(out)
+    assert loaded[0]["condition"] == "full" and loaded[0]["seed"] == 1
+    assert isinstance(loaded[0]["memories"], int)
+
+    # re-running skips every completed run, and a lost run is redone
+    before = (out / "full-seed1" / "events.jsonl").stat().st_mtime_ns
+    again = run_experiment(tiny, workers=2, out=out, quiet=True)
+    assert again.ran == [] and len(again.skipped) == 4
+    assert (out / "full-seed1" / "events.jsonl").stat().st_mtime_ns == before
+    manifest = json.loads((out / "bare-seed2" / "manifest.json").read_text())
+    manifest["status"] = "interrupted"
+    (out / "bare-seed2" / "manifest.json").write_text(json.dumps(manifest))
+    third = run_experiment(tiny, workers=1, out=out, quiet=True)
+    assert third.ran == ["bare-seed2"] and len(third.skipped) == 3
+    assert len(load_results(out)) == 4
+    # a condition whose settings changed is redone
+    tiny.conditions[0].knobs = {"reflection_threshold": 100}
+    fourth = run_experiment(tiny, workers=1, out=out, quiet=True)
+    assert sorted(fourth.ran) == ["full-seed1", "full-seed2"] and len(fourth.skipped) == 2
+
+
+def test_experiment_files_are_checked(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(TINY.format(scenario=ROOT / "scenarios" / "cafe_trio.yaml").replace("memory, ", "memry, "))
+    with pytest.raises(ExperimentError, match="cannot ablate 'memry'"):
+        load_experiment(bad)
+    bad.write_text("scenario: nowhere.yaml\n")
+    with pytest.raises(ExperimentError, match="not found"):
+        load_experiment(bad)
+    bad.write_text(f"scenario: {ROOT / 'scenarios' / 'cafe_trio.yaml'}\nconditions:\n  a: {{decy: 0.9}}\n")
+    with pytest.raises(ExperimentError, match="unknown knob 'decy'"):
+        load_experiment(bad)
+
+
+def test_the_paper_experiment_names_the_paper_ablations():
+    exp = load_experiment(ROOT / "experiments" / "paper.yaml")
+    assert exp.duration == 2 * 86400 and exp.seeds == [1, 2, 3, 4, 5]
+    assert Path(exp.scenario).name == "the_ville.yaml"
+    knobs = {c.name: c.knobs for c in exp.conditions}
+    assert knobs == {"full": {}, "no_reflection": {"reflection": False},
+                     "no_reflection_no_planning": {"reflection": False, "planning": False},
+                     "no_memory_no_reflection_no_planning": {"retrieval": False, "reflection": False,
+                                                             "planning": False}}
+    assert all(c.brain is None for c in exp.conditions)      # offline
+    grid = load_experiment(ROOT / "experiments" / "quick.yaml")
+    assert len(grid.conditions) == 4
+
+
+def test_experiment_command(tiny, tmp_path, capsys):
+    from smallville.cli import main
+
+    out = tmp_path / "cli"
+    assert main(["experiment", str(tiny.source), "--out", str(out), "--workers", "1", "--quiet"]) == 0
+    assert len(load_results(out)) == 4
+    assert main(["experiment", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_optional_extras_say_what_to_install(tiny, tmp_path):
+    from smallville.experiment import plot_summary
+
+    summary = [{"condition": "full", "runs": 2, "party_known_end_mean": 3.0, "party_known_end_std": 0.5}]
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match=r"smallville\[plot\]"):
+            plot_summary(summary, tmp_path / "summary.png")
+    else:
+        assert plot_summary(summary, tmp_path / "summary.png").read_bytes()[:4] == b"\x89PNG"
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        with pytest.raises(ExperimentError, match=r"smallville\[ray\]"):
+            run_experiment(tiny, workers=2, out=tmp_path / "ray", quiet=True, executor="ray")
+
+
+def test_an_ablated_run_resumes_with_its_switches(tmp_path):
+    from smallville import continuation
+    from smallville.runner import run_scenario
+    from smallville.scenario import load_scenario
+    from smallville.sim.engine import SimConfig
+
+    scenario = load_scenario(str(ROOT / "scenarios" / "cafe_trio.yaml"))
+    config = SimConfig(reflection=False, planning=False, sharing=False)
+    whole = run_scenario(scenario, runs_dir=tmp_path / "a", duration=4 * 3600, embedder="lexical", config=config)
+    half = run_scenario(scenario, runs_dir=tmp_path / "b", duration=2 * 3600, embedder="lexical", config=config)
+    resumed = continuation.resume_run(half.path, extend=2 * 3600)
+    assert resumed.manifest["config"]["planning"] is False
+    assert (whole.path / "events.jsonl").read_bytes() == (half.path / "events.jsonl").read_bytes()
+    kinds = {json.loads(line)["kind"] for line in open(whole.path / "events.jsonl")}
+    assert "reflect" not in kinds and "replan" not in kinds
