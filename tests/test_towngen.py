@@ -79,3 +79,32 @@ def test_cli_refuses_to_overwrite_unless_forced(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "--force" in err
     assert main(["town", "generate", "--agents", "5", "--seed", "1", "--force", str(out)]) == 0
     assert validate_files([str(out)]) == []
+
+
+def _people_per_place(n: int) -> dict[str, float]:
+    """Mean residents whose routine uses a place, by kind of place, in a town of `n`."""
+    import yaml
+
+    users: dict[str, set[str]] = {}
+    for pid, text in generate_town(n, seed=0).agents.items():
+        for step in yaml.safe_load(text)["routine"]:
+            users.setdefault(step["where"], set()).add(pid)
+    kinds = {"cafe": "Cafe / cafe", "pub": " Arms / pub", "shop": "Market / store", "park": " Park",
+             "office": "Offices / office", "classroom": "College / classroom"}
+    out = {}
+    for kind, tail in kinds.items():
+        counts = [len(ids) for place, ids in users.items() if tail in place and (kind != "park" or place.endswith(tail))]
+        if counts:
+            out[kind] = sum(counts) / len(counts)
+    return out
+
+
+def test_towns_are_as_crowded_at_every_size():
+    """People per cafe, pub, shop, park, office and classroom stay within a band as N grows,
+    so an agent's day (whom it meets) looks the same in a town of 25 and of 1,000."""
+    towns = [_people_per_place(n) for n in (25, 250, 1000)]
+    for kind in ("cafe", "pub", "shop", "park"):
+        crowds = [town[kind] for town in towns]
+        assert max(crowds) <= 2 * min(crowds), (kind, crowds)
+    for kind in ("office", "classroom"):
+        assert all(town[kind] <= 12 for town in towns if kind in town), kind

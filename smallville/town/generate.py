@@ -30,6 +30,13 @@ KINDS = {
     "workshop": [("workshop", 9, ["workbench", "lathe", "toolbox"], 5, "build and repair things")],
     "clinic": [("clinic", 8, ["reception desk", "examination table"], 4, "see patients")],
 }
+# Residents per public place of each kind, the same at every size, so a resident's day is
+# as crowded in a town of 25 as in a town of 1,000 (a town of 25 has one of each, used by
+# about 8 to 19 people); rooms at work and college hold a fixed number of people each.
+PER_PLACE = {"cafe": 25, "pub": 25, "market": 25, "park": 25}
+PER_CLASS = 10                      # students per classroom at most, each with its own library
+SLACK = 1.25                        # jobs and college seats per worker and student, so the last
+                                    # ones to choose still find one near home
 SUFFIX = {"cafe": "Cafe", "pub": "Arms", "market": "Market", "park": "Park", "office": "Offices",
           "workshop": "Workshop", "clinic": "Clinic"}
 
@@ -74,52 +81,78 @@ def generate_town(n: int, seed: int = 0) -> Town:
             people[f"{first}_{last}"] = Person(f"{first}_{last}", first, last, age, role, home)
         beds = [f"{names[i][0].title()}'s bed" for i in members]
         homes.append(Building(home, "home", [Room(home, 6, beds + ["stove", "kitchen table"])]))
-    public = _public_places(people, rng)
+    public, slots = _public_places(people)
     buildings = _interleave(homes, sorted(public, key=lambda b: rng.random()))
     rows, legend, objects = draw(buildings, town)
+    _assign(people, buildings, slots)
     _add_ties(people, households, public, rng)
     places = _places(public)
     doors = {room.area: (room.x, room.y) for b in buildings for room in b.rooms}
+    load = {area: 0 for areas in places.values() for area in areas}
     for p in people.values():
-        p.routine = routine_for(p, rng, _nearest(places, doors, doors[p.home]))
+        p.routine = routine_for(p, rng, _nearest(places, doors, doors[p.home], load))
         p.memories = _memories(p, people, rng)
     scenario = _scenario_text(town, n, seed, rows, legend, objects, people, places, rng)
     return Town(scenario, {pid: _agent_text(p, people, rng) for pid, p in sorted(people.items())})
 
 
-def _public_places(people: dict[str, Person], rng: random.Random) -> list[Building]:
-    """Workplaces and public places enough for the town, with every worker given a job."""
+def _public_places(people: dict[str, Person]) -> tuple[list[Building], list[tuple[Building, Room, str]]]:
+    """Workplaces and public places enough for the town, and the jobs in them (at least one
+    per worker): (buildings, slots as (building, room, task)). The college is one building
+    per classroom, each with its library, spread over the town like the other places, so
+    students study near home whatever the size of the town."""
     n = len(people)
-    counts = {"cafe": max(1, round(n / 40)), "pub": max(1, round(n / 80)), "market": max(1, round(n / 80)),
-              "park": max(1, round(n / 60))}
+    counts = {kind: max(1, round(n / per)) for kind, per in PER_PLACE.items()}
     buildings = [_building(kind, i) for kind, c in counts.items() for i in range(c)]
-    students = sorted(p.id for p in people.values() if p.role == "student")
-    classes, libraries = max(1, -(-len(students) // 10)), max(1, -(-len(students) // 20))
-    college = Building("Oak Hill College", "college", [Room("Oak Hill College / hallway", 8, ["notice board"])]
-                      + [Room(f"Oak Hill College / classroom {i + 1}", 12, ["blackboard", "lectern", "front desks",
-                                                                            "back desks"]) for i in range(classes)]
-                      + [Room(f"Oak Hill College / library {i + 1}", 10, ["bookshelves", "reading table",
-                                                                          "computer"]) for i in range(libraries)])
-    buildings.append(college)
-    slots = [(b, room, task) for b in buildings if b.kind != "college"
+    students = sum(p.role == "student" for p in people.values())
+    classes = max(1, -int(-students * SLACK // PER_CLASS))
+    campus = [Building("Oak Hill College", "college",
+                       [Room(f"Oak Hill College / classroom {i + 1}", 12, ["blackboard", "lectern", "front desks",
+                                                                          "back desks"]),
+                        Room(f"Oak Hill College / library {i + 1}", 10, ["bookshelves", "reading table",
+                                                                         "computer"])]) for i in range(classes)]
+    campus[0].rooms.insert(0, Room("Oak Hill College / hallway", 8, ["notice board"]))
+    slots = [(b, room, task) for b in buildings
              for room, (_, _, _, staff, task) in zip(b.rooms, KINDS[b.kind]) for _ in range(staff)]
-    slots += [(college, college.rooms[1 + i], "teach classes") for i in range(classes)]
-    workers = sorted(p.id for p in people.values() if p.role == "worker")
+    slots += [(b, b.rooms[-2], "teach classes") for b in campus]
+    buildings += campus
+    workers = sum(p.role == "worker" for p in people.values())
     extra = ("office", "workshop", "clinic")
     k = 0
-    while len(slots) < len(workers):
+    while len(slots) < workers * SLACK:
         kind = extra[k % 3]
         b = _building(kind, k // 3)
         buildings.append(b)
         slots += [(b, b.rooms[0], KINDS[kind][0][4])] * KINDS[kind][0][3]
         k += 1
-    rng.shuffle(workers)
-    for pid, (b, room, task) in zip(workers, slots):
+    return buildings, slots
+
+
+def _assign(people: dict[str, Person], buildings: list[Building], slots: list[tuple[Building, Room, str]]) -> None:
+    """Give every worker a job and every student a classroom and library near home: in the
+    order their homes are drawn, each takes the nearest job still open (as the crow flies
+    from door to door, ties by drawing order), so each workplace room keeps its fixed number
+    of staff and nobody crosses the whole town to get to work, however large the town."""
+    door = {room.area: (room.x, room.y) for b in buildings for room in b.rooms}
+    order = {room.area: i for i, room in enumerate(room for b in buildings for room in b.rooms)}
+
+    def by_home(role: str) -> list[str]:
+        return sorted((p.id for p in people.values() if p.role == role), key=lambda pid: (order[people[pid].home], pid))
+
+    def nearest(pid: str, open_: list[tuple[Building, Room, str]]) -> tuple[Building, Room, str]:
+        hx, hy = door[people[pid].home]
+        best = min(range(len(open_)), key=lambda k: (abs(open_[k][1].x - hx) + abs(open_[k][1].y - hy),
+                                                     order[open_[k][1].area], k))
+        return open_.pop(best)
+
+    open_jobs = sorted(slots, key=lambda slot: order[slot[1].area])
+    for pid in by_home("worker"):
+        b, room, task = nearest(pid, open_jobs)
         people[pid].job, people[pid].workplace, people[pid].job_title = room.area, b.sector, task
-    for i, pid in enumerate(students):
-        people[pid].job, people[pid].workplace = college.rooms[1 + i % classes].area, "Oak Hill College"
-        people[pid].study = college.rooms[1 + classes + i % libraries].area
-    return buildings
+    seats = [(b, b.rooms[-2], "") for b in buildings if b.kind == "college" for _ in range(PER_CLASS)]
+    for pid in by_home("student"):
+        b, room, _ = nearest(pid, seats)
+        people[pid].job, people[pid].workplace, people[pid].study = room.area, b.sector, b.rooms[-1].area
 
 
 def _building(kind: str, i: int) -> Building:
@@ -152,11 +185,19 @@ def _places(public: list[Building]) -> dict[str, list[str]]:
 
 
 def _nearest(places: dict[str, list[str]], doors: dict[str, tuple[int, int]],
-             home: tuple[int, int], keep: int = 2) -> dict[str, list[str]]:
-    """For each kind of place, the `keep` nearest to a home (as the crow flies, ties by name)."""
+             home: tuple[int, int], load: dict[str, int], keep: int = 3) -> dict[str, list[str]]:
+    """For each kind of place, the one a resident uses: of the `keep` nearest to their home
+    (as the crow flies, ties by name), the one fewest residents use so far, so no place
+    draws a crowd because it happens to sit among many homes. Counts the choice in `load`."""
     def far(area: str) -> tuple[int, str]:
         return abs(doors[area][0] - home[0]) + abs(doors[area][1] - home[1]), area
-    return {kind: sorted(areas, key=far)[:keep] for kind, areas in places.items()}
+    out = {}
+    for kind, areas in places.items():
+        near = sorted(areas, key=far)[:keep]
+        pick = min(near, key=lambda area: (load[area], near.index(area)))
+        load[pick] += 1
+        out[kind] = [pick]
+    return out
 
 
 def _add_ties(people: dict[str, Person], households: list[list[int]], public: list[Building],

@@ -61,12 +61,13 @@ def draw(buildings: list[Building], town: str) -> tuple[list[str], dict[str, str
         room.char = ch
     total = sum(room.width + 1 for room in rooms) * (ROW_HEIGHT + 1)
     width = max(24, int((total * 1.6) ** 0.5))          # a little wider than tall
-    x, y, rows_used = 1, 1, 1
-    for room in rooms:
-        if x + room.width + 1 > width and x > 1:
+    x, y = 1, 1
+    for b in buildings:                                 # a building's rooms stay side by side
+        if x + sum(room.width + 1 for room in b.rooms) > width and x > 1:
             x, y = 1, y + ROW_HEIGHT + 1
-        room.x, room.y = x + 0, y + 1
-        x += room.width + 1
+        for room in b.rooms:
+            room.x, room.y = x, y + 1
+            x += room.width + 1
     height = y + ROW_HEIGHT + 3
     width = max(width, max(r.x + r.width + 1 for r in rooms) + 1)
     cells = [[WALL] * width for _ in range(height)]
