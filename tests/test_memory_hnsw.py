@@ -111,3 +111,28 @@ def test_settings_are_checked():
     stream.add("one", [1, 0, 0, 0], importance=2, created=0.0)
     (hit,) = stream.retrieve([0, 1, 0, 0], k=3, now=10.0)
     assert (hit.memory.id, hit.recency, hit.importance, hit.relevance) == (0, 0.5, 0.5, 0.5)
+
+
+
+def test_cosines_reused_across_rounds_are_fresh_cosines():
+    """A search that reads the lists several times (small ef, large k) reuses the cosines
+    of earlier rounds: every hit's relevance is still the same affine map of its cosine,
+    and its recency and importance terms equal the exact path's."""
+    exact, approx, rng, topics = twins(5, 3000, dim=16, centres=20, dup=0.1, ef_search=8)
+    now = 31 * 86400.0
+    for _ in range(10):
+        q = topics[rng.integers(20)] + 0.5 * rng.normal(size=16)
+        want = {h.memory.id: h for h in exact.retrieve(q, k=60, now=now)}
+        got = approx.retrieve(q, k=60, now=now)
+        assert len(got) == 60
+        unit = q / np.linalg.norm(q)
+        cos = np.array([float(np.dot(h.memory.embedding, unit)) for h in got])
+        rel = np.array([h.relevance for h in got])
+        a, b = np.polyfit(cos, rel, 1)
+        assert np.abs(a * cos + b - rel).max() < 1e-6
+        for g in got:
+            w = want.get(g.memory.id)
+            if w is not None:
+                assert (g.recency, g.importance) == pytest.approx(
+                    (w.recency, w.importance), abs=1e-9)
+        now += 900.0

@@ -84,6 +84,7 @@ class ApproxSearch:
         _, far = index.search(-query[None, :], 1)  # the least cosine, recomputed below
         far_rows = far[0][far[0] >= 0]
         depth, width, rounds = min(u, max(2 * k, 32)), max(k, 32), 0
+        prev_cand = prev_cos = None
         while True:
             params = faiss.SearchParametersHNSW()
             params.efSearch = max(self.ef_search, depth)
@@ -101,7 +102,18 @@ class ApproxSearch:
                                   + w_rec * float(normalise(last, *rec_norm)))
             cand = np.unique(np.concatenate(seen))
             matrix = self.table.matrix()
-            cos = np.vecdot(matrix[rows[cand]], query)
+            # cosines already computed in an earlier round are reused (same kernel, so
+            # the same bits); only the newly seen candidates are scored
+            if prev_cand is None:
+                cos = np.vecdot(matrix[rows[cand]], query)
+            else:
+                at = np.minimum(np.searchsorted(prev_cand, cand), len(prev_cand) - 1)
+                old = prev_cand[at] == cand
+                cos = np.empty(len(cand), dtype=prev_cos.dtype)
+                cos[old] = prev_cos[at[old]]
+                new = ~old
+                cos[new] = np.vecdot(matrix[rows[cand[new]]], query)
+            prev_cand, prev_cos = cand, cos
             # the first hit of the query (in cand) and of the negated one bound cosines
             far_cos = np.vecdot(matrix[far_rows], query)
             rel_norm = span(float(min(cos.min(), far_cos.min(initial=np.inf))),
