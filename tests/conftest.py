@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
-import threading
-import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -47,37 +42,12 @@ def trio_day():
 # -- an OpenAI-compatible embeddings server on 127.0.0.1 ------------------------------
 
 
-def fake_vector(text: str, dim: int = 8) -> list[float]:
-    return np.random.default_rng(zlib.crc32(text.encode())).normal(size=dim).tolist()
-
-
 @pytest.fixture
 def server(monkeypatch):
-    """An OpenAI-style /v1/embeddings endpoint on 127.0.0.1 that records its requests."""
+    """An OpenAI-style server on 127.0.0.1 (tests/llmserver.py): its address, and the
+    requests it received."""
+    from llmserver import LLMServer
+
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    requests: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            requests.append({"path": self.path, **body})
-            data = [{"object": "embedding", "index": i, "embedding": fake_vector(t)}
-                    for i, t in enumerate(body["input"])]
-            data.reverse()  # servers may answer out of order; `index` says where each goes
-            out = json.dumps({"object": "list", "data": data, "model": body["model"],
-                              "usage": {"prompt_tokens": 1, "total_tokens": 1}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
-
-        def log_message(self, *args):
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}/v1", requests
-    srv.shutdown()
-    srv.server_close()
+    with LLMServer() as srv:
+        yield srv.api_base, srv.bodies

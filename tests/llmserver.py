@@ -77,7 +77,7 @@ class LLMServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with server.lock:
-                    server.bodies.append(body)
+                    server.bodies.append({"path": self.path, **body})
                     server.headers.append(dict(self.headers))
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
@@ -156,8 +156,12 @@ class LLMServer:
 
     def embed(self, body: dict) -> dict:
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        data = [{"object": "embedding", "index": i,
-                 "embedding": np.random.default_rng(zlib.crc32(t.encode())).normal(size=16).tolist()}
-                for i, t in enumerate(texts)]
+        data = [{"object": "embedding", "index": i, "embedding": fake_vector(t)} for i, t in enumerate(texts)]
+        data.reverse()          # servers may answer out of order; `index` says where each goes
         return {"object": "list", "data": data, "model": body["model"],
                 "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}}
+
+
+def fake_vector(text: str, dim: int = 8) -> list[float]:
+    """A deterministic vector for a text: the server's stand-in for an embedding model."""
+    return np.random.default_rng(zlib.crc32(text.encode())).normal(size=dim).tolist()

@@ -151,7 +151,7 @@ def test_use_understands_the_question(use):
 # -- litellm against a local OpenAI-compatible server ----------------------------------
 
 
-from conftest import fake_vector  # noqa: E402  (the `server` fixture lives in conftest)
+from llmserver import fake_vector  # noqa: E402  (the `server` fixture lives in conftest)
 
 
 def test_litellm_batches_and_normalises(server):
