@@ -97,6 +97,8 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
     ledger = Ledger()
     the_brain = None if replay_from is not None and not replay_fallthrough else make_brain(
         settings, seed, ledger=ledger, cache=cache)
+    if replay_from is None:
+        the_brain = run_ahead(the_brain, settings)
     if replay_from is not None:
         the_brain = Replaying(replay_from, fallthrough=the_brain)
     if hasattr(the_brain, "preflight"):
@@ -131,6 +133,15 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
     keep_scenario(scenario, path / "scenario")
     return execute(scenario, the_brain, the_embedder, seed, path, manifest, duration, ledger=ledger,
                    on_start=on_start, on_step=on_step, checkpoint_every=checkpoint_every, config=config)
+
+
+def run_ahead(brain, settings):
+    """A model brain that fetches answers ahead of the clock (`lookahead` > 0), else `brain`."""
+    from smallville.sim.runahead import Ahead, Prefetched, can_fork
+
+    if settings.is_offline or not settings.lookahead or not can_fork() or not hasattr(brain, "answer_one"):
+        return brain
+    return Prefetched(Ahead(brain, concurrency=settings.max_concurrency, lookahead=settings.lookahead))
 
 
 class _Sink:
@@ -182,6 +193,10 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
         events, answers = _Sink(None if replay_to else out), _Sink(None if replay_to else rec)
         sim = Simulation(scenario, Recording(brain, answers), embedder, seed=seed,
                          log=EventLog(scenario.start, events), config=config)
+        if hasattr(brain, "ahead"):                   # run-ahead (sim/runahead.py)
+            from smallville.sim.runahead import RunAheadDispatcher
+
+            sim.dispatch = RunAheadDispatcher(sim, brain.ahead, sim.dispatch)
         manifest["config"] = sim.config.to_dict()
         if on_start:
             on_start(sim, path)
@@ -220,6 +235,9 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
             manifest.update(_final(sim))
             if ledger is not None and ledger.by_kind:
                 manifest["usage"] = ledger.to_dict(len(sim.agents), sim.env.now / 3600)
+            if hasattr(brain, "ahead"):
+                brain.ahead.close()
+                manifest.setdefault("usage", {})["run_ahead"] = dict(sorted(brain.ahead.stats.items()))
             manifest["wall"].update(finished=datetime.now().isoformat(timespec="seconds"),
                                     seconds=round(time.perf_counter() - began, 3))
             write_json_atomic(path / "manifest.json", manifest)

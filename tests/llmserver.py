@@ -33,6 +33,7 @@ class LLMServer:
     def __init__(self, seed: int = 7, latency: float = 0.0, hang: float = 2.0) -> None:
         self.brain = OfflineBrain(seed)
         self.latency, self.hang = latency, hang
+        self.retry_after: float | None = None      # seconds sent as Retry-After with each 429
         self.queue: list[tuple[str, str]] = []     # (mode, text the prompt must contain)
         self.rate, self.modes, self.rng = 0.0, FAILURES, random.Random(seed)
         self.lock = threading.Lock()
@@ -40,6 +41,7 @@ class LLMServer:
         self.chats = 0
         self.embeddings = 0
         self.in_flight = self.max_in_flight = 0
+        self.flight_log: list[tuple[float, int]] = []   # (time, calls in flight from then on)
         self.bodies: list[dict] = []
         self.headers: list[dict] = []
         self._srv: ThreadingHTTPServer | None = None
@@ -73,6 +75,7 @@ class LLMServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True     # headers and body go out at once, no 40 ms ACK delay
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -81,23 +84,27 @@ class LLMServer:
                     server.headers.append(dict(self.headers))
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                    server.flight_log.append((time.perf_counter(), server.in_flight))
                 try:
                     if self.path.endswith("/embeddings"):
                         server.embeddings += 1
                         self._send(200, server.embed(body))
                     else:
                         server.chats += 1
-                        status, out = server.chat(body)
-                        self._send(status, out)
+                        status, out, *headers = server.chat(body)
+                        self._send(status, out, *headers)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
                 finally:
                     with server.lock:
                         server.in_flight -= 1
+                        server.flight_log.append((time.perf_counter(), server.in_flight))
 
-            def _send(self, status: int, payload) -> None:
+            def _send(self, status: int, payload, headers: dict | None = None) -> None:
                 out = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(out)))
                 self.end_headers()
@@ -106,7 +113,10 @@ class LLMServer:
             def log_message(self, *args):
                 pass
 
-        self._srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128          # many calls at once: no refused connects (1 s SYN retries)
+
+        self._srv = Server(("127.0.0.1", 0), Handler)
         self._srv.daemon_threads = True
         threading.Thread(target=self._srv.serve_forever, daemon=True).start()
         return self
@@ -120,6 +130,15 @@ class LLMServer:
             self._srv.server_close()
             self._srv = None
 
+    def mean_in_flight(self, since: float | None = None) -> float:
+        """Calls in flight on average, over the time from `since` (or the first call) to
+        the last answer."""
+        log = [(t, n) for t, n in self.flight_log if since is None or t >= since]
+        if len(log) < 2:
+            return 0.0
+        area = sum(n * (t1 - t0) for (t0, n), (t1, _) in zip(log, log[1:]))
+        return area / ((log[-1][0] if since is None else log[-1][0]) - (log[0][0] if since is None else since))
+
     @property
     def api_base(self) -> str:
         return f"http://127.0.0.1:{self._srv.server_address[1]}/v1"
@@ -131,7 +150,8 @@ class LLMServer:
         if self.latency:
             time.sleep(self.latency)
         if mode == "429":
-            return 429, {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}
+            return 429, {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}, (
+                {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {})
         if mode == "500":
             return 500, {"error": {"message": "The server had an error", "type": "server_error"}}
         if mode == "hang":
@@ -165,3 +185,25 @@ class LLMServer:
 def fake_vector(text: str, dim: int = 8) -> list[float]:
     """A deterministic vector for a text: the server's stand-in for an embedding model."""
     return np.random.default_rng(zlib.crc32(text.encode())).normal(size=dim).tolist()
+
+
+def main() -> None:
+    """Serve in a process of its own (for benchmarks, so that the server's work does not
+    share the client's interpreter): prints the API base, serves until stdin closes,
+    then prints the server's counts as JSON."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description="the test suite's OpenAI-compatible server")
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    with LLMServer(seed=args.seed, latency=args.latency) as server:
+        print(server.api_base, flush=True)
+        sys.stdin.read()
+        print(json.dumps({"chats": server.chats, "max_in_flight": server.max_in_flight,
+                          "mean_in_flight": round(server.mean_in_flight(), 2)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -178,3 +178,12 @@ def test_settings_come_from_the_scenario_then_the_file_then_flags(tmp_path):
         load_config(flags={"model": "llm"})
     with pytest.raises(BrainError, match="structured='xml'"):
         load_config(flags={"model": "openai/x", "structured": "xml"})
+
+
+def test_a_grammar_server_is_told_exactly_how_many_scores_to_give():
+    template = load_templates()["rate_importance"]
+    request = rq.RateImportance("klaus_mueller", "Klaus Mueller", ("a", "b", "c"))
+    strict = template.response_format("json_object", request)["schema"]["properties"]["scores"]
+    assert strict["minItems"] == strict["maxItems"] == 3
+    assert "minItems" not in template.response_format("json_schema", request)["json_schema"]["schema"]["properties"]["scores"]
+    assert "minItems" not in template.schema["properties"]["scores"]          # the template itself is untouched

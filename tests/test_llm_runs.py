@@ -52,14 +52,15 @@ def test_a_run_through_the_server_matches_the_offline_run(tmp_path, llm):
     assert m["status"] == "completed" and m["brain"]["model"] == "openai/test-model"
     assert (result.path / "events.jsonl").read_bytes() == (offline.path / "events.jsonl").read_bytes()
     usage = m["usage"]["total"]
-    assert usage["requests"] == sum(m["requests"].values()) > 30
+    wasted = m["usage"]["run_ahead"]["unused"]      # fetched ahead of the clock, never asked for
+    assert usage["requests"] - wasted == sum(m["requests"].values()) > 30
     assert usage["calls"] == llm.chats - 1                    # the first chat was the preflight
     assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0 and usage["retries"] == usage["fallbacks"] == 0
     assert set(m["usage"]["by_agent"]) == set(m["agents"])
     assert m["usage"]["per_agent_hour"]["rate_importance"]["calls"] > 0
     assert llm.bodies[1]["response_format"]["type"] == "json_schema"
     recorded = (result.path / "answers.jsonl").read_text().splitlines()
-    assert len(recorded) == usage["requests"] and all(json.loads(line)["key"] for line in recorded)
+    assert len(recorded) == usage["requests"] - wasted and all(json.loads(line)["key"] for line in recorded)
 
 
 @pytest.mark.parametrize("mode", FAILURES)
@@ -77,6 +78,25 @@ def test_each_failure_is_retried_then_falls_back_and_is_accounted(tmp_path, llm,
     assert (klaus["retries"], klaus["fallbacks"]) == (2, 1) == (total["retries"], total["fallbacks"])
     first = next(e for e in events(result) if e["kind"] == "memory" and e["agent"] == "klaus_mueller")
     assert first["data"]["importance"] == 5
+
+
+def test_a_rate_limited_retry_waits_as_long_as_the_server_asks(llm):
+    from smallville.brain.wrappers import Retrying
+
+    brain = make_brain(config(llm, backoff=0.5, retries=2), seed=1)
+    retrying = brain.inner
+    assert isinstance(retrying, Retrying)
+    waits: list[float] = []
+    retrying.sleep = waits.append
+    llm.retry_after = 7
+    llm.fail("429", 2)
+    [answer] = brain.answer([rq.RateImportance("klaus_mueller", "Klaus Mueller", ("a paper is due",))])
+    assert isinstance(answer, rq.Importance) and not brain.last_fallbacks
+    assert waits == [7.0, 7.0]                 # Retry-After beats the backoff of 0.5 and 1.0 s
+    llm.retry_after = None
+    llm.fail("429", 1)
+    brain.answer([rq.RateImportance("klaus_mueller", "Klaus Mueller", ("lunch",))])
+    assert waits[2:] == [0.5]                  # no header: the backoff
 
 
 def test_a_fifth_of_calls_failing_still_completes_with_every_failure_accounted(tmp_path, llm):

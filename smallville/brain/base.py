@@ -35,6 +35,7 @@ class Failed:
 
     reason: str
     error: str
+    retry_after: float | None = None     # seconds the server asked us to wait (HTTP Retry-After)
 
     @property
     def retryable(self) -> bool:

@@ -32,6 +32,7 @@ class LLMConfig:
     reuse_ratings: bool = True            # rate each observation text once per agent
     echo_request: bool = False            # end prompts with REQUEST_JSON (for test servers)
     preflight: bool = True                # one small call before the run starts
+    lookahead: float = 3600.0             # simulated seconds agents may run ahead to fetch answers (0: off)
     extra: dict = field(default_factory=dict)  # passed to litellm.completion as is
 
     def __post_init__(self) -> None:
@@ -42,7 +43,7 @@ class LLMConfig:
                 raise BrainError(f"brain setting {name}={getattr(self, name)!r}: must be a positive integer")
         if not isinstance(self.retries, int) or self.retries < 0:
             raise BrainError(f"brain setting retries={self.retries!r}: must be an integer >= 0")
-        for name in ("timeout", "backoff", "temperature"):
+        for name in ("timeout", "backoff", "temperature", "lookahead"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise BrainError(f"brain setting {name}={value!r}: must be a number >= 0")

@@ -21,6 +21,7 @@ class Ledger:
         self.busy_s = 0.0          # summed duration of model calls
         self.batch_s = 0.0         # wall time spent answering batches that made calls
         self.batches = 0
+        self.span = [float("inf"), float("-inf")]   # first call's start, last call's end
 
     def add(self, kind: str, agent: str, **figures: float) -> None:
         with self._lock:
@@ -28,12 +29,19 @@ class Ledger:
                 self.by_kind[kind][name] += value
                 self.by_agent[agent][name] += value
 
-    def add_time(self, busy: float = 0.0, batch: float = 0.0) -> None:
+    def add_time(self, busy: float = 0.0, batch: float = 0.0, began: float | None = None) -> None:
         with self._lock:
             self.busy_s += busy
+            if began is not None:
+                self.span = [min(self.span[0], began), max(self.span[1], began + busy)]
             if batch:
                 self.batch_s += batch
                 self.batches += 1
+
+    def in_flight(self) -> float:
+        """Model calls in flight on average, from the first call's start to the last one's end."""
+        span = self.span[1] - self.span[0]
+        return round(self.busy_s / span, 2) if span > 0 else 0.0
 
     def total(self) -> dict[str, float]:
         out = dict.fromkeys(FIGURES, 0)
@@ -53,7 +61,7 @@ class Ledger:
                "by_kind": {k: clean(v) for k, v in sorted(self.by_kind.items())},
                "by_agent": {k: clean(v) for k, v in sorted(self.by_agent.items())},
                "rounds": self.batches,      # batches (retry rounds included) that went to the model
-               "in_flight": round(self.busy_s / self.batch_s, 2) if self.batch_s else 0.0}
+               "in_flight": self.in_flight()}
         if agents and hours:
             scale = 1.0 / (agents * hours)
             out["per_agent_hour"] = {

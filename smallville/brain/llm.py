@@ -78,12 +78,12 @@ class LLMBrain:
         messages = template.render(request, self.config.structured, self.config.echo_request)
         began = time.perf_counter()
         try:
-            response = self._complete(messages, template.response_format(self.config.structured))
+            response = self._complete(messages, template.response_format(self.config.structured, request))
         except Exception as exc:
             self.ledger.add(request.kind, request.agent, calls=1)
-            self.ledger.add_time(busy=time.perf_counter() - began)
+            self.ledger.add_time(busy=time.perf_counter() - began, began=began)
             return classify(exc, self._secrets())
-        self.ledger.add_time(busy=time.perf_counter() - began)
+        self.ledger.add_time(busy=time.perf_counter() - began, began=began)
         self._account(request, response)
         choice = response.choices[0]
         try:
@@ -158,4 +158,24 @@ def classify(exc: BaseException, secrets: list[str]) -> Failed:
         reason = "rate_limit" if status == 429 else "server" if isinstance(status, int) and status >= 500 else (
             "refused" if isinstance(status, int) and 400 <= status < 500 else "server")
     detail = (str(exc).strip().splitlines() or [""])[0][:200]
-    return Failed(reason, scrub(f"{type(exc).__name__}: {detail}", secrets))
+    return Failed(reason, scrub(f"{type(exc).__name__}: {detail}", secrets), retry_after(exc))
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """The wait a refusing server asked for (its Retry-After header: seconds or an HTTP
+    date), if any."""
+    for headers in (getattr(exc, "litellm_response_headers", None),
+                    getattr(getattr(exc, "response", None), "headers", None)):
+        value = headers.get("retry-after") if headers else None
+        if not value:
+            continue
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            from email.utils import parsedate_to_datetime
+
+            try:
+                return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+            except (TypeError, ValueError):
+                continue
+    return None

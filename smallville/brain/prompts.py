@@ -41,6 +41,7 @@ class Template:
     user: str
     schema: dict
     items: dict                      # list field of the answer -> kind of its items
+    one_per: dict = None             # list field of the answer -> the request's list it has one item per
 
     def render(self, request: rq.Message, structured: str = "json_schema", echo: bool = False) -> list[dict]:
         """Chat messages asking `request`; the schema goes in the prompt unless the
@@ -56,11 +57,22 @@ class Template:
                                                  ensure_ascii=False)
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
-    def response_format(self, structured: str) -> dict | None:
+    def response_format(self, structured: str, request: rq.Message | None = None) -> dict | None:
+        """What asks the server for the answer's structure. In `json_object` mode, given
+        the request, an answer list with one item per item of a request list (`one_per`)
+        gets that exact length, so that a grammar-constrained server (llama.cpp) cannot
+        answer with too few or too many. `json_schema` keeps to the subset that strict
+        providers accept (no length constraints)."""
+        schema = self.schema
+        if request is not None and self.one_per and structured == "json_object":
+            schema = json.loads(json.dumps(schema))
+            for answer_list, request_list in self.one_per.items():
+                n = len(getattr(request, request_list))
+                schema["properties"][answer_list].update(minItems=n, maxItems=n)
         if structured == "json_schema":
-            return {"type": "json_schema", "json_schema": {"name": self.kind, "schema": self.schema, "strict": True}}
+            return {"type": "json_schema", "json_schema": {"name": self.kind, "schema": schema, "strict": True}}
         if structured == "json_object":
-            return {"type": "json_object", "schema": self.schema}
+            return {"type": "json_object", "schema": schema}
         return None
 
     def parse(self, request: rq.Message, reply: str | None) -> rq.Message:
@@ -105,7 +117,8 @@ def load_templates() -> dict[str, Template]:
         if entry.name.endswith(".yaml"):
             data = yaml.safe_load(entry.read_text(encoding="utf-8"))
             out[data["kind"]] = Template(data["kind"], int(data["version"]), data["answer"], data["system"],
-                                         data["user"], data["schema"], dict(data.get("items") or {}))
+                                         data["user"], data["schema"], dict(data.get("items") or {}),
+                                         dict(data.get("one_per") or {}))
     missing = set(rq.REQUEST_KINDS) - set(out)
     if missing:
         raise RuntimeError(f"no prompt template for {sorted(missing)}")

@@ -35,7 +35,10 @@ class _Wrapper:
 
 class Retrying(_Wrapper):
     """Asks again for what failed, up to `retries` times, waiting `backoff` seconds before
-    the first retry and doubling it after each. A retry round is one batch."""
+    the first retry and doubling it after each, or longer when a server said how long to
+    wait (Retry-After, up to `MAX_WAIT`). A retry round is one batch."""
+
+    MAX_WAIT = 120.0
 
     def __init__(self, inner, retries: int = 2, backoff: float = 1.0, ledger: Ledger | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
@@ -48,8 +51,10 @@ class Retrying(_Wrapper):
             todo = [i for i, a in enumerate(answers) if isinstance(a, Failed) and a.retryable]
             if not todo:
                 break
-            if self.backoff:
-                self.sleep(self.backoff * 2 ** attempt)
+            asked = max((answers[i].retry_after or 0.0 for i in todo), default=0.0)
+            wait = min(max(self.backoff * 2 ** attempt, asked), max(self.MAX_WAIT, self.backoff))
+            if wait:
+                self.sleep(wait)
             for i in todo:
                 self.ledger.add(requests[i].kind, requests[i].agent, retries=1)
             for i, a in zip(todo, self.inner.answer([requests[i] for i in todo])):
@@ -78,13 +83,27 @@ class WithFallbacks(_Wrapper):
         self.last_fallbacks = []
         out: list[rq.Message] = []
         for i, (request, answer) in enumerate(zip(requests, answers)):
-            self.ledger.add(request.kind, request.agent, requests=1)
-            if isinstance(answer, Failed):
-                self.ledger.add(request.kind, request.agent, fallbacks=1)
-                self.last_fallbacks.append(Fallback(i, request.kind, rq.request_key(request), str(answer)))
-                answer = safe_answer(request)
+            answer, error = self._settle(request, answer)
+            if error is not None:
+                self.last_fallbacks.append(Fallback(i, request.kind, rq.request_key(request), error))
             out.append(answer)
         return out
+
+    def answer_one(self, request: rq.Message) -> tuple[rq.Message, str | None]:
+        """One request's answer and, if it is a safe default, the last error: safe to call
+        from several threads at once (run-ahead sends requests one by one)."""
+        [answer] = self.inner.answer([request])
+        if isinstance(answer, Failed) and not self._answered and answer.reason == "connection":
+            raise BrainError(f"model {self.name!r} is unreachable: {answer}")
+        self._answered = self._answered or not isinstance(answer, Failed)
+        return self._settle(request, answer)
+
+    def _settle(self, request: rq.Message, answer) -> tuple[rq.Message, str | None]:
+        self.ledger.add(request.kind, request.agent, requests=1)
+        if not isinstance(answer, Failed):
+            return answer, None
+        self.ledger.add(request.kind, request.agent, fallbacks=1)
+        return safe_answer(request), str(answer)
 
 
 class RatingMemo(_Wrapper):

@@ -89,6 +89,7 @@ class Simulation:
     def run(self, until: float, step: float = 900.0, on_step=None, stops: tuple[float, ...] = ()) -> None:
         """Advance to simulated second `until`, calling `on_step(now)` at every multiple of
         `step` and at each of `stops` on the way."""
+        self.until = until
         if not self._started:
             self._started = True
             self.env.process(self._begin())

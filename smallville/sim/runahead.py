@@ -1,0 +1,416 @@
+"""Run-ahead: more model calls in flight, with the outcome of the in-order simulation.
+
+The simulation itself stays in order: every batch is answered in (agent, seq) order at
+its instant, exactly as without run-ahead. What changes is when the answers are fetched.
+When a batch needs an answer that has not come yet, the engine forks the process and
+lets the copy run on ahead while the original waits. In the copy, an agent whose answer
+is missing stops where it is, and so does every agent that could have met it since:
+one within its `vision` (plus a margin) of the tiles it could have walked to by now.
+Every other agent's requests are exactly the ones the in-order run will make, so the
+copy sends them home through a pipe and exits; the original asks the model for them at
+once, up to `concurrency` at a time, and forks again as answers come in.
+
+The copy never writes a file: its descriptors are pointed at /dev/null, it drives the
+clock itself from the fork point and leaves with `os._exit`, so nothing of the original
+run is touched. A wrong guess by the copy can only waste a call, never change the run:
+the in-order run takes each answer by (request key, occurrence) and asks the model itself
+for any it lacks.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any, Sequence
+
+import numpy as np
+import simpy
+
+from smallville.brain import requests as rq
+from smallville.brain.base import Fallback
+from smallville.sim.dispatch import Dispatcher
+
+Key = tuple[str, int]          # (request key, occurrence of that key in the run)
+
+
+def can_fork() -> bool:
+    return hasattr(os, "fork")
+
+
+class Ahead:
+    """The answers fetched ahead of the clock, and the calls still in flight."""
+
+    def __init__(self, brain, *, concurrency: int = 16, lookahead: float = 3600.0) -> None:
+        self.brain = brain                  # answers one request: `answer_one(request)`
+        self.lookahead = lookahead          # simulated seconds a copy may run past the clock
+        self.concurrency = concurrency
+        self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="smallville-ahead")
+        self.done: dict[Key, Any] = {}      # (answer, error or None), or the exception the call raised
+        self.flight: dict[Key, Future] = {}
+        self.used: Counter[str] = Counter()  # occurrences of each key the in-order run has taken
+        self.stats = Counter()
+
+    # ---- the in-order side ----------------------------------------------------------
+
+    def keys(self, requests: Sequence[rq.Message]) -> list[Key]:
+        seen: Counter[str] = Counter()
+        out = []
+        for request in requests:
+            key = rq.request_key(request)
+            out.append((key, self.used[key] + seen[key]))
+            seen[key] += 1
+        return out
+
+    def submit(self, key: Key, request: rq.Message) -> None:
+        if key not in self.done and key not in self.flight:
+            self.flight[key] = self.pool.submit(self.brain.answer_one, request)
+            self.stats["sent"] += 1
+
+    def collect(self) -> int:
+        landed = 0
+        for key in [k for k, f in self.flight.items() if f.done()]:
+            future = self.flight.pop(key)
+            self.done[key] = future.exception() or future.result()
+            landed += 1
+        self.stats["landed"] += landed
+        return landed
+
+    def take(self, requests: Sequence[rq.Message]) -> tuple[list[rq.Message], list[Fallback]]:
+        """The answers of a batch, in order, waiting for any not yet here."""
+        keys = self.keys(requests)
+        for key, request in zip(keys, requests):
+            self.submit(key, request)
+        answers, fallbacks = [], []
+        for i, (key, request) in enumerate(zip(keys, requests)):
+            if key not in self.done:
+                self.done[key] = _outcome(self.flight.pop(key))
+            result = self.done.pop(key)
+            self.used[key[0]] += 1
+            if isinstance(result, BaseException):
+                raise result
+            answer, error = result
+            if error is not None:
+                fallbacks.append(Fallback(i, request.kind, key[0], error))
+            answers.append(answer)
+        return answers, fallbacks
+
+    def close(self) -> None:
+        self.stats["unused"] = len(self.done) + len(self.flight)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _outcome(future: Future):
+    try:
+        return future.result()
+    except BaseException as exc:  # re-raised by `take` in the simulation's thread
+        return exc
+
+
+class Prefetched:
+    """A brain that answers from what `Ahead` fetched (waiting for what is on its way)."""
+
+    def __init__(self, ahead: Ahead) -> None:
+        self.ahead = ahead
+        self.inner = ahead.brain
+        self.name = ahead.brain.name
+        self.last_fallbacks: list[Fallback] = []
+
+    def describe(self) -> dict:
+        return {**self.inner.describe(), "run_ahead": self.ahead.lookahead}
+
+    def preflight(self) -> None:
+        if hasattr(self.inner, "preflight"):
+            self.inner.preflight()
+
+    def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
+        answers, self.last_fallbacks = self.ahead.take(requests)
+        return answers
+
+
+class RunAheadDispatcher(Dispatcher):
+    """A dispatcher that, before answering a batch whose answers are not all here, lets
+    copies of the simulation find what else the run will ask and fetches it too."""
+
+    def __init__(self, sim, ahead: Ahead, base: Dispatcher) -> None:
+        super().__init__(base.env, base.brain, base.on_fallback)
+        self.sim = sim
+        self.ahead = ahead
+        self.walkable = walkable_mask(sim.world.grid)
+        self.copies: list[Future] = []
+        self.explored = -1              # answers landed when the last copy was made
+        self.max_copies = 2
+        self.readers = ThreadPoolExecutor(max_workers=self.max_copies, thread_name_prefix="smallville-copy")
+        self.areas: dict[str, np.ndarray] = {}
+        places = set(sim.world.grid.areas())
+        for place in sorted(places | {a.split(" / ")[0] for a in places}):
+            self.areas[place] = _dilate(_area_mask(sim.world.grid, place, self.walkable.shape), sim.world.vision)
+
+    def _flush(self, event: Any) -> None:
+        batch = sorted(self._pending, key=lambda p: (p[0], p[1]))
+        ahead = self.ahead
+        keys = ahead.keys([p[2] for p in batch])
+        for key, p in zip(keys, batch):
+            ahead.submit(key, p[2])
+        while True:
+            ahead.collect()
+            self._harvest()
+            ready = all(k in ahead.done for k in keys)
+            if ahead.lookahead > 0 and ahead.stats["landed"] != self.explored and not (ready and self.copies) \
+                    and len(self.copies) < self.max_copies:
+                self.explored = ahead.stats["landed"]      # answers came since the last copy: look further
+                self.copies.append(self._explore(batch))
+                continue
+            if ready:
+                break
+            wait(list(ahead.flight.values()) + self.copies, return_when=FIRST_COMPLETED)
+        super()._flush(event)
+
+    def _explore(self, batch) -> Future:
+        """Fork a copy to run ahead from this batch; its report comes as a future."""
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:                                        # the copy: never returns
+            os.close(read)
+            _Copy(self, write).run(batch)
+        os.close(write)
+        self.ahead.stats["forks"] += 1
+        return self.readers.submit(_report, pid, read)
+
+    def _harvest(self) -> None:
+        for copy in [c for c in self.copies if c.done()]:
+            self.copies.remove(copy)
+            needed = copy.result()
+            if needed is None:
+                self.ahead.stats["failed_forks"] += 1
+                continue
+            for key, request, ahead_s in needed:
+                self.ahead.submit(key, request)
+                self.ahead.stats["most_ahead_s"] = max(self.ahead.stats["most_ahead_s"], int(ahead_s))
+
+
+def _report(pid: int, fd: int):
+    """What a copy found it will need, or None if it died."""
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    os.close(fd)
+    os.waitpid(pid, 0)
+    try:
+        return pickle.loads(b"".join(chunks))
+    except Exception:
+        return None
+
+
+class _Copy:
+    """The simulation run ahead in a forked process (see the module docstring)."""
+
+    def __init__(self, dispatch: RunAheadDispatcher, out: int) -> None:
+        self.dispatch, self.sim, self.ahead, self.out = dispatch, dispatch.sim, dispatch.ahead, out
+        self.env = self.sim.env
+        self.needed: list[tuple[Key, rq.Message, float]] = []   # and how far ahead of the original
+        self.stopped: dict[str, tuple] = {}     # agent -> (time, tiles, arena, plan, plan's end) at its stop
+        self.heading: dict[str, tuple[int, int]] = {}
+        world = self.sim.world
+        self.vision, self.tile_time, self.tick = world.vision, world.tile_time, self.sim.tick
+        self._walkable = dispatch.walkable
+        self._areas: dict[str, np.ndarray] = dispatch.areas
+        self._cones: dict[tuple, np.ndarray] = {}
+        self.cap = 2 * self.ahead.concurrency
+        self.began = self.env.now
+        self.horizon = min(getattr(self.sim, "until", np.inf), self.env.now + self.ahead.lookahead)
+
+    def run(self, batch) -> None:
+        try:
+            gc.disable()                    # the copy is short-lived: no collections, fewer pages copied
+            self._seal()
+            emit = self.sim.emit
+
+            def watching(kind, agent, data):
+                if kind == "move":
+                    self.heading[agent] = tuple(data["to"])
+                emit(kind, agent, data)
+
+            self.sim.emit = watching
+            self.dispatch._flush = self._flush
+            self.env.process(self._watch())
+            self.dispatch._pending = []
+            self._answer(batch)
+            while self.env.peek() < self.horizon:
+                try:
+                    self.env.step()
+                except simpy.core.StopSimulation:     # the original's `run(until=...)` mark: go on
+                    continue
+        except BaseException:
+            pass
+        self._leave()
+
+    def _seal(self) -> None:
+        """Point every descriptor but the pipe at /dev/null: the copy cannot write a file
+        of the run, nor print."""
+        null = os.open(os.devnull, os.O_RDWR)
+        for name in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else map(str, range(3)):
+            fd = int(name)
+            if fd not in (self.out, null):
+                try:
+                    os.dup2(null, fd)
+                except OSError:
+                    pass
+        self.sim.log.out = None
+        self.sim.log.records = _Nowhere()
+
+    def _leave(self) -> None:
+        data = pickle.dumps(self.needed)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.out, view):]
+        os._exit(0)
+
+    # ---- answering in the copy ------------------------------------------------------
+
+    def _flush(self, _event=None) -> None:
+        batch = sorted(self.dispatch._pending, key=lambda p: (p[0], p[1]))
+        self.dispatch._pending = []
+        self._answer(batch)
+
+    def _answer(self, batch) -> None:
+        ahead = self.ahead
+        for agent, _, request, event in batch:
+            key = rq.request_key(request)
+            key = (key, ahead.used[key])
+            ahead.used[key[0]] += 1
+            if agent not in self.stopped:
+                self._spread()
+            if agent in self.stopped:
+                continue
+            result = ahead.done.get(key)
+            if result is None or isinstance(result, BaseException):
+                if result is None and key not in ahead.flight:
+                    self.needed.append((key, request, self.env.now - self.began))
+                self._stop(agent)
+                continue
+            event.succeed(result[0])
+        if len(self.needed) >= self.cap:
+            self._leave()
+
+    # ---- who can no longer be trusted -----------------------------------------------
+
+    def _stop(self, agent: str) -> None:
+        self._mark(agent)
+        self._spread()
+
+    def _mark(self, agent: str) -> None:
+        """From now on `agent` may act otherwise than the copy has it act: note where it
+        can be, now and later (see `_reach`)."""
+        a = self.sim.agents[agent]
+        world = self.sim.world
+        plan = tuple((b.start, b.end, b.where) for b in a.plan if b.end > self.env.now)
+        ends = a.plan[-1].end if a.plan else self.env.now
+        self.stopped[agent] = (self.env.now, self._tiles(agent), world.area_of(agent), plan, ends)
+
+    def _tiles(self, agent: str) -> tuple:
+        here = self.sim.world.position(agent)
+        heading = self.heading.get(agent)
+        return (here,) if heading is None or heading == here else (here, heading)
+
+    def _spread(self) -> None:
+        """Stop every agent that a stopped agent could have met by now (`_reach`)."""
+        while True:
+            reach = self._reach()
+            caught = [agent for agent in self.sim.agents if agent not in self.stopped
+                      and (reach is None or any(reach[y, x] for x, y in self._tiles(agent)))]
+            if not caught:
+                break
+            for agent in caught:
+                self._mark(agent)
+        if len(self.stopped) == len(self.sim.agents):
+            self._leave()
+
+    def _reach(self) -> np.ndarray | None:
+        """Tiles within `vision` of anywhere a stopped agent could be now; None for all.
+
+        The engine moves an agent only to its plan block's place at the block's start, or
+        within the arena it is in (to an object, to a bed), so until its plan runs out a
+        stopped agent stays within its arena and the places of its blocks begun since.
+        An agent stopped with no plan left (about to plan a new day) could go anywhere,
+        as fast as it walks: one tile per `tile_time`. One whose plan runs out while
+        stopped is taken to be anywhere."""
+        now = self.env.now
+        reach = np.zeros(self._walkable.shape, dtype=bool)
+        for t, tiles, arena, plan, ends in self.stopped.values():
+            if now >= ends:
+                if ends > t:
+                    return None
+                steps = int((now - t) // self.tile_time)
+                if (tiles, steps) not in self._cones:
+                    self._cones[tiles, steps] = _dilate(_walk(self._walkable, tiles, steps), self.vision)
+                reach |= self._cones[tiles, steps]
+                continue
+            for place in [arena] + [where for start, _, where in plan if where and start <= now]:
+                reach |= self._near_area(place)
+            for x, y in tiles:
+                reach[max(0, y - self.vision):y + self.vision + 1, max(0, x - self.vision):x + self.vision + 1] = True
+        return reach
+
+    def _near_area(self, area: str) -> np.ndarray:
+        mask = self._areas.get(area)
+        if mask is None:
+            mask = self._areas[area] = _dilate(_area_mask(self.sim.world.grid, area, self._walkable.shape), self.vision)
+        return mask
+
+    def _watch(self):
+        while True:
+            yield self.env.timeout(self.tick)
+            self._spread()
+
+
+def walkable_mask(grid) -> np.ndarray:
+    mask = np.zeros((grid.height, grid.width), dtype=bool)
+    for x, y in grid._area:
+        mask[y, x] = True
+    return mask
+
+
+def _area_mask(grid, area: str, shape) -> np.ndarray:
+    mask = np.zeros(shape, dtype=bool)
+    for x, y in grid.tiles_in(area):
+        mask[y, x] = True
+    return mask
+
+
+def _dilate(mask: np.ndarray, radius: int) -> np.ndarray:
+    """Tiles within `radius` (Chebyshev) of a set tile."""
+    rows = mask.copy()
+    for d in range(1, radius + 1):
+        rows[:, d:] |= mask[:, :-d]
+        rows[:, :-d] |= mask[:, d:]
+    out = rows.copy()
+    for d in range(1, radius + 1):
+        out[d:, :] |= rows[:-d, :]
+        out[:-d, :] |= rows[d:, :]
+    return out
+
+
+def _walk(walkable: np.ndarray, tiles, steps: int) -> np.ndarray:
+    """Tiles at most `steps` 4-neighbour steps from `tiles` over walkable ground."""
+    seen = np.zeros(walkable.shape, dtype=bool)
+    for x, y in tiles:
+        seen[y, x] = True
+    for _ in range(steps):
+        grown = seen.copy()
+        grown[1:, :] |= seen[:-1, :]
+        grown[:-1, :] |= seen[1:, :]
+        grown[:, 1:] |= seen[:, :-1]
+        grown[:, :-1] |= seen[:, 1:]
+        grown &= walkable
+        if (grown == seen).all():
+            break
+        seen = grown
+    return seen
+
+
+class _Nowhere(list):
+    def append(self, _item) -> None:
+        pass
