@@ -47,8 +47,11 @@ class Server:
         self.api_base = self.proc.stdout.readline().strip()
 
     def close(self) -> dict:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split() if Path("/proc").is_dir() else []
         self.proc.stdin.close()
         stats = json.loads(self.proc.stdout.readline())
+        if fields:
+            stats["cpu_s"] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         self.proc.wait()
         return stats
 
@@ -59,14 +62,22 @@ def measure(scenario, duration: float, latency: float, concurrency: int, lookahe
         with tempfile.TemporaryDirectory() as runs:
             config = LLMConfig(model="openai/bench", api_base=server.api_base, echo_request=True,
                                max_concurrency=concurrency, timeout=30.0, preflight=False, lookahead=lookahead)
-            began = time.perf_counter()
+            began, cpu, copies = time.perf_counter(), time.process_time(), _children_cpu()
             result = run_scenario(scenario, runs_dir=runs, duration=duration, brain=config, embedder="lexical")
-            wall = time.perf_counter() - began
+            wall, cpu, copies = time.perf_counter() - began, time.process_time() - cpu, _children_cpu() - copies
             events = (result.path / "events.jsonl").read_bytes()
     finally:
         stats = server.close()
-    return {"wall": wall, "usage": result.manifest["usage"], "server": stats,
+    return {"wall": wall, "cpu": cpu, "copies_cpu": copies, "usage": result.manifest["usage"], "server": stats,
             "batches": result.simulation.dispatch.batches, "events": hashlib.sha256(events).hexdigest()}
+
+
+def _children_cpu() -> float:
+    """CPU seconds of ended child processes (run-ahead's copies, once waited for)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def report(name: str, run: dict, agents: int, hours: float, latency: float, bound: float) -> None:
@@ -77,6 +88,8 @@ def report(name: str, run: dict, agents: int, hours: float, latency: float, boun
           f"(server: {run['server']['mean_in_flight']:.1f}), {run['server']['max_in_flight']} at most")
     print(f"  lower bound {bound:.1f} s (wall / bound {run['wall'] / bound:.2f}); one call at a time "
           f"(calls x latency) {one_at_a_time:.1f} s; speed-up {one_at_a_time / run['wall']:.1f}x")
+    print(f"  CPU: {run['cpu']:.1f} s in this process, {run['copies_cpu']:.1f} s in run-ahead copies, "
+          f"{run['server'].get('cpu_s', 0.0):.1f} s in the server")
     if "run_ahead" in usage:
         ra = usage["run_ahead"]
         print(f"  run-ahead: {ra.get('forks', 0)} copies forked, {ra.get('sent', 0)} requests fetched, "

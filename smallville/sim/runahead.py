@@ -4,8 +4,9 @@ The simulation itself stays in order: every batch is answered in (agent, seq) or
 its instant, exactly as without run-ahead. What changes is when the answers are fetched.
 When a batch needs an answer that has not come yet, the engine forks the process and
 lets the copy run on ahead while the original waits. In the copy, an agent whose answer
-is missing stops where it is, and so does every agent that could have met it since:
-one within its `vision` (plus a margin) of the tiles it could have walked to by now.
+is missing stops where it is, and so does every agent that could have met it since: one in
+an arena it could have reached (agents see, talk to and share objects with those in their
+own arena only, and go only where their plan says until a new day is planned).
 Every other agent's requests are exactly the ones the in-order run will make, so the
 copy sends them home through a pipe and exits; the original asks the model for them at
 once, up to `concurrency` at a time, and forks again as answers come in.
@@ -141,12 +142,22 @@ class RunAheadDispatcher(Dispatcher):
         self.walkable = walkable_mask(sim.world.grid)
         self.copies: list[Future] = []
         self.explored = -1              # answers landed when the last copy was made
-        self.max_copies = 2
+        self.max_copies = max(1, (os.cpu_count() or 2) - 1)     # copies at once: leave a core to the original
         self.readers = ThreadPoolExecutor(max_workers=self.max_copies, thread_name_prefix="smallville-copy")
-        self.areas: dict[str, np.ndarray] = {}
-        places = set(sim.world.grid.areas())
-        for place in sorted(places | {a.split(" / ")[0] for a in places}):
-            self.areas[place] = _dilate(_area_mask(sim.world.grid, place, self.walkable.shape), sim.world.vision)
+        grid = sim.world.grid
+        names = sorted(set(grid._area.values()))      # arenas: the full area paths tiles have
+        self.arena_ids = np.full(self.walkable.shape, -1, dtype=np.int64)   # each tile's arena, -1 for walls
+        for i, name in enumerate(names):
+            for x, y in grid.tiles_in(name):
+                self.arena_ids[y, x] = i
+        self.place_arenas: dict[str, set[int]] = {}
+        for place in names + sorted({n.split(" / ")[0] for n in names}):
+            self.place_arenas[place] = self.arenas_of(place)
+
+    def arenas_of(self, place: str) -> set[int]:
+        """The arenas of a place (an arena, or a sector and all its arenas)."""
+        ids = {int(self.arena_ids[y, x]) for x, y in self.sim.world.grid.tiles_in(place)}
+        return ids - {-1}
 
     def _flush(self, event: Any) -> None:
         batch = sorted(self._pending, key=lambda p: (p[0], p[1]))
@@ -216,8 +227,7 @@ class _Copy:
         world = self.sim.world
         self.vision, self.tile_time, self.tick = world.vision, world.tile_time, self.sim.tick
         self._walkable = dispatch.walkable
-        self._areas: dict[str, np.ndarray] = dispatch.areas
-        self._cones: dict[tuple, np.ndarray] = {}
+        self._cones: dict[tuple, set[int]] = {}
         self.cap = 2 * self.ahead.concurrency
         self.began = self.env.now
         self.horizon = min(getattr(self.sim, "until", np.inf), self.env.now + self.ahead.lookahead)
@@ -317,10 +327,11 @@ class _Copy:
 
     def _spread(self) -> None:
         """Stop every agent that a stopped agent could have met by now (`_reach`)."""
+        arena_of = self.dispatch.arena_ids
         while True:
             reach = self._reach()
             caught = [agent for agent in self.sim.agents if agent not in self.stopped
-                      and (reach is None or any(reach[y, x] for x, y in self._tiles(agent)))]
+                      and (reach is None or any(arena_of[y, x] in reach for x, y in self._tiles(agent)))]
             if not caught:
                 break
             for agent in caught:
@@ -328,9 +339,10 @@ class _Copy:
         if len(self.stopped) == len(self.sim.agents):
             self._leave()
 
-    def _reach(self) -> np.ndarray | None:
-        """Tiles within `vision` of anywhere a stopped agent could be now; None for all.
+    def _reach(self) -> set[int] | None:
+        """The arenas a stopped agent could be in by now; None for all of them.
 
+        An agent perceives, talks to and shares objects with others in its own arena only.
         The engine moves an agent only to its plan block's place at the block's start, or
         within the arena it is in (to an object, to a bed), so until its plan runs out a
         stopped agent stays within its arena and the places of its blocks begun since.
@@ -338,27 +350,24 @@ class _Copy:
         as fast as it walks: one tile per `tile_time`. One whose plan runs out while
         stopped is taken to be anywhere."""
         now = self.env.now
-        reach = np.zeros(self._walkable.shape, dtype=bool)
+        places = self.dispatch.place_arenas
+        reach: set[int] = set()
         for t, tiles, arena, plan, ends in self.stopped.values():
             if now >= ends:
                 if ends > t:
                     return None
                 steps = int((now - t) // self.tile_time)
                 if (tiles, steps) not in self._cones:
-                    self._cones[tiles, steps] = _dilate(_walk(self._walkable, tiles, steps), self.vision)
+                    walked = _walk(self._walkable, tiles, steps)
+                    self._cones[tiles, steps] = set(np.unique(self.dispatch.arena_ids[walked]).tolist())
                 reach |= self._cones[tiles, steps]
                 continue
             for place in [arena] + [where for start, _, where in plan if where and start <= now]:
-                reach |= self._near_area(place)
-            for x, y in tiles:
-                reach[max(0, y - self.vision):y + self.vision + 1, max(0, x - self.vision):x + self.vision + 1] = True
+                if place not in places:
+                    places[place] = self.dispatch.arenas_of(place)
+                reach |= places[place]
+            reach.update(int(self.dispatch.arena_ids[y, x]) for x, y in tiles)
         return reach
-
-    def _near_area(self, area: str) -> np.ndarray:
-        mask = self._areas.get(area)
-        if mask is None:
-            mask = self._areas[area] = _dilate(_area_mask(self.sim.world.grid, area, self._walkable.shape), self.vision)
-        return mask
 
     def _watch(self):
         while True:
@@ -371,26 +380,6 @@ def walkable_mask(grid) -> np.ndarray:
     for x, y in grid._area:
         mask[y, x] = True
     return mask
-
-
-def _area_mask(grid, area: str, shape) -> np.ndarray:
-    mask = np.zeros(shape, dtype=bool)
-    for x, y in grid.tiles_in(area):
-        mask[y, x] = True
-    return mask
-
-
-def _dilate(mask: np.ndarray, radius: int) -> np.ndarray:
-    """Tiles within `radius` (Chebyshev) of a set tile."""
-    rows = mask.copy()
-    for d in range(1, radius + 1):
-        rows[:, d:] |= mask[:, :-d]
-        rows[:, :-d] |= mask[:, d:]
-    out = rows.copy()
-    for d in range(1, radius + 1):
-        out[d:, :] |= rows[:-d, :]
-        out[:-d, :] |= rows[d:, :]
-    return out
 
 
 def _walk(walkable: np.ndarray, tiles, steps: int) -> np.ndarray:
