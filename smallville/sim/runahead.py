@@ -100,6 +100,7 @@ class Ahead:
 
     def close(self) -> None:
         self.stats["unused"] = len(self.done) + len(self.flight)
+        self.stats["unused_fallbacks"] = sum(1 for r in self.done.values() if isinstance(r, tuple) and r[1] is not None)
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
