@@ -233,10 +233,11 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
         finally:
             sim.log.flush()
             manifest.update(_final(sim))
+            if hasattr(brain, "ahead"):
+                brain.ahead.close()
             if ledger is not None and ledger.by_kind:
                 manifest["usage"] = ledger.to_dict(len(sim.agents), sim.env.now / 3600)
             if hasattr(brain, "ahead"):
-                brain.ahead.close()
                 manifest.setdefault("usage", {})["run_ahead"] = dict(sorted(brain.ahead.stats.items()))
             manifest["wall"].update(finished=datetime.now().isoformat(timespec="seconds"),
                                     seconds=round(time.perf_counter() - began, 3))

@@ -65,3 +65,17 @@ def test_run_ahead_survives_failing_calls_and_accounts_for_each(tmp_path, server
     assert m["usage"]["total"]["retries"] > 0
     recorded = [json.loads(line) for line in (result.path / "answers.jsonl").read_text().splitlines()]
     assert sum("fallback" in r for r in recorded) == len(fallbacks)
+
+
+def test_a_copy_that_hangs_is_killed_and_the_run_goes_on_in_order(tmp_path, server, monkeypatch):
+    import signal
+
+    from smallville.sim import runahead
+
+    in_order = town_hour(tmp_path, server, "in_order", lookahead=0)
+    monkeypatch.setattr(runahead._Copy, "run", lambda self, batch: signal.pause())   # never reports
+    monkeypatch.setattr(runahead._report, "__defaults__", (0.2,))
+    stuck = town_hour(tmp_path, server, "stuck", lookahead=3600)
+    assert (stuck.path / "events.jsonl").read_bytes() == (in_order.path / "events.jsonl").read_bytes()
+    stats = stuck.manifest["usage"]["run_ahead"]
+    assert stats["failed_forks"] == stats["forks"] == 3        # then run-ahead gave up

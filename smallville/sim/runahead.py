@@ -23,6 +23,9 @@ from __future__ import annotations
 import gc
 import os
 import pickle
+import select
+import signal
+import sys
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Sequence
@@ -35,6 +38,7 @@ from smallville.brain.base import Fallback
 from smallville.sim.dispatch import Dispatcher
 
 Key = tuple[str, int]          # (request key, occurrence of that key in the run)
+COPY_PATIENCE = 30.0           # wall seconds a copy may take before it is killed
 
 
 def can_fork() -> bool:
@@ -53,6 +57,7 @@ class Ahead:
         self.flight: dict[Key, Future] = {}
         self.used: Counter[str] = Counter()  # occurrences of each key the in-order run has taken
         self.stats = Counter()
+        self.alive: set[int] = set()        # pids of copies still running
 
     # ---- the in-order side ----------------------------------------------------------
 
@@ -74,6 +79,8 @@ class Ahead:
         landed = 0
         for key in [k for k, f in self.flight.items() if f.done()]:
             future = self.flight.pop(key)
+            if future.cancelled():
+                continue
             self.done[key] = future.exception() or future.result()
             landed += 1
         self.stats["landed"] += landed
@@ -99,9 +106,15 @@ class Ahead:
         return answers, fallbacks
 
     def close(self) -> None:
-        self.stats["unused"] = len(self.done) + len(self.flight)
+        for pid in list(self.alive):                  # copies still running: not needed any more
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.pool.shutdown(wait=True, cancel_futures=True)    # calls under way finish and are counted
+        self.collect()
+        self.stats["unused"] = len(self.done)
         self.stats["unused_fallbacks"] = sum(1 for r in self.done.values() if isinstance(r, tuple) and r[1] is not None)
-        self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _outcome(future: Future):
@@ -189,7 +202,8 @@ class RunAheadDispatcher(Dispatcher):
             _Copy(self, write).run(batch)
         os.close(write)
         self.ahead.stats["forks"] += 1
-        return self.readers.submit(_report, pid, read)
+        self.ahead.alive.add(pid)
+        return self.readers.submit(_report, pid, read, self.ahead.alive)
 
     def _harvest(self) -> None:
         for copy in [c for c in self.copies if c.done()]:
@@ -197,19 +211,33 @@ class RunAheadDispatcher(Dispatcher):
             needed = copy.result()
             if needed is None:
                 self.ahead.stats["failed_forks"] += 1
+                if self.ahead.stats["failed_forks"] >= 3:     # something in this process breaks copies: stop
+                    self.ahead.lookahead = 0
                 continue
             for key, request, ahead_s in needed:
                 self.ahead.submit(key, request)
                 self.ahead.stats["most_ahead_s"] = max(self.ahead.stats["most_ahead_s"], int(ahead_s))
 
 
-def _report(pid: int, fd: int):
-    """What a copy found it will need, or None if it died."""
+def _report(pid: int, fd: int, alive: set[int], patience: float = COPY_PATIENCE):
+    """What a copy found it will need, or None if it died or took longer than `patience`
+    seconds (then it is killed: a copy must never hold up the run or its exit)."""
     chunks = []
-    while chunk := os.read(fd, 1 << 16):
-        chunks.append(chunk)
-    os.close(fd)
-    os.waitpid(pid, 0)
+    try:
+        while True:
+            ready, _, _ = select.select([fd], [], [], patience)
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                chunks = []
+                break
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+        os.waitpid(pid, 0)
+        alive.discard(pid)
     try:
         return pickle.loads(b"".join(chunks))
     except Exception:
@@ -236,6 +264,9 @@ class _Copy:
     def run(self, batch) -> None:
         try:
             gc.disable()                    # the copy is short-lived: no collections, fewer pages copied
+            faiss = sys.modules.get("faiss")
+            if faiss is not None:           # OpenMP's thread pool does not survive a fork
+                faiss.omp_set_num_threads(1)
             self._seal()
             emit = self.sim.emit
 
