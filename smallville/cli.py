@@ -115,7 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     metrics = commands.add_parser("metrics", help="measure a run: diffusion, relationships, coordination, activity")
     metrics.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     metrics.add_argument("--json", action="store_true", help="print JSON")
-    metrics.add_argument("--plot", type=Path, metavar="OUT.png", help="also draw the run (needs smallville[plot])")
+    metrics.add_argument("--plot", type=Path, nargs="?", const=True, metavar="DIR",
+                         help="also draw diffusion.png, network.png and attendance.png into DIR "
+                              "(default RUN_DIR/plots; needs smallville[plot])")
 
     experiment = commands.add_parser("experiment", help="run an experiment file: runs over seeds and conditions")
     experiment.add_argument("file", type=Path, metavar="FILE.yaml", help="e.g. experiments/paper.yaml")
@@ -125,7 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
                             help="where its runs go (default: the file's out:, else runs/experiments/NAME)")
     experiment.add_argument("--executor", choices=("process", "ray"), default="process",
                             help="process: a local process pool (default); ray: Ray tasks (pip install 'smallville[ray]')")
-    experiment.add_argument("--plot", action="store_true", help="also draw OUT/summary.png (needs smallville[plot])")
+    experiment.add_argument("--address", metavar="HOST:PORT",
+                            help="with --executor ray: a running Ray cluster's head (default: RAY_ADDRESS, "
+                                 "else a local Ray of --workers CPUs)")
+    experiment.add_argument("--plot", action="store_true",
+                            help="also draw OUT/summary.png, diffusion.png and attendance.png (needs smallville[plot])")
     experiment.add_argument("--quiet", action="store_true", help="no progress or table")
 
     town = commands.add_parser("town", help="make towns: `town generate` writes a large generated town")
@@ -297,12 +303,13 @@ def _metrics(args) -> int:
     else:
         print_metrics(m)
     if args.plot:
-        from smallville.metrics import plot_run
+        from smallville.plots import plot_run
 
         try:
-            print(f"wrote {plot_run(m, args.plot)}", file=sys.stderr if args.json else sys.stdout)
+            written = plot_run(m, args.run_dir / "plots" if args.plot is True else args.plot)
         except ImportError as exc:
             raise SmallvilleError(str(exc)) from None
+        print("wrote " + ", ".join(map(str, written)), file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -311,15 +318,16 @@ def _experiment(args) -> int:
 
     exp = load_experiment(args.file)
     try:
-        result = run_experiment(exp, workers=args.workers, out=args.out, quiet=args.quiet, executor=args.executor)
+        result = run_experiment(exp, workers=args.workers, out=args.out, quiet=args.quiet, executor=args.executor,
+                                address=args.address)
     except KeyboardInterrupt:
         print("interrupted: completed runs are kept; run the experiment again to do the rest", file=sys.stderr)
         return 130
     if args.plot:
-        from smallville.experiment import plot_summary
+        from smallville.experiment import plot_experiment
 
         try:
-            print(f"wrote {plot_summary(result.summary, result.out / 'summary.png')}")
+            print("wrote " + ", ".join(map(str, plot_experiment(exp, result.out, result.summary))))
         except ImportError as exc:
             raise SmallvilleError(str(exc)) from None
     return 0 if result.ok else 1

@@ -27,7 +27,8 @@ Each run is a normal run directory, `OUT/CONDITION-seedS/`; a run is written und
 `OUT/.partial/` and moved there when it completes, so re-running an experiment skips every
 run that completed and redoes the others. Then `results.csv` (one row per run: condition,
 seed and every metric of `smallville.metrics` as flat columns) and `summary.csv` (mean and
-standard deviation of each metric per condition) are written to OUT.
+standard deviation of each metric per condition) are written to OUT. Runs go to a local process
+pool, or as Ray tasks to a local Ray or a cluster (`executor="ray"`, docs/experiments.md).
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ import itertools
 import json
 import math
 import os
+import re
 import shutil
+import socket
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, fields
@@ -47,6 +50,7 @@ from smallville.errors import SmallvilleError
 
 ABLATIONS = {"memory": "retrieval", "retrieval": "retrieval", "reflection": "reflection",
              "planning": "planning", "sharing": "sharing"}
+MATH_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 SUMMARY_COLUMNS = ("known_end", "density_end", "attended", "told_and_attended", "conversations", "reflections",
                    "replans", "memories_per_agent")
 
@@ -267,11 +271,16 @@ def _run_one(job: dict) -> dict:
 
 
 def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | None = None, quiet: bool = False,
-                   executor: str = "process", console=None) -> ExperimentResult:
-    """Run every (condition, seed) not yet completed, then gather results.csv and summary.csv."""
+                   executor: str = "process", address: str | None = None, console=None) -> ExperimentResult:
+    """Run every (condition, seed) not yet completed, then gather results.csv and summary.csv.
+
+    executor "process" runs them in a local pool of `workers` processes; "ray" as Ray tasks, on
+    the cluster at `address` (else RAY_ADDRESS, else a local Ray of `workers` CPUs)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    if address and executor != "ray":
+        raise ExperimentError(f"a Ray address ({address}) is for the ray executor: add --executor ray")
     out = Path(out) if out is not None else exp.out
     out.mkdir(parents=True, exist_ok=True)
     workers = workers or exp.workers or 1
@@ -279,7 +288,7 @@ def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | N
     jobs, skipped = [], []
     for cond, seed in exp.slots():
         slot = slot_name(cond.name, seed)
-        job = {"out": str(out), "slot": slot, "scenario": str(exp.scenario), "seed": seed,
+        job = {"out": str(out.resolve()), "slot": slot, "scenario": str(Path(exp.scenario).resolve()), "seed": seed,
                "duration": exp.duration, "brain": cond.brain, "embedder": exp.embedder,
                "knobs": cond.knobs, "experiment": exp.name, "condition": cond.name}
         if is_completed(out / slot) and _same_run(out / slot, job):
@@ -289,7 +298,9 @@ def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | N
     if not quiet:
         console.print(f"[bold]{exp.name}[/]: {len(exp.conditions)} conditions x {len(exp.seeds)} seeds "
                       f"= {len(exp.conditions) * len(exp.seeds)} runs of {exp.scenario}; {len(skipped)} done already, "
-                      f"{len(jobs)} to run on {min(workers, max(1, len(jobs)))} worker(s); writing {out}")
+                      f"{len(jobs)} to run " + ("as Ray tasks" if executor == "ray" else
+                                                f"on {min(workers, max(1, len(jobs)))} worker(s)")
+                      + f"; writing {out}")
     done: list[dict] = []
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=console, disable=quiet, transient=True)
@@ -304,19 +315,20 @@ def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | N
                 console.print(f"  [{style}]{report['status']}[/] {report['slot']} ({report['seconds']:.1f} s)"
                               + (f": {report['error']}" if report.get("error") else ""))
 
-        if workers <= 1 or len(jobs) <= 1:
+        if executor == "ray":
+            if jobs:
+                for report in _run_ray(jobs, workers, address):
+                    finished(report)
+        elif workers <= 1 or len(jobs) <= 1:
             for job in jobs:
                 progress.update(task, description=job["slot"])
                 finished(_run_one(job))
-        elif executor == "ray":
-            for report in _run_ray(jobs, workers):
-                finished(report)
         else:
             import multiprocessing
 
             # One math thread per worker: several workers each running multi-threaded BLAS and
             # OpenMP on the same cores slowed runs down about sevenfold.
-            for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            for var in MATH_THREADS:
                 os.environ.setdefault(var, "1")
             with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
                 futures = [pool.submit(_run_one, job) for job in jobs]
@@ -333,21 +345,64 @@ def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | N
     return ExperimentResult(out, rows, summary, [r["slot"] for r in done], skipped, failed)
 
 
-def _run_ray(jobs: list[dict], workers: int):
+def _run_ray(jobs: list[dict], workers: int, address: str | None):
+    """Each job a Ray task; reports as tasks finish. Joins a running Ray (ray.init by the caller),
+    else the cluster at `address` or RAY_ADDRESS, else starts a local Ray of `workers` CPUs and
+    stops it afterwards."""
     try:
         import ray
     except ImportError:
         raise ExperimentError("--executor ray needs ray: pip install 'smallville[ray]'") from None
-    if not ray.is_initialized():                # a cluster named by RAY_ADDRESS, else a local one
-        if os.environ.get("RAY_ADDRESS"):
-            ray.init(ignore_reinit_error=True, log_to_driver=False)
+    started = not ray.is_initialized()
+    if started:
+        _ray_init(ray, workers, address)
+    try:
+        # One math thread per task (unless set here), as in the process pool; a task holds one CPU.
+        threads = {var: os.environ.get(var, "1") for var in MATH_THREADS}
+        remote = ray.remote(_run_one).options(runtime_env={"env_vars": threads})
+        tasks = {remote.remote(job): job for job in jobs}
+        pending = list(tasks)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            job = tasks[ready[0]]
+            try:
+                report = ray.get(ready[0])
+            except ray.exceptions.RayError as exc:          # the worker died: that run failed, the rest go on
+                report = {"slot": job["slot"], "status": "failed", "seconds": 0.0,
+                          "error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"}
+            if report["status"] == "completed" and not is_completed(Path(job["out"]) / job["slot"]):
+                report = dict(report, status="failed", error=f"it ran on a node that does not share {job['out']} "
+                                                             "with this one (see docs/experiments.md)")
+            yield report
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _ray_init(ray, workers: int, address: str | None) -> None:
+    """Join the cluster at `address` or RAY_ADDRESS, else start a local Ray; quietly either way."""
+    import logging
+
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address and re.fullmatch(r"[\w.\-]+:\d+", address):   # a head's HOST:PORT: fail fast, not after minutes
+        host, port = address.rsplit(":", 1)
+        try:
+            socket.create_connection((host, int(port)), timeout=10).close()
+        except OSError as exc:
+            raise ExperimentError(f"--executor ray: no Ray head answers at {address} ({exc.strerror or exc}); "
+                                  "start one there with `ray start --head`") from None
+    quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
+    try:
+        if address:
+            ray.init(address=address, **quiet)
         else:
-            ray.init(num_cpus=workers, ignore_reinit_error=True, log_to_driver=False)
-    remote = ray.remote(_run_one)
-    pending = [remote.remote(job) for job in jobs]
-    while pending:
-        ready, pending = ray.wait(pending, num_returns=1)
-        yield ray.get(ready[0])
+            ray.init(address="local", num_cpus=workers, include_dashboard=False, **quiet)   # even if one runs
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        hint = ("; a cluster with token authentication (the default of recent Ray) also needs RAY_AUTH_MODE=token "
+                "here, and its token in ~/.ray/auth_token or RAY_AUTH_TOKEN" if address not in (None, "auto")
+                and not os.environ.get("RAY_AUTH_MODE") else "")
+        where = address or "a local Ray"
+        raise ExperimentError(f"--executor ray: cannot start or reach {where}: {exc}{hint}") from None
 
 
 # ---- results ------------------------------------------------------------------------------
@@ -458,26 +513,21 @@ def _number(text: str):
             return text
 
 
-def plot_summary(summary: list[dict], out: str | Path) -> Path:
-    """A PNG of an experiment: each summary metric's mean and standard deviation per condition."""
-    from smallville.metrics import _pyplot
+def plot_experiment(exp: Experiment, out: str | Path, summary: list[dict]) -> list[Path]:
+    """The plots of an experiment into OUT: summary.png, diffusion.png (knowers per hour, each
+    condition over its seeds) and attendance.png (when the scenario has events somewhere)."""
+    from smallville.metrics import run_metrics
+    from smallville.plots import plot_attendance_by_condition, plot_diffusion_by_condition, plot_summary
 
-    plt = _pyplot()
-    keys = [k[:-5] for k in (summary[0] if summary else {}) if k.endswith("_mean")
-            and any(k[:-5].endswith(c) for c in SUMMARY_COLUMNS)]
-    cols = 3
-    rows = max(1, math.ceil(len(keys) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.2 * rows), squeeze=False)
-    names = [r["condition"] for r in summary]
-    for ax, key in zip(axes.flat, keys):
-        ax.bar(range(len(names)), [r.get(key + "_mean", 0) for r in summary],
-               yerr=[r.get(key + "_std", 0) for r in summary], capsize=3)
-        ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=7)
-        ax.set_title(key.replace("_", " "), fontsize=9)
-    for ax in list(axes.flat)[len(keys):]:
-        ax.axis("off")
-    fig.tight_layout()
     out = Path(out)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    written = [plot_summary(summary, out / "summary.png")]
+    curves: dict[str, dict[str, list]] = {}
+    for cond, seed in exp.slots():
+        path = out / slot_name(cond.name, seed)
+        if is_completed(path):
+            for probe, d in run_metrics(path).diffusion.items():
+                curves.setdefault(cond.name, {}).setdefault(probe, []).append(d["curve"])
+    if curves:
+        written.append(plot_diffusion_by_condition(curves, out / "diffusion.png"))
+    attendance = plot_attendance_by_condition(summary, out / "attendance.png")
+    return written + ([attendance] if attendance else [])

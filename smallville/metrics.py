@@ -13,6 +13,8 @@ a `RunMetrics`: plain dicts and lists (JSON-ready), with `.flat()` for one row o
   before it began, who planned to be there during it, and who was there;
 - activity: conversations, reflections, re-plans and memories per agent, brain requests by
   kind, and tokens and cost when a model answered.
+
+`smallville.plots` draws them (diffusion, the network at start and end, attendance).
 """
 
 from __future__ import annotations
@@ -434,42 +436,3 @@ def print_metrics(m: RunMetrics, console=None) -> None:
         u = act["usage"]
         console.print(f"Tokens: {u.get('tokens')}, cost: {u.get('cost')}")
 
-
-def _pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        raise ImportError("plots need matplotlib: pip install 'smallville[plot]'") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def plot_run(m: RunMetrics, out: str | Path) -> Path:
-    """A PNG of a run: knowers of each probe per simulated hour, and activity per agent."""
-    plt = _pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    n = len(m.info.get("agents", []))
-    for name, d in m.diffusion.items():
-        left.step([h for h, _ in d["curve"]], [c for _, c in d["curve"]], where="post", label=name)
-    left.set(xlabel="simulated hours", ylabel="agents who know", title="Diffusion of information",
-             ylim=(0, max(1, n) * 1.05))
-    if m.diffusion:
-        left.legend()
-    agents = sorted(m.activity["per_agent"])
-    cols = ("conversations", "reflections", "replans")
-    width = 0.8 / len(cols)
-    for i, col in enumerate(cols):
-        right.bar([j + i * width for j in range(len(agents))], [m.activity["per_agent"][a][col] for a in agents],
-                  width=width, label=col)
-    right.set_xticks([j + width for j in range(len(agents))], [a.split("_")[0] for a in agents], rotation=60,
-                     fontsize=7)
-    right.set(title="Activity per agent")
-    right.legend()
-    fig.suptitle(f"{m.info.get('scenario') or ''} {m.run}")
-    fig.tight_layout()
-    out = Path(out)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out

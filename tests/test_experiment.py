@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -119,8 +120,23 @@ def test_experiment_command(tiny, tmp_path, capsys):
     assert main(["experiment", str(tmp_path / "missing.yaml")]) == 2
 
 
+def test_experiment_plots_compare_the_conditions(tiny, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from smallville.cli import main
+
+    out = tmp_path / "plotted"
+    assert main(["experiment", str(tiny.source), "--out", str(out), "--workers", "2", "--quiet", "--plot"]) == 0
+    names = ("summary.png", "diffusion.png", "attendance.png")
+    assert capsys.readouterr().out.strip() == "wrote " + ", ".join(str(out / name) for name in names)
+    for name in names:
+        data = (out / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+        width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+        assert 400 <= width <= 3000 and 300 <= height <= 2000
+
+
 def test_optional_extras_say_what_to_install(tiny, tmp_path):
-    from smallville.experiment import plot_summary
+    from smallville.plots import plot_summary
 
     summary = [{"condition": "full", "runs": 2, "party_known_end_mean": 3.0, "party_known_end_std": 0.5}]
     try:
@@ -135,6 +151,67 @@ def test_optional_extras_say_what_to_install(tiny, tmp_path):
     except ImportError:
         with pytest.raises(ExperimentError, match=r"smallville\[ray\]"):
             run_experiment(tiny, workers=2, out=tmp_path / "ray", quiet=True, executor="ray")
+
+
+def test_a_ray_address_where_no_head_answers_is_a_user_error(tiny, tmp_path):
+    pytest.importorskip("ray")
+    import socket
+
+    with socket.socket() as s:                          # a local port that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ExperimentError, match=f"no Ray head answers at 127.0.0.1:{port}.*ray start --head"):
+        run_experiment(tiny, out=tmp_path / "out", quiet=True, executor="ray", address=f"127.0.0.1:{port}")
+    with pytest.raises(ExperimentError, match="add --executor ray"):
+        run_experiment(tiny, out=tmp_path / "out", quiet=True, address=f"127.0.0.1:{port}")
+
+
+def metric_rows(out: Path) -> list[dict]:
+    """results.csv without the wall-clock column: what must not depend on where runs ran."""
+    return [{k: v for k, v in row.items() if k != "wall_seconds"} for row in load_results(out)]
+
+
+def test_ray_tasks_give_the_process_pool_results_and_resume_the_same(tmp_path, capfd, monkeypatch):
+    ray = pytest.importorskip("ray")
+    import logging
+
+    from smallville.cli import main
+
+    path = tmp_path / "one.yaml"
+    path.write_text(TINY.format(scenario=ROOT / "scenarios" / "cafe_trio.yaml").replace("[1, 2]", "[1]"))
+    one = load_experiment(path)
+    pool = run_experiment(one, workers=2, out=tmp_path / "pool", quiet=True)
+    assert pool.ok and sorted(pool.ran) == ["bare-seed1", "full-seed1"]
+    # Starting a local Ray sets RAY_AUTH_MODE in this process (and warns the first time): start
+    # without it, as on a fresh machine, and give the environment back as it was afterwards.
+    monkeypatch.setenv("RAY_AUTH_MODE", "unset")
+    monkeypatch.delenv("RAY_AUTH_MODE")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)    # a local Ray, not a cluster named in the environment
+
+    # the command starts its own local Ray, quietly, and stops it
+    capfd.readouterr()
+    assert main(["experiment", str(path), "--executor", "ray", "--workers", "2", "--out", str(tmp_path / "ray")]) == 0
+    assert not ray.is_initialized()
+    captured = capfd.readouterr()
+    said = " ".join(captured.err.split())              # the console wraps at 80 columns
+    assert "0 done already, 2 to run as Ray tasks" in said and "completed bare-seed1" in said
+    assert not [noise for noise in ("INFO", "WARNING", "(raylet", "pid=") if noise in captured.out + captured.err]
+    assert metric_rows(tmp_path / "ray") == metric_rows(tmp_path / "pool")
+    for slot in pool.ran:                               # runs are deterministic wherever they ran
+        assert (tmp_path / "ray" / slot / "events.jsonl").read_bytes() == \
+            (tmp_path / "pool" / slot / "events.jsonl").read_bytes()
+    assert list((tmp_path / "ray" / ".partial").iterdir()) == []
+
+    # resumable as with the pool, on a Ray the caller started (and which is left running)
+    shutil.rmtree(tmp_path / "ray" / "bare-seed1")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    try:
+        again = run_experiment(one, workers=2, out=tmp_path / "ray", quiet=True, executor="ray")
+        assert ray.is_initialized()
+    finally:
+        ray.shutdown()
+    assert again.ok and again.ran == ["bare-seed1"] and again.skipped == ["full-seed1"]
+    assert metric_rows(tmp_path / "ray") == metric_rows(tmp_path / "pool")
 
 
 def test_an_ablated_run_resumes_with_its_switches(tmp_path):

@@ -243,16 +243,56 @@ def test_python_api_gives_plain_rows_and_pandas_when_installed(chain_run):
         assert m.to_pandas().loc[0, "party_known_end"] == 4
 
 
-def test_plots_need_matplotlib(chain_run, tmp_path):
-    from smallville.cli import main
-    from smallville.metrics import plot_run
+def png_size(path: Path) -> tuple[int, int]:
+    """Width and height of a PNG, from its header (and a check that it is one)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", f"{path} is not a PNG"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
+
+def test_metrics_plot_draws_diffusion_network_and_attendance_beside_the_run(party_run, tmp_path):
+    from smallville.cli import main
+
+    pytest.importorskip("matplotlib")
+    import matplotlib.image
+
+    assert main(["metrics", str(party_run), "--plot"]) == 0
+    names = ("diffusion.png", "network.png", "attendance.png")
+    assert sorted(p.name for p in (party_run / "plots").iterdir()) == sorted(names)
+    for name in names:
+        path = party_run / "plots" / name
+        width, height = png_size(path)
+        assert 500 <= width <= 2000 and 300 <= height <= 1200 and path.stat().st_size > 10_000
+        pixels = matplotlib.image.imread(path)[..., :3]
+        assert (pixels.min(axis=2) < 0.5).mean() > 0.005            # something is drawn, not a blank page
+    assert main(["metrics", str(party_run), "--json", "--plot", str(tmp_path / "elsewhere")]) == 0
+    assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir()) == sorted(names)
+
+
+def test_a_run_with_no_scheduled_event_has_no_attendance_plot(chain_run, tmp_path):
+    pytest.importorskip("matplotlib")
+    from smallville.metrics import compute
+    from smallville.plots import plot_run
+
+    m = run_metrics(chain_run)
+    m.coordination = []
+    assert [p.name for p in plot_run(m, tmp_path)] == ["diffusion.png", "network.png"]
+    empty = compute({"agents": [], "sim_start": "2023-02-13 07:00:00"}, [])      # nothing to draw still draws
+    assert all(png_size(p)[0] > 0 for p in plot_run(empty, tmp_path / "empty"))
+
+
+def test_plots_say_what_to_install_without_matplotlib(chain_run, tmp_path, monkeypatch):
+    import sys
+
+    from smallville.cli import main
+    from smallville.plots import plot_attendance, plot_diffusion, plot_network, plot_run
+
+    for name in [n for n in sys.modules if n.split(".")[0] == "matplotlib"] + ["matplotlib"]:
+        monkeypatch.setitem(sys.modules, name, None)              # as if it were not installed
+    m = run_metrics(chain_run)
+    for plot in (plot_diffusion, plot_network, plot_attendance):
         with pytest.raises(ImportError, match=r"smallville\[plot\]"):
-            plot_run(run_metrics(chain_run), tmp_path / "run.png")
-        assert main(["metrics", str(chain_run), "--plot", str(tmp_path / "run.png")]) == 1
-    else:
-        out = plot_run(run_metrics(chain_run), tmp_path / "run.png")
-        assert out.read_bytes()[:4] == b"\x89PNG"
+            plot(m, tmp_path / "one.png")
+    with pytest.raises(ImportError, match=r"smallville\[plot\]"):
+        plot_run(m, tmp_path / "plots")
+    assert main(["metrics", str(chain_run), "--plot", str(tmp_path / "plots")]) == 1
