@@ -30,6 +30,32 @@ def _positive(text: str) -> int:
     return value
 
 
+def _money(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an amount of US dollars, e.g. 2.50, got {text!r}")
+    return value
+
+
+def _budget_flags(parser: argparse.ArgumentParser, more: bool = False) -> None:
+    """--budget, --max-requests and --max-tokens (on resume: how much more may be spent)."""
+    what = "more than the run has spent: " if more else ""
+    parser.add_argument("--budget", type=_money, metavar="USD",
+                        help=f"{what}stop before the model's cost could pass this many US dollars (exit 3)")
+    parser.add_argument("--max-requests", type=_positive, metavar="N",
+                        help=f"{what}stop before more than N calls go to the model (exit 3)")
+    parser.add_argument("--max-tokens", type=_positive, metavar="N",
+                        help=f"{what}stop before prompt and completion tokens could pass N (exit 3)")
+
+
+def _budget(args) -> dict:
+    return {"usd": getattr(args, "budget", None), "requests": getattr(args, "max_requests", None),
+            "tokens": getattr(args, "max_tokens", None)}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="smallville", description="A multi-agent town simulation engine in the style of Generative Agents.")
@@ -62,12 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     run.add_argument("--checkpoint-every", type=_duration, default=3600.0, metavar="DURATION",
                      help="save the run's state this often in simulated time (default 1h)")
+    _budget_flags(run)
 
     resume = commands.add_parser("resume", help="continue an interrupted run from its last checkpoint, or extend one")
     resume.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     resume.add_argument("--for", dest="duration", type=_duration, metavar="DURATION",
                         help="run this much longer than the run's planned end (to extend a completed run)")
     resume.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    _budget_flags(resume, more=True)
 
     fork = commands.add_parser("fork", help="start a new run from a run's state at a time, and change history")
     fork.add_argument("run_dir", type=Path, metavar="RUN_DIR")
@@ -79,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="how long to run after the fork (default: to the parent's end)")
     fork.add_argument("--runs-dir", type=Path, help="where the new run goes (default: beside the parent)")
     fork.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    _budget_flags(fork)
 
     inspect = commands.add_parser("inspect", help="an agent's state at a time of a run: place, plan, memories")
     inspect.add_argument("run_dir", type=Path, metavar="RUN_DIR")
@@ -235,7 +264,8 @@ def _continue(args) -> int:
         until = manifest["duration_s"] + (args.duration or 0.0)
 
         def go(on_start, on_step):
-            return continuation.resume_run(args.run_dir, extend=args.duration, on_start=on_start, on_step=on_step)
+            return continuation.resume_run(args.run_dir, extend=args.duration, on_start=on_start, on_step=on_step,
+                                           budget=_budget(args))
     else:
         try:
             at = (parse_datetime(args.at) - start).total_seconds()
@@ -246,9 +276,22 @@ def _continue(args) -> int:
         def go(on_start, on_step):
             return continuation.fork_run(args.run_dir, at, seed=args.seed, inject=[tuple(i) for i in args.inject],
                                          duration=args.duration, runs_dir=args.runs_dir,
-                                         on_start=on_start, on_step=on_step)
+                                         on_start=on_start, on_step=on_step, budget=_budget(args))
     result = render.with_progress(go, start, until, args.quiet)
-    return 0 if result.manifest["status"] == "completed" else 130
+    return _exit_code(result)
+
+
+def _exit_code(result) -> int:
+    """0 for a completed run, 3 for one stopped by its budget (after one line saying which
+    limit and how to go on), 130 for an interrupted one."""
+    status = result.manifest["status"]
+    if status == "budget_exhausted":
+        stop = result.manifest["budget_stop"]
+        flag = "--" + stop["limit"]
+        print(f"smallville: budget reached at {stop['at']}: {stop['spent']} of {flag} {stop['value']} spent; "
+              f"go on with: smallville resume {result.path} {flag} MORE", file=sys.stderr)
+        return 3
+    return 0 if status == "completed" else 130
 
 
 def _ask(args) -> int:
@@ -348,4 +391,4 @@ def _run(args) -> int:
 
     scenario = load_scenario(str(args.scenario))
     result = render.run_with_progress(scenario, args)
-    return 0 if result.manifest["status"] == "completed" else 130
+    return _exit_code(result)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -37,8 +38,9 @@ def _load(run_dir: Path) -> tuple[dict, object]:
     return manifest, load_scenario(str(copies[0]))
 
 
-def _brain(manifest: dict, record_dir: Path | None):
-    """The run's brain again: the offline brain, or its record with the live model behind it."""
+def _brain(manifest: dict, record_dir: Path | None, budget: dict | None = None, spent: dict | None = None):
+    """The run's brain again: the offline brain, or its record with the live model behind it.
+    `budget` holds new limits, counted on top of `spent` (the run's spend so far)."""
     from smallville.brain import make_brain
     from smallville.brain.config import LLMConfig
     from smallville.brain.record import Replaying
@@ -47,10 +49,18 @@ def _brain(manifest: dict, record_dir: Path | None):
     settings = manifest.get("brain", {})
     if settings.get("name", settings.get("model")) == "offline":
         return make_brain("offline", manifest["seed"]), None
+    from smallville.brain.budget import Spend
+
     known = set(LLMConfig.__dataclass_fields__)
     ledger = Ledger()
-    live = make_brain(LLMConfig().merged({k: v for k, v in settings.items() if k in known}, "the run's manifest"),
-                      manifest["seed"], ledger=ledger)
+    config = LLMConfig().merged({k: v for k, v in settings.items() if k in known}, "the run's manifest")
+    before = Spend.from_dict(spent)
+    more = {k: v for k, v in (budget or {}).items() if v is not None}
+    if more:                        # MORE on top of what the run has spent
+        config = replace(config, budget={**config.budget,
+                                         **{k: getattr(before, k) + v for k, v in more.items()}})
+        settings["budget"] = config.budget          # the manifest keeps the limits for the next resume
+    live = make_brain(config, manifest["seed"], ledger=ledger, spent_before=before)
     return (Replaying(record_dir, fallthrough=live) if record_dir else live), ledger
 
 
@@ -67,8 +77,10 @@ def _truncate(path: Path, size: int) -> None:
 
 
 def resume_run(run_dir: str | Path, *, extend: float | None = None, on_start=None, on_step=None,
-               checkpoint_every: float = 3600.0) -> RunResult:
-    """Continue a run from its last checkpoint to its end (or `extend` seconds past it)."""
+               checkpoint_every: float = 3600.0, budget: dict | None = None) -> RunResult:
+    """Continue a run from its last checkpoint to its end (or `extend` seconds past it).
+    `budget` ({"usd", "requests", "tokens"}) allows that much more spending than the run
+    has spent so far (a run stopped by its budget goes on with more)."""
     from smallville.checkpoint import checkpoints
 
     run_dir = Path(run_dir)
@@ -86,8 +98,9 @@ def resume_run(run_dir: str | Path, *, extend: float | None = None, on_start=Non
     for folder in (run_dir / "checkpoints").glob("*"):
         if folder.name == "memory" or folder.name.startswith(".") or float(folder.name) > start:
             shutil.rmtree(folder)
-    brain, ledger = _brain(manifest, run_dir)
+    brain, ledger = _brain(manifest, run_dir, budget, manifest.get("spend"))
     until = manifest["duration_s"] + (extend or 0.0)
+    manifest.pop("budget_stop", None)
     manifest.update(status="running", duration_s=until, sim_end=format_sim(scenario.start, until))
     manifest.setdefault("resumed", []).append({"from": format_sim(scenario.start, start),
                                                "wall": datetime.now().isoformat(timespec="seconds")})
@@ -100,7 +113,7 @@ def resume_run(run_dir: str | Path, *, extend: float | None = None, on_start=Non
 
 def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject: list[tuple[str, str]] = (),
              duration: float | None = None, runs_dir: str | Path | None = None, on_start=None, on_step=None,
-             checkpoint_every: float = 3600.0) -> RunResult:
+             checkpoint_every: float = 3600.0, budget: dict | None = None) -> RunResult:
     """A new run that shares `run_dir`'s history up to `at` (seconds since its start), then
     goes its own way: with another seed, and thoughts injected into agents' heads."""
     run_dir = Path(run_dir)
@@ -113,7 +126,7 @@ def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject:
     for agent_id, _ in inject:
         if agent_id not in ids:
             raise RunError(f"--inject: unknown agent {agent_id!r}; the run has {', '.join(sorted(ids))}")
-    brain, ledger = _brain(parent, run_dir)
+    brain, ledger = _brain(parent, run_dir, budget)        # the fork's own spending, from nothing
     until = at + duration if duration else parent["duration_s"]
     path = new_run_dir(Path(runs_dir) if runs_dir else run_dir.parent, f"{run_dir.name}-fork", seed or parent["seed"])
     fork = {"t": at, "at": format_sim(scenario.start, at), "seed": seed, "inject": [list(i) for i in inject],
@@ -129,9 +142,10 @@ def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject:
                    on_start=on_start, on_step=on_step, checkpoint_every=checkpoint_every, fork=fork)
 
 
-def simulate_to(run_dir: str | Path, at: float | None = None):
+def simulate_to(run_dir: str | Path, at: float | None = None, strict: bool = False):
     """The run's simulation at `at` seconds since its start (default: where the run got to),
-    re-simulated in memory: nothing of the run is written or changed."""
+    re-simulated in memory: nothing of the run is written or changed. `strict`: answers
+    come from the run's record only (never a model)."""
     from smallville.sim import SimConfig, Simulation
     from smallville.sim.log import EventLog
 
@@ -142,7 +156,12 @@ def simulate_to(run_dir: str | Path, at: float | None = None):
     if not 0 <= at <= reached:
         raise RunError(f"{run_dir} covers {manifest['sim_start']} to {manifest['sim_reached']}; "
                        f"{format_sim(scenario.start, at)} is outside it")
-    brain, _ = _brain(manifest, run_dir)
+    if strict:
+        from smallville.brain.record import Replaying
+
+        brain = Replaying(run_dir)
+    else:
+        brain, _ = _brain(manifest, run_dir)
     sim = Simulation(scenario, brain, _embedder(manifest), seed=manifest["seed"],
                      config=SimConfig.from_dict(manifest.get("config")), log=EventLog(scenario.start, _Sink()))
     fork = manifest.get("fork")

@@ -21,7 +21,10 @@ def run_with_progress(scenario, args, console: Console | None = None) -> RunResu
                             cache=getattr(args, "cache", None), replay_from=getattr(args, "replay_from", None),
                             replay_fallthrough=getattr(args, "replay_fallthrough", False),
                             checkpoint_every=getattr(args, "checkpoint_every", 3600.0),
-                            on_start=on_start, on_step=on_step)
+                            on_start=on_start, on_step=on_step,
+                            budget={"usd": getattr(args, "budget", None),
+                                    "requests": getattr(args, "max_requests", None),
+                                    "tokens": getattr(args, "max_tokens", None)})
 
     return with_progress(go, scenario.start, duration, args.quiet, console)
 

@@ -11,7 +11,7 @@ import os
 import platform
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Callable
@@ -70,7 +70,7 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
                  api_base: str | None = None, cache: str | Path | None = None,
                  replay_from: str | Path | None = None, replay_fallthrough: bool = False,
                  on_start: Callable | None = None, on_step: Callable[[float], None] | None = None,
-                 checkpoint_every: float = 3600.0, config=None) -> RunResult:
+                 checkpoint_every: float = 3600.0, config=None, budget: dict | None = None) -> RunResult:
     """Simulate a loaded scenario and log it to a new run directory.
 
     `brain` is "offline" (the default), a litellm model name or an `LLMConfig`; settings
@@ -79,7 +79,9 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
     run's record, and seed, duration and embedder default to that run's.
 
     `config` is a `smallville.sim.SimConfig` (the architecture's knobs and ablations; default:
-    the paper's).
+    the paper's). `budget` ({"usd", "requests", "tokens"}) limits what the model may be sent
+    (on top of the brain settings' `budget`); a run that reaches a limit ends with status
+    `budget_exhausted` at its last complete tick, with a checkpoint to resume from.
 
     Ctrl-C (KeyboardInterrupt) ends the run with status `interrupted`, keeping what was
     written; any other exception marks it `failed` and propagates."""
@@ -94,6 +96,8 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
     settings = brain if isinstance(brain, LLMConfig) else load_config(
         scenario=scenario.brain, file=brain_config, flags={"model": brain, "api_base": api_base},
         scenario_path=str(scenario.path))
+    if budget and any(v is not None for v in budget.values()):
+        settings = replace(settings, budget={**settings.budget, **{k: v for k, v in budget.items() if v is not None}})
     ledger = Ledger()
     the_brain = None if replay_from is not None and not replay_fallthrough else make_brain(
         settings, seed, ledger=ledger, cache=cache)
@@ -179,6 +183,7 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
     state reached must match the checkpoint `expected`. A `fork` ({"t", "seed", "inject"})
     changes history at its time. `config` (a SimConfig) defaults to the one the manifest
     records, if any (a resumed or forked run keeps its parent's knobs), else the paper's."""
+    from smallville.brain.budget import BudgetExhausted, Spend
     from smallville.brain.record import RECORD, Recording
     from smallville.checkpoint import fault_point, digest, sim_state, write_checkpoint
     from smallville.sim import Simulation
@@ -189,6 +194,8 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
         config = SimConfig.from_dict(manifest["config"])
 
     began = time.perf_counter()
+    spent_before = Spend.from_dict(manifest.get("spend"))
+    stopped: BudgetExhausted | None = None
     with open(path / "events.jsonl", "a", encoding="utf-8") as out, open(path / RECORD, "a", encoding="utf-8") as rec:
         events, answers = _Sink(None if replay_to else out), _Sink(None if replay_to else rec)
         sim = Simulation(scenario, Recording(brain, answers), embedder, seed=seed,
@@ -224,6 +231,10 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
         try:
             sim.run(until, on_step=step, stops=stops)
             manifest["status"] = "completed"
+        except BudgetExhausted as exc:
+            stopped = exc
+            manifest["status"] = "budget_exhausted"
+            manifest["budget_stop"] = {**exc.data(), "at": format_sim(scenario.start, sim.env.now)}
         except KeyboardInterrupt:
             manifest["status"] = "interrupted"
         except BaseException as exc:
@@ -239,10 +250,59 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
                 manifest["usage"] = ledger.to_dict(len(sim.agents), sim.env.now / 3600)
             if hasattr(brain, "ahead"):
                 manifest.setdefault("usage", {})["run_ahead"] = dict(sorted(brain.ahead.stats.items()))
+            if ledger is not None:
+                total = ledger.total()
+                manifest["spend"] = Spend(spent_before.requests + total["calls"],
+                                          spent_before.tokens + total["prompt_tokens"] + total["completion_tokens"],
+                                          spent_before.usd + total["cost"]).to_dict()
+            if stopped is not None:
+                manifest["sim_reached"] = format_sim(scenario.start, sim.env.now)
+                if "spend" in manifest:             # what was spent in the end, calls under way included
+                    manifest["budget_stop"]["spent"] = manifest["spend"][stopped.which]
             manifest["wall"].update(finished=datetime.now().isoformat(timespec="seconds"),
                                     seconds=round(time.perf_counter() - began, 3))
             write_json_atomic(path / "manifest.json", manifest)
+    if stopped is not None:
+        checkpoint_before(path, sim.env.now)
     return RunResult(path, manifest, sim)
+
+
+def checkpoint_before(path: Path, t: float) -> None:
+    """Cut a run that stopped during the instant `t` back to the instant's start: the
+    event log and the record lose the instant's lines, and a checkpoint at `t` (made by
+    re-simulating to `t` from the run's own record, no model asked) lets `resume` go on
+    from there."""
+    from smallville.brain.record import RECORD
+    from smallville.checkpoint import checkpoints, write_checkpoint
+    from smallville.continuation import simulate_to
+
+    existing = [c for c in checkpoints(path) if c["t"] == t]
+    if existing:
+        sizes = existing[0]["files"]
+    elif t <= 0:
+        sizes = {"events.jsonl": 0, RECORD: 0}
+    else:
+        sim = simulate_to(path, t, strict=True)
+        used = sum(sim.dispatch.brain._used.values())
+        lines = iter(range(1, used + 2))
+        sizes = {"events.jsonl": _offset(path / "events.jsonl", lambda line: json.loads(line)["t"] >= t),
+                 RECORD: _offset(path / RECORD, lambda line: next(lines) > used)}   # the first `used` lines
+    for name, size in sizes.items():
+        with open(path / name, "r+b") as f:
+            f.truncate(size)
+    if not existing and t > 0:
+        write_checkpoint(sim, path, sizes)
+
+
+def _offset(file: Path, first_out) -> int:
+    """Bytes before the first line for which `first_out(line)` holds (the whole file if none)."""
+    offset = 0
+    with open(file, "rb") as f:
+        for line in f:
+            if first_out(line):
+                break
+            offset += len(line)
+    return offset
 
 
 def _final(sim) -> dict:

@@ -43,6 +43,7 @@ class LLMServer:
         self.in_flight = self.max_in_flight = 0
         self.flight_log: list[tuple[float, int]] = []   # (time, calls in flight from then on)
         self.bodies: list[dict] = []
+        self.usages: list[dict] = []                   # the usage of every chat answer sent
         self.headers: list[dict] = []
         self._srv: ThreadingHTTPServer | None = None
 
@@ -168,8 +169,10 @@ class LLMServer:
                 content = json.dumps({"answer": "I'd rather not say"})
             elif mode == "cutoff":
                 content, finish = content[: len(content) // 2], "length"
-        usage = {"prompt_tokens": len(prompt) // 4 + 40, "completion_tokens": len(content) // 4 + 1}
+        usage = {"prompt_tokens": count_tokens(body["messages"], body["model"]), "completion_tokens": len(content) // 4 + 1}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        with self.lock:
+            self.usages.append(usage)
         return 200, {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": body["model"],
                      "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                                   "finish_reason": finish}], "usage": usage}
@@ -182,6 +185,13 @@ class LLMServer:
                 "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}}
 
 
+def count_tokens(messages: list[dict], model: str) -> int:
+    """Prompt tokens as a provider would bill them (litellm's counter for the model)."""
+    import litellm
+
+    return int(litellm.token_counter(model=model, messages=messages))
+
+
 def fake_vector(text: str, dim: int = 8) -> list[float]:
     """A deterministic vector for a text: the server's stand-in for an embedding model."""
     return np.random.default_rng(zlib.crc32(text.encode())).normal(size=dim).tolist()
@@ -192,8 +202,10 @@ def main() -> None:
     share the client's interpreter): prints the API base, serves until stdin closes,
     then prints the server's counts as JSON."""
     import argparse
+    import os
     import sys
 
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     parser = argparse.ArgumentParser(description="the test suite's OpenAI-compatible server")
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=7)

@@ -1,7 +1,7 @@
 """Brains answer the typed requests agents make; see `requests` for the vocabulary.
 
 `make_brain` assembles the brain a run uses from its settings: the offline brain, or the
-LLM brain wrapped as `WithFallbacks(Retrying([Caching](RatingMemo(LLMBrain))))`.
+LLM brain wrapped as `WithFallbacks(Retrying([Caching](RatingMemo([Budgeted](LLMBrain)))))`.
 Recording and replay (`record`) wrap whatever this returns.
 """
 
@@ -16,7 +16,7 @@ from smallville.errors import BrainError
 
 
 def make_brain(spec: "str | LLMConfig", seed: int, *, ledger: Ledger | None = None,
-               cache: str | Path | None = None) -> Brain:
+               cache: str | Path | None = None, spent_before=None) -> Brain:
     """The brain named on the command line: `offline` (the default) or a litellm model
     name (`openai/gpt-4o-mini`, `ollama/llama3.1`, ...) with its settings."""
     config = spec if isinstance(spec, LLMConfig) else LLMConfig(model=spec)
@@ -39,6 +39,13 @@ def make_brain(spec: "str | LLMConfig", seed: int, *, ledger: Ledger | None = No
         raise BrainError(f"unknown brain {config.model!r}: use offline, or a litellm model name such as "
                          "openai/gpt-4o-mini or ollama/llama3.1") from None
     inner = LLMBrain(config, ledger)
+    if config.budget:
+        from smallville.brain.budget import Budget, Budgeted
+
+        budget = Budget(config.budget, ledger, spent_before)
+        if "usd" in budget.limits:
+            inner.price(1, 1)                       # no price for the model: say so now, not mid-run
+        inner = Budgeted(inner, budget)
     if config.reuse_ratings:
         inner = RatingMemo(inner, ledger)
     if cache is not None:

@@ -33,12 +33,14 @@ class LLMConfig:
     echo_request: bool = False            # end prompts with REQUEST_JSON (for test servers)
     preflight: bool = True                # one small call before the run starts
     lookahead: float = 3600.0             # simulated seconds agents may run ahead to fetch answers (0: off)
+    budget: dict = field(default_factory=dict)   # limits for the run: {usd, requests, tokens}
+    max_requests_per_agent_hour: int = 60  # runaway guard: more requests of one agent in one game hour fall back
     extra: dict = field(default_factory=dict)  # passed to litellm.completion as is
 
     def __post_init__(self) -> None:
         if self.structured not in STRUCTURED_MODES:
             raise BrainError(f"brain setting structured={self.structured!r}: use one of {', '.join(STRUCTURED_MODES)}")
-        for name in ("max_concurrency", "max_tokens"):
+        for name in ("max_concurrency", "max_tokens", "max_requests_per_agent_hour"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise BrainError(f"brain setting {name}={getattr(self, name)!r}: must be a positive integer")
         if not isinstance(self.retries, int) or self.retries < 0:

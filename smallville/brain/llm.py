@@ -53,6 +53,25 @@ class LLMBrain:
             self.ledger.add_time(batch=time.perf_counter() - began)
         return answers
 
+    def prompt_tokens(self, request: rq.Message) -> int:
+        """The tokens of the prompt `request` is sent as, by the model's tokenizer."""
+        messages = self.templates[request.kind].render(request, self.config.structured, self.config.echo_request)
+        return int(self._litellm.token_counter(model=self.config.model, messages=messages))
+
+    def price(self, prompt: int, completion: int) -> float:
+        """USD for so many tokens: the configured price, else litellm's price map; a
+        `BrainError` when neither knows the model."""
+        c = self.config
+        if c.price_prompt is not None or c.price_completion is not None:
+            return prompt * (c.price_prompt or 0.0) + completion * (c.price_completion or 0.0)
+        try:
+            cost_in, cost_out = self._litellm.cost_per_token(model=c.model, prompt_tokens=prompt,
+                                                             completion_tokens=completion)
+        except Exception:
+            raise BrainError(f"no price known for model {c.model!r}: set price_prompt and price_completion "
+                             "(USD per token) in the brain settings to use --budget") from None
+        return float(cost_in) + float(cost_out)
+
     def preflight(self) -> None:
         """One small call before the run starts: an unreachable model or a refused key
         stops the run with one line instead of a fallback for every request."""

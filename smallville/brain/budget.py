@@ -1,0 +1,136 @@
+"""Spending limits that hold: model calls, tokens and dollars.
+
+A `Budget` knows its limits and what was spent before (a resumed run's earlier sessions)
+and reads this session's spend from the ledger. `Budgeted` sits right around the LLM brain,
+so only calls that really go to the model count (a reused rating, a cached or recorded
+answer costs nothing). Before a batch goes out it checks the worst the batch could cost:
+one call per request, each with its prompt's tokens (counted with the model's tokenizer)
+plus `max_tokens` of completion. If that could pass a limit, no call of the batch goes out
+and `BudgetExhausted` stops the run.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Sequence
+
+from smallville.brain import requests as rq
+from smallville.errors import SmallvilleError
+
+LIMITS = {"requests": "--max-requests", "tokens": "--max-tokens", "usd": "--budget"}
+
+
+class BudgetExhausted(SmallvilleError):
+    """The next batch could pass a limit: the run stops (exit 3)."""
+
+    exit_code = 3
+
+    def __init__(self, which: str, limit: float, spent: float, needed: float) -> None:
+        self.which, self.limit, self.spent, self.needed = which, limit, spent, needed
+        unit = {"requests": "model calls", "tokens": "tokens", "usd": "USD"}[which]
+        super().__init__(f"budget reached: {_fmt(spent, which)} of {LIMITS[which]} {_fmt(limit, which)} {unit} "
+                         f"spent, and the next batch could take up to {_fmt(needed, which)} more")
+
+    def data(self) -> dict:
+        return {"limit": LIMITS[self.which].lstrip("-"), "value": self.limit, "spent": self.spent}
+
+
+def _fmt(value: float, which: str) -> str:
+    return f"{value:.4f}" if which == "usd" else f"{int(value)}"
+
+
+@dataclass
+class Spend:
+    requests: float = 0
+    tokens: float = 0
+    usd: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"requests": int(self.requests), "tokens": int(self.tokens), "usd": round(self.usd, 6)}
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> "Spend":
+        data = data or {}
+        return cls(data.get("requests", 0), data.get("tokens", 0), data.get("usd", 0.0))
+
+
+class Budget:
+    """Limits (None: no limit) and the spend so far: `before` plus the ledger's."""
+
+    def __init__(self, limits: dict | None, ledger, before: Spend | None = None) -> None:
+        self.limits = {k: v for k, v in (limits or {}).items() if v is not None}
+        unknown = set(self.limits) - set(LIMITS)
+        if unknown:
+            raise SmallvilleError(f"unknown budget limit {sorted(unknown)[0]!r} (known: {', '.join(LIMITS)})")
+        for name, value in self.limits.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise SmallvilleError(f"{LIMITS[name]} {value!r}: must be a number >= 0")
+        self.ledger = ledger
+        self.before = before or Spend()
+        self._lock = threading.Lock()
+        self._reserved = Spend()
+
+    def __bool__(self) -> bool:
+        return bool(self.limits)
+
+    def spent(self) -> Spend:
+        total = self.ledger.total()
+        return Spend(self.before.requests + total["calls"],
+                     self.before.tokens + total["prompt_tokens"] + total["completion_tokens"],
+                     self.before.usd + total["cost"])
+
+    def reserve(self, worst: Spend) -> None:
+        """Admit a batch that could cost `worst`, or raise `BudgetExhausted`."""
+        with self._lock:
+            spent = self.spent()
+            for name, limit in self.limits.items():
+                now = getattr(spent, name) + getattr(self._reserved, name)
+                if now + getattr(worst, name) > limit + 1e-12:
+                    raise BudgetExhausted(name, limit, getattr(spent, name), getattr(worst, name))
+            self._add(worst, 1)
+
+    def release(self, worst: Spend) -> None:
+        with self._lock:
+            self._add(worst, -1)
+
+    def _add(self, s: Spend, sign: int) -> None:
+        r = self._reserved
+        r.requests += sign * s.requests
+        r.tokens += sign * s.tokens
+        r.usd += sign * s.usd
+
+    def to_dict(self) -> dict:
+        return {"limits": dict(self.limits), "spent": self.spent().to_dict()}
+
+
+class Budgeted:
+    """The LLM brain behind a budget (see the module docstring)."""
+
+    def __init__(self, inner, budget: Budget) -> None:
+        self.inner, self.budget, self.name = inner, budget, inner.name
+
+    def describe(self) -> dict:
+        return self.inner.describe()
+
+    def preflight(self) -> None:
+        self.inner.preflight()
+
+    def answer(self, requests: Sequence[rq.Message]):
+        if not requests:
+            return []
+        worst = self.worst(requests)
+        self.budget.reserve(worst)
+        try:
+            return self.inner.answer(requests)
+        finally:
+            self.budget.release(worst)
+
+    def worst(self, requests: Sequence[rq.Message]) -> Spend:
+        """The most a batch could cost: its prompts' tokens and `max_tokens` each."""
+        limits = self.budget.limits
+        if "tokens" not in limits and "usd" not in limits:
+            return Spend(len(requests))
+        prompt = sum(self.inner.prompt_tokens(r) for r in requests)
+        completion = len(requests) * self.inner.config.max_tokens
+        return Spend(len(requests), prompt + completion, self.inner.price(prompt, completion) if "usd" in limits else 0.0)

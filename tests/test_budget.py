@@ -1,0 +1,111 @@
+"""Budgets that hold (brain/budget.py): a run against the local server never sends more
+than its limits allow, stops at its last complete tick with exit 3, and goes on with
+`resume --max-requests MORE` to the very run it would have been without a limit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import CAFE_TRIO, ROOT
+from llmserver import LLMServer
+from smallville.brain import LLMConfig
+from smallville.continuation import resume_run
+from smallville.runner import run_scenario
+from smallville.scenario import load_scenario
+
+
+@pytest.fixture
+def server(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    with LLMServer(seed=load_scenario(CAFE_TRIO).seed) as s:
+        yield s
+
+
+def brain(server, **settings) -> LLMConfig:
+    return LLMConfig(**{"model": "openai/test-model", "api_base": server.api_base, "echo_request": True,
+                        "preflight": False, **settings})
+
+
+def run(tmp_path, server, name, budget=None, hours=3, **settings):
+    return run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path / name, duration=hours * 3600,
+                        brain=brain(server, **settings), embedder="lexical", budget=budget)
+
+
+def tokens_billed(server) -> int:
+    """What the server billed: prompt and completion tokens of every answer it sent."""
+    return sum(u["prompt_tokens"] + u["completion_tokens"] for u in server.usages)
+
+
+@pytest.mark.parametrize("limit", [1, 17, 60])
+def test_a_request_limit_is_never_passed(tmp_path, server, limit):
+    result = run(tmp_path, server, "runs", budget={"requests": limit})
+    m = result.manifest
+    assert m["status"] == "budget_exhausted"
+    assert server.chats <= limit and m["spend"]["requests"] == server.chats
+    assert m["budget_stop"] == {"limit": "max-requests", "value": limit, "spent": server.chats,
+                                "at": m["sim_reached"]}
+
+
+@pytest.mark.parametrize("limit", [3000, 12000])
+def test_a_token_limit_is_never_passed(tmp_path, server, limit):
+    result = run(tmp_path, server, "runs", budget={"tokens": limit})
+    assert result.manifest["status"] == "budget_exhausted"
+    assert 0 < tokens_billed(server) <= limit
+    assert result.manifest["spend"]["tokens"] == tokens_billed(server)
+
+
+def test_a_dollar_budget_is_never_passed_with_a_configured_price(tmp_path, server):
+    price = {"price_prompt": 2e-6, "price_completion": 8e-6}
+    result = run(tmp_path, server, "runs", budget={"usd": 0.05}, **price)
+    billed = sum(u["prompt_tokens"] * 2e-6 + u["completion_tokens"] * 8e-6 for u in server.usages)
+    assert result.manifest["status"] == "budget_exhausted"
+    assert 0.03 < billed <= 0.05
+    assert result.manifest["spend"]["usd"] == pytest.approx(billed)
+
+
+def test_a_dollar_budget_needs_a_price(tmp_path, server):
+    from smallville.errors import BrainError
+
+    with pytest.raises(BrainError, match="no price known"):
+        run(tmp_path, server, "runs", budget={"usd": 1.0})
+    assert not (tmp_path / "runs").exists()          # stopped before anything was written
+
+
+def test_a_stopped_run_resumed_with_more_ends_as_if_never_stopped(tmp_path, server):
+    whole = run(tmp_path, server, "whole")
+    assert whole.manifest["status"] == "completed"
+    stopped = run(tmp_path, server, "stopped", budget={"requests": 25})
+    path = stopped.path
+    statuses = [stopped.manifest["status"]]
+    while statuses[-1] == "budget_exhausted" and len(statuses) < 10:
+        statuses.append(resume_run(path, budget={"requests": 25}).manifest["status"])
+    assert statuses[0] == "budget_exhausted" and statuses[-1] == "completed" and len(statuses) > 2
+    for name in ("events.jsonl", "answers.jsonl"):
+        assert (path / name).read_bytes() == (whole.path / name).read_bytes(), name
+    # Calls under way when a run stops (the stopping instant's, and any fetched ahead) are
+    # paid for and asked again on resume: a stop costs a few calls, never the whole hour.
+    spent = json.loads((path / "manifest.json").read_text())["spend"]["requests"]
+    assert whole.manifest["spend"]["requests"] <= spent <= whole.manifest["spend"]["requests"] + 10 * len(statuses)
+
+
+def test_the_command_line_stops_with_exit_3_and_says_how_to_go_on(tmp_path, server):
+    config = tmp_path / "brain.yaml"
+    config.write_text(f"model: openai/test-model\napi_base: {server.api_base}\necho_request: true\n")
+    cmd = [sys.executable, "-c", "from smallville.cli import main; raise SystemExit(main())"]
+    out = subprocess.run(cmd + ["run", str(CAFE_TRIO), "--brain-config", str(config), "--for", "2h", "--quiet",
+                                "--embedder", "lexical", "--runs-dir", str(tmp_path / "runs"), "--max-requests", "10"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 3, out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("smallville:")]
+    run_dir = next((tmp_path / "runs").iterdir())
+    assert "--max-requests 10" in line and f"smallville resume {run_dir} --max-requests MORE" in line
+    assert "Traceback" not in out.stderr
+    again = subprocess.run(cmd + ["resume", str(run_dir), "--quiet", "--max-requests", "1000"],
+                           capture_output=True, text=True, cwd=ROOT)
+    assert again.returncode == 0, again.stderr
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "completed"
