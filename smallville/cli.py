@@ -90,6 +90,23 @@ def build_parser() -> argparse.ArgumentParser:
                      help="save the run's state this often in simulated time (default 1h)")
     _budget_flags(run)
 
+    estimate = commands.add_parser("estimate", help="what a run on a model would cost, worked out offline")
+    estimate.add_argument("scenario", type=Path, help="a scenario file, e.g. scenarios/the_ville.yaml")
+    estimate.add_argument("--brain", metavar="MODEL", help="the litellm model the run would use, e.g. openai/gpt-4o-mini")
+    estimate.add_argument("--brain-config", type=Path, metavar="FILE.yaml", help="LLM brain settings (see docs/llm.md)")
+    estimate.add_argument("--api-base", metavar="URL", help="the model server's address (only to name the provider)")
+    estimate.add_argument("--for", dest="duration", type=_duration, metavar="DURATION",
+                          help="simulated time, e.g. 2h or 1d (default: the scenario's duration)")
+    estimate.add_argument("--seed", type=int, help="random seed (default: the scenario's seed)")
+    estimate.add_argument("--from", dest="from_run", type=Path, metavar="RUN_DIR",
+                          help="expect completions of the sizes a recorded run on a model had")
+    estimate.add_argument("--latency", type=float, default=2.0, metavar="SECONDS",
+                          help="seconds a call takes, for the expected wall time (default 2)")
+    estimate.add_argument("--concurrency", type=_positive, metavar="N",
+                          help="calls in flight at once (default: the brain's max_concurrency)")
+    estimate.add_argument("--embedder", default="use", help="sentence embedder: use (default) or lexical")
+    estimate.add_argument("--json", action="store_true", help="print JSON")
+
     resume = commands.add_parser("resume", help="continue an interrupted run from its last checkpoint, or extend one")
     resume.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     resume.add_argument("--for", dest="duration", type=_duration, metavar="DURATION",
@@ -191,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
             return _metrics(args)
         if args.command == "experiment":
             return _experiment(args)
+        if args.command == "estimate":
+            return _estimate(args)
         return _run(args)
     except ScenarioError as exc:
         for problem in exc.problems:
@@ -382,6 +401,26 @@ def _town(args) -> int:
     town = generate_town(args.agents, args.seed)
     write_town(town, args.out, force=args.force)
     print(f"wrote {args.out} and {len(town.agents)} agent files in {args.out.parent / 'agents'}")
+    return 0
+
+
+def _estimate(args) -> int:
+    import json
+
+    from smallville import render
+    from smallville.brain.config import load_config
+    from smallville.estimate import estimate
+    from smallville.scenario import load_scenario
+
+    scenario = load_scenario(str(args.scenario))
+    settings = load_config(scenario=scenario.brain, file=args.brain_config,
+                           flags={"model": args.brain, "api_base": args.api_base}, scenario_path=str(args.scenario))
+    result = estimate(scenario, settings, duration=args.duration, seed=args.seed, from_run=args.from_run,
+                      latency=args.latency, concurrency=args.concurrency, embedder=args.embedder)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        render.print_estimate(result.to_dict(), scenario, args.latency, args.concurrency or settings.max_concurrency)
     return 0
 
 

@@ -102,6 +102,35 @@ def usage_table(manifest: dict) -> Table:
     return table
 
 
+def print_estimate(est: dict, scenario, latency: float, concurrency: int, console: Console | None = None) -> None:
+    """`smallville estimate` for people: a table by request kind, the totals with their
+    range, and the expected wall time."""
+    console = console or Console()
+    hours = est["window_s"] / 3600
+    table = Table(title=f"{scenario.name} on {est['model']}: {hours:g} simulated hours, {len(scenario.agents)} agents "
+                        f"(estimated offline in {est['seconds']:.1f} s)")
+    for col in ("request", "requests", "prompt tok", "completion tok", "cost USD"):
+        table.add_column(col, justify="left" if col == "request" else "right")
+
+    def usd(value) -> str:
+        return "unknown" if value is None else f"{value:.4f}"
+
+    for kind, row in est["by_kind"].items():
+        table.add_row(kind, f"{row['requests']:,}", f"{row['prompt_tokens']:,}", f"{row['completion_tokens']:,}",
+                      usd(row["cost_usd"]))
+    table.add_row("total", f"{est['requests']:,}", f"{est['prompt_tokens']:,}", f"{est['completion_tokens']:,}",
+                  usd(est["cost_usd"]), style="bold")
+    r = est["range"]
+    table.add_row("range", *(f"{lo:,}-{hi:,}" for lo, hi in (r["requests"], r["prompt_tokens"], r["completion_tokens"])),
+                  "unknown" if r["cost_usd"] is None else f"{r['cost_usd'][0]:.4f}-{r['cost_usd'][1]:.4f}", style="dim")
+    console.print(table)
+    console.print(f"completions sized from {est['completion_from']}; "
+                  + ("cost unknown for this model: set price_prompt and price_completion\n"
+                     if est["cost_usd"] is None else "")
+                  + f"in order, {est['rounds']:,} rounds of calls at {latency:g} s a call and up to {concurrency} at "
+                    f"once take about {est['wall_s'] / 60:.0f} min (run-ahead can do better)")
+
+
 def print_inspection(command: str, out, console: Console | None = None) -> None:
     """`smallville inspect` and `interview` for people."""
     console = console or Console()

@@ -1,0 +1,196 @@
+"""What a run on a model will cost, worked out offline before it starts.
+
+The window is simulated with the offline brain. Every request the LLM brain would have sent
+there is rendered from the same templates the LLM brain uses (`Template.render`), with the
+same structured-output mode, and its prompt counted with the model's tokenizer (litellm's
+token counter, offline). A rating whose texts the agent rated before is not sent, as
+`RatingMemo` would not send it. Completions are expected at the size of the offline answer
+written as the model's JSON, or at a recorded run's average per request kind (`from_run`).
+Prices come from the brain settings or litellm's bundled price map. No network, no key.
+
+The offline brain is not the model: a model's answers change what the agents do next, and
+models write longer answers than the minimal JSON. So totals come with a range: requests
+and prompt tokens -20%..+20% (the estimate landed within 10% of a run against the local
+test server, see benchmarks/estimate.py; the margin is for a model that behaves otherwise),
+completion tokens 0.5x..2x (unknown verbosity; -20%..+20% with a recorded run's averages).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from smallville.brain import requests as rq
+from smallville.errors import BrainError, RunError
+
+SPREAD = 0.2                     # +- for requests and prompt tokens
+VERBOSITY = (0.5, 2.0)           # completion tokens, without a recorded run
+
+
+@dataclass
+class Estimate:
+    model: str
+    window_s: float
+    by_kind: dict = field(default_factory=dict)    # kind -> {requests, prompt_tokens, completion_tokens, cost_usd}
+    rounds: int = 0                                # instants that send at least one call
+    wall_s: float | None = None                    # expected wall time, in order (given latency and concurrency)
+    cost_known: bool = True
+    completion_from: str = "offline answers"
+    seconds: float = 0.0                           # how long estimating took
+    _costs: dict = field(default_factory=dict, repr=False)   # kind -> prompt and completion cost
+
+    def total(self, name: str) -> float:
+        return sum(row[name] for row in self.by_kind.values())
+
+    def to_dict(self) -> dict:
+        requests, prompt, completion = (self.total(n) for n in ("requests", "prompt_tokens", "completion_tokens"))
+        low_c, high_c = (1 - SPREAD, 1 + SPREAD) if self.completion_from != "offline answers" else VERBOSITY
+        cost = self.total("cost_usd") if self.cost_known else None
+        out = {
+            "model": self.model, "window_s": self.window_s,
+            "requests": int(requests), "prompt_tokens": int(prompt), "completion_tokens": int(completion),
+            "cost_usd": None if cost is None else round(cost, 6),
+            "range": {
+                "requests": [int(requests * (1 - SPREAD)), math.ceil(requests * (1 + SPREAD))],
+                "prompt_tokens": [int(prompt * (1 - SPREAD)), math.ceil(prompt * (1 + SPREAD))],
+                "completion_tokens": [int(completion * low_c), math.ceil(completion * high_c)],
+                "cost_usd": None if cost is None else [round(self._cost(1 - SPREAD, low_c), 6),
+                                                       round(self._cost(1 + SPREAD, high_c), 6)],
+            },
+            "by_kind": {k: {n: (round(v, 6) if n == "cost_usd" else int(v)) for n, v in row.items()}
+                        for k, row in sorted(self.by_kind.items())},
+            "rounds": self.rounds, "wall_s": None if self.wall_s is None else round(self.wall_s, 1),
+            "completion_from": self.completion_from, "seconds": round(self.seconds, 1),
+        }
+        if not self.cost_known:
+            for row in out["by_kind"].values():
+                row["cost_usd"] = None
+        return out
+
+    def _cost(self, prompt_scale: float, completion_scale: float) -> float:
+        return sum(row["prompt_cost"] * prompt_scale + row["completion_cost"] * completion_scale
+                   for row in self._costs.values())
+
+
+class _Meter:
+    """The offline brain, counting what the LLM brain would send for each batch."""
+
+    def __init__(self, inner, settings, templates, litellm, completion_avg: dict | None) -> None:
+        self.inner, self.settings, self.templates, self.litellm = inner, settings, templates, litellm
+        self.name = inner.name
+        self.completion_avg = completion_avg
+        self.rated: set[tuple[str, str]] = set()
+        self.rows: dict[str, dict] = defaultdict(lambda: dict.fromkeys(
+            ("requests", "prompt_tokens", "completion_tokens"), 0))
+        self.batches: list[int] = []
+
+    def describe(self) -> dict:
+        return self.inner.describe()
+
+    def answer(self, requests):
+        answers = self.inner.answer(requests)
+        sent = 0
+        for request, answer in zip(requests, answers):
+            request, answer = self._as_sent(request, answer)
+            if request is None:
+                continue
+            sent += 1
+            row = self.rows[request.kind]
+            row["requests"] += 1
+            messages = self.templates[request.kind].render(request, self.settings.structured,
+                                                           self.settings.echo_request)
+            row["prompt_tokens"] += self.litellm.token_counter(model=self.settings.model, messages=messages)
+            if self.completion_avg is not None and request.kind in self.completion_avg:
+                row["completion_tokens"] += self.completion_avg[request.kind]
+            else:
+                text = json.dumps(_model_json(answer), ensure_ascii=False)
+                row["completion_tokens"] += self.litellm.token_counter(model=self.settings.model, text=text)
+        if sent:
+            self.batches.append(sent)
+        return answers
+
+    def _as_sent(self, request, answer):
+        """The request as the LLM brain would send it (None: not sent) and its answer."""
+        if not (self.settings.reuse_ratings and isinstance(request, rq.RateImportance)):
+            return request, answer
+        fresh = [(t, s) for t, s in zip(request.texts, answer.scores) if (request.agent, t) not in self.rated]
+        fresh = list(dict((t, s) for t, s in fresh).items())
+        self.rated.update((request.agent, t) for t in request.texts)
+        if not fresh:
+            return None, None
+        return (replace(request, texts=tuple(t for t, _ in fresh)),
+                rq.Importance(tuple(s for _, s in fresh)))
+
+
+def _model_json(answer):
+    from smallville.brain.prompts import to_model_json
+
+    return to_model_json(answer)
+
+
+def estimate(scenario, settings, *, duration: float | None = None, seed: int | None = None,
+             from_run: str | Path | None = None, latency: float | None = None, concurrency: int | None = None,
+             embedder: str = "use") -> Estimate:
+    """Estimate a run of `scenario` on the model of `settings` (an `LLMConfig`) for
+    `duration` simulated seconds (default: the scenario's)."""
+    from smallville.brain.llm import import_litellm
+    from smallville.brain.offline import OfflineBrain
+    from smallville.brain.prompts import load_templates
+    from smallville.embed import make_embedder
+    from smallville.runner import _Sink
+    from smallville.sim import Simulation
+    from smallville.sim.log import EventLog
+
+    if settings.is_offline:
+        raise BrainError("estimate needs a model: --brain MODEL (the offline brain costs nothing)")
+    began = time.perf_counter()
+    litellm = import_litellm()
+    try:
+        litellm.get_llm_provider(settings.model, api_base=settings.api_base)
+    except Exception:
+        raise BrainError(f"unknown brain {settings.model!r}: use a litellm model name such as "
+                         "openai/gpt-4o-mini or ollama/llama3.1") from None
+    duration = scenario.duration if duration is None else duration
+    seed = scenario.seed if seed is None else seed
+    completion_avg = _recorded_completions(Path(from_run)) if from_run is not None else None
+    meter = _Meter(OfflineBrain(seed), settings, load_templates(), litellm, completion_avg)
+    sim = Simulation(scenario, meter, make_embedder(embedder), seed=seed, log=EventLog(scenario.start, _Sink()))
+    sim.run(duration)
+    out = Estimate(settings.model, duration, rounds=len(meter.batches),
+                   completion_from=f"averages of {from_run}" if from_run is not None else "offline answers")
+    for kind, row in meter.rows.items():
+        prompt_cost, completion_cost = _prices(litellm, settings, row["prompt_tokens"], row["completion_tokens"])
+        if prompt_cost is None:
+            out.cost_known = False
+            prompt_cost = completion_cost = 0.0
+        out._costs[kind] = {"prompt_cost": prompt_cost, "completion_cost": completion_cost}
+        out.by_kind[kind] = {**row, "cost_usd": prompt_cost + completion_cost}
+    if latency is not None:
+        limit = concurrency or settings.max_concurrency
+        out.wall_s = sum(math.ceil(n / limit) for n in meter.batches) * latency
+    out.seconds = time.perf_counter() - began
+    return out
+
+
+def _prices(litellm, settings, prompt: int, completion: int) -> tuple[float | None, float | None]:
+    if settings.price_prompt is not None or settings.price_completion is not None:
+        return prompt * (settings.price_prompt or 0.0), completion * (settings.price_completion or 0.0)
+    try:
+        cost_in, cost_out = litellm.cost_per_token(model=settings.model, prompt_tokens=prompt,
+                                                   completion_tokens=completion)
+    except Exception:
+        return None, None
+    return float(cost_in), float(cost_out)
+
+
+def _recorded_completions(run_dir: Path) -> dict[str, float]:
+    """Completion tokens per call, by request kind, of a recorded run."""
+    try:
+        usage = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))["usage"]["by_kind"]
+    except (OSError, ValueError, KeyError):
+        raise RunError(f"--from {run_dir}: not a run on a model (its manifest has no usage by request kind)") from None
+    return {kind: row["completion_tokens"] / row["calls"] for kind, row in usage.items() if row.get("calls")}
