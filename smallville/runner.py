@@ -135,8 +135,11 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
     }
     write_json_atomic(path / "manifest.json", manifest)
     keep_scenario(scenario, path / "scenario")
+    model = recorded.get("brain", {}) if replay_from is not None else settings.describe()
+    ceiling = model.get("max_requests_per_agent_hour") if model.get("model", "offline") != "offline" else None
     return execute(scenario, the_brain, the_embedder, seed, path, manifest, duration, ledger=ledger,
-                   on_start=on_start, on_step=on_step, checkpoint_every=checkpoint_every, config=config)
+                   on_start=on_start, on_step=on_step, checkpoint_every=checkpoint_every, config=config,
+                   ceiling=ceiling)
 
 
 def run_ahead(brain, settings):
@@ -176,13 +179,15 @@ def apply_fork(sim, fork: dict) -> None:
 def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, until: float, *,
             ledger=None, on_start: Callable | None = None, on_step: Callable[[float], None] | None = None,
             checkpoint_every: float = 3600.0, replay_to: float = 0.0, expected: dict | None = None,
-            fork: dict | None = None, config=None) -> RunResult:
+            fork: dict | None = None, config=None, ceiling: int | None = None) -> RunResult:
     """Simulate to `until`, appending to the run's `events.jsonl` and `answers.jsonl` and
     checkpointing every `checkpoint_every` simulated seconds. With `replay_to`, the first
     `replay_to` seconds are on disk already: they are re-simulated without writing, and the
     state reached must match the checkpoint `expected`. A `fork` ({"t", "seed", "inject"})
     changes history at its time. `config` (a SimConfig) defaults to the one the manifest
-    records, if any (a resumed or forked run keeps its parent's knobs), else the paper's."""
+    records, if any (a resumed or forked run keeps its parent's knobs), else the paper's.
+    `ceiling` (model runs) caps each agent's requests per simulated hour; by default the
+    brain settings' `max_requests_per_agent_hour` the manifest records."""
     from smallville.brain.budget import BudgetExhausted, Spend
     from smallville.brain.record import RECORD, Recording
     from smallville.checkpoint import fault_point, digest, sim_state, write_checkpoint
@@ -192,6 +197,8 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
 
     if config is None and manifest.get("config"):
         config = SimConfig.from_dict(manifest["config"])
+    if ceiling is None and manifest.get("brain", {}).get("model", "offline") != "offline":
+        ceiling = manifest["brain"].get("max_requests_per_agent_hour")
 
     began = time.perf_counter()
     spent_before = Spend.from_dict(manifest.get("spend"))
@@ -200,6 +207,10 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
         events, answers = _Sink(None if replay_to else out), _Sink(None if replay_to else rec)
         sim = Simulation(scenario, Recording(brain, answers), embedder, seed=seed,
                          log=EventLog(scenario.start, events), config=config)
+        if ceiling is not None:                       # the runaway guard
+            sim.dispatch.ceiling = ceiling
+            sim.dispatch.on_refused = lambda agent, request, limit: sim.emit(
+                "brain_refused", agent, {"kind": request.kind, "ceiling": limit})
         if hasattr(brain, "ahead"):                   # run-ahead (sim/runahead.py)
             from smallville.sim.runahead import RunAheadDispatcher
 

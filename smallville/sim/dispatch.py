@@ -16,6 +16,7 @@ import simpy
 
 from smallville.brain.base import Brain, Fallback, fallbacks_of
 from smallville.brain.requests import Message
+from smallville.brain.wrappers import safe_answer
 
 
 class Dispatcher:
@@ -30,6 +31,9 @@ class Dispatcher:
         self._seq: Counter[str] = Counter()
         self.batches = 0
         self.requests: Counter[str] = Counter()
+        self.ceiling: int | None = None          # runaway guard: requests per agent per simulated hour
+        self.on_refused: Callable[[str, Message, int], None] | None = None
+        self._asked: Counter[tuple[str, int]] = Counter()
 
     def ask(self, agent: str, request: Message) -> simpy.Event:
         """An event that succeeds with the brain's answer, at the same simulated time."""
@@ -43,11 +47,32 @@ class Dispatcher:
     def _flush(self, _: Any) -> None:
         batch = sorted(self._pending, key=lambda p: (p[0], p[1]))
         self._pending = []
-        answers = self.brain.answer([p[2] for p in batch])
+        asked, refused = self.guard(batch)
+        answers = dict(zip(asked, self.brain.answer([batch[i][2] for i in asked]) if asked else []))
         self.batches += 1
         if self.on_fallback is not None:
             for fallback in fallbacks_of(self.brain):
-                self.on_fallback(batch[fallback.index][0], fallback)
-        for (_, _, request, event), answer in zip(batch, answers):
+                self.on_fallback(batch[asked[fallback.index]][0], fallback)
+        for i in refused:
+            answers[i] = safe_answer(batch[i][2])
+            if self.on_refused is not None:
+                self.on_refused(batch[i][0], batch[i][2], self.ceiling)
+        for i, (_, _, request, event) in enumerate(batch):
             self.requests[request.kind] += 1
-            event.succeed(answer)
+            event.succeed(answers[i])
+
+    def guard(self, batch, count: bool = True) -> tuple[list[int], list[int]]:
+        """The runaway guard: positions in `batch` to ask the brain, and those past the
+        agent's `ceiling` of requests in this simulated hour (they get the safe default and
+        are never sent). `count=False` only looks."""
+        if self.ceiling is None:
+            return list(range(len(batch))), []
+        hour = int(self.env.now // 3600)
+        seen: Counter[tuple[str, int]] = Counter()
+        asked, refused = [], []
+        for i, (agent, *_rest) in enumerate(batch):
+            seen[agent, hour] += 1
+            (refused if self._asked[agent, hour] + seen[agent, hour] > self.ceiling else asked).append(i)
+        if count:
+            self._asked.update(seen)
+        return asked, refused

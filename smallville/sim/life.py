@@ -282,6 +282,7 @@ def converse(sim, a: Agent, b: Agent):
         x.status, x.activity = "talking", f"talking with {y.name}"
     sim.emit("talk_start", a.id, {"with": b.id, "area": sim.world.area_of(a.id)})
     history: list[tuple[str, str]] = []
+    reason = "turn_limit"                     # unless someone says goodbye, or repeats a line
     for turn in range(sim.config.max_turns):
         speaker, listener = (a, b) if turn % 2 == 0 else (b, a)
         query = listener.name + (" " + history[-1][1] if history else "")
@@ -291,10 +292,12 @@ def converse(sim, a: Agent, b: Agent):
             speaker.id, speaker.name, listener.id, listener.name,
             speaker.relationships.get(listener.id, ""), tuple(history), tuple(recalled),
             tuple(speaker.earlier_lines.get(listener.id, ())[-sim.config.earlier_lines:])))
+        repeated = any(_same_line(line.text, said) for _, said in history)
         history.append((speaker.name, line.text))
         sim.emit("say", speaker.id, {"to": listener.id, "text": line.text})
         yield sim.env.timeout(sim.tick)
-        if line.end:
+        if line.end or repeated:
+            reason = "goodbye" if line.end else "repeat"
             break
     lines = [f"{name} said to {(b if name == a.name else a).name}: {text}" for name, text in history]
     yield sim.env.all_of([sim.env.process(remember(sim, x, lines, "chat")) for x in (a, b)])
@@ -308,5 +311,14 @@ def converse(sim, a: Agent, b: Agent):
         x.reason = f"talked with {y.name}"
         x.status = "idle"
     sim.count("conversations")
-    sim.emit("talk_end", a.id, {"with": b.id, "lines": len(history)})
+    sim.emit("talk_end", a.id, {"with": b.id, "lines": len(history), "reason": reason})
     done.succeed()
+
+
+def _same_line(a: str, b: str) -> bool:
+    """Whether two lines say the same (case, spacing and punctuation aside): a model that
+    repeats itself ends the conversation rather than spending requests on it."""
+    def norm(text: str) -> str:
+        return " ".join("".join(c for c in text.lower() if c.isalnum() or c.isspace()).split())
+
+    return norm(a) == norm(b)

@@ -35,6 +35,7 @@ import simpy
 
 from smallville.brain import requests as rq
 from smallville.brain.base import Fallback
+from smallville.brain.wrappers import safe_answer
 from smallville.sim.dispatch import Dispatcher
 
 Key = tuple[str, int]          # (request key, occurrence of that key in the run)
@@ -151,6 +152,7 @@ class RunAheadDispatcher(Dispatcher):
 
     def __init__(self, sim, ahead: Ahead, base: Dispatcher) -> None:
         super().__init__(base.env, base.brain, base.on_fallback)
+        self.ceiling, self.on_refused = base.ceiling, base.on_refused
         self.sim = sim
         self.ahead = ahead
         self.walkable = walkable_mask(sim.world.grid)
@@ -175,6 +177,8 @@ class RunAheadDispatcher(Dispatcher):
 
     def _flush(self, event: Any) -> None:
         batch = sorted(self._pending, key=lambda p: (p[0], p[1]))
+        asked, _ = self.guard(batch, count=False)       # what the in-order flush will ask
+        batch = [batch[i] for i in asked]
         ahead = self.ahead
         keys = ahead.keys([p[2] for p in batch])
         for key, p in zip(keys, batch):
@@ -319,7 +323,11 @@ class _Copy:
 
     def _answer(self, batch) -> None:
         ahead = self.ahead
-        for agent, _, request, event in batch:
+        _, refused = self.dispatch.guard(batch)
+        for i, (agent, _, request, event) in enumerate(batch):
+            if i in refused:                       # past the runaway guard's ceiling: the safe default
+                event.succeed(safe_answer(request))
+                continue
             key = rq.request_key(request)
             key = (key, ahead.used[key])
             ahead.used[key[0]] += 1
