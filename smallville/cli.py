@@ -179,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     experiment.add_argument("--plot", action="store_true",
                             help="also draw OUT/summary.png, diffusion.png and attendance.png (needs smallville[plot])")
     experiment.add_argument("--quiet", action="store_true", help="no progress or table")
+    _budget_flags(experiment)
 
     town = commands.add_parser("town", help="make towns: `town generate` writes a large generated town")
     town_commands = town.add_subparsers(dest="town_command", metavar="COMMAND")
@@ -381,7 +382,7 @@ def _experiment(args) -> int:
     exp = load_experiment(args.file)
     try:
         result = run_experiment(exp, workers=args.workers, out=args.out, quiet=args.quiet, executor=args.executor,
-                                address=args.address)
+                                address=args.address, budget=_budget(args))
     except KeyboardInterrupt:
         print("interrupted: completed runs are kept; run the experiment again to do the rest", file=sys.stderr)
         return 130

@@ -221,11 +221,18 @@ def slot_name(condition: str, seed: int) -> str:
     return f"{condition}-seed{seed}"
 
 
-def is_completed(run_dir: Path) -> bool:
+FINISHED = ("completed", "budget_exhausted")      # a run stopped by its budget is finished too
+
+
+def run_status(run_dir: Path) -> str | None:
     try:
-        return json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")).get("status") == "completed"
+        return json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")).get("status")
     except (OSError, ValueError):
-        return False
+        return None
+
+
+def is_completed(run_dir: Path) -> bool:
+    return run_status(run_dir) in FINISHED
 
 
 def _same_run(run_dir: Path, job: dict) -> bool:
@@ -251,12 +258,12 @@ def _run_one(job: dict) -> dict:
     try:
         result = run_scenario(load_scenario(job["scenario"]), runs_dir=partial, seed=job["seed"],
                               duration=job["duration"], brain=job["brain"], embedder=job["embedder"],
-                              config=SimConfig.from_dict(job["knobs"]))
+                              config=SimConfig.from_dict(job["knobs"]), budget=job.get("budget"))
     except Exception as exc:            # noqa: BLE001 - reported, the experiment goes on
         return {"slot": slot, "status": "failed", "error": f"{type(exc).__name__}: {exc}",
                 "seconds": round(time.perf_counter() - began, 3)}
     status = result.manifest["status"]
-    if status == "completed":
+    if status in FINISHED:
         final = out / slot
         if final.exists():
             shutil.rmtree(final)
@@ -271,8 +278,13 @@ def _run_one(job: dict) -> dict:
 
 
 def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | None = None, quiet: bool = False,
-                   executor: str = "process", address: str | None = None, console=None) -> ExperimentResult:
+                   executor: str = "process", address: str | None = None, console=None,
+                   budget: dict | None = None) -> ExperimentResult:
     """Run every (condition, seed) not yet completed, then gather results.csv and summary.csv.
+
+    `budget` ({"usd", "requests", "tokens"}) limits each run of a model on its own; a run
+    that reaches it ends `budget_exhausted`, is listed so in results.csv and left out of the
+    summary (it covers less time than the others).
 
     executor "process" runs them in a local pool of `workers` processes; "ray" as Ray tasks, on
     the cluster at `address` (else RAY_ADDRESS, else a local Ray of `workers` CPUs)."""
@@ -290,7 +302,7 @@ def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | N
         slot = slot_name(cond.name, seed)
         job = {"out": str(out.resolve()), "slot": slot, "scenario": str(Path(exp.scenario).resolve()), "seed": seed,
                "duration": exp.duration, "brain": cond.brain, "embedder": exp.embedder,
-               "knobs": cond.knobs, "experiment": exp.name, "condition": cond.name}
+               "knobs": cond.knobs, "experiment": exp.name, "condition": cond.name, "budget": budget}
         if is_completed(out / slot) and _same_run(out / slot, job):
             skipped.append(slot)
             continue
@@ -335,13 +347,13 @@ def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | N
                 for future in as_completed(futures):
                     finished(future.result())
     rows = gather(exp, out)
-    summary = summarize(rows)
+    summary = summarize(Rows(r for r in rows if r["status"] == "completed"))
     _write_csv(out / "results.csv", rows)
     _write_csv(out / "summary.csv", summary)
     if not quiet:
         print_summary(summary, console)
         console.print(f"results: {out / 'results.csv'}, summary: {out / 'summary.csv'}")
-    failed = [r["slot"] for r in done if r["status"] != "completed"]
+    failed = [r["slot"] for r in done if r["status"] not in FINISHED]
     return ExperimentResult(out, rows, summary, [r["slot"] for r in done], skipped, failed)
 
 
@@ -370,7 +382,7 @@ def _run_ray(jobs: list[dict], workers: int, address: str | None):
             except ray.exceptions.RayError as exc:          # the worker died: that run failed, the rest go on
                 report = {"slot": job["slot"], "status": "failed", "seconds": 0.0,
                           "error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"}
-            if report["status"] == "completed" and not is_completed(Path(job["out"]) / job["slot"]):
+            if report["status"] in FINISHED and not is_completed(Path(job["out"]) / job["slot"]):
                 report = dict(report, status="failed", error=f"it ran on a node that does not share {job['out']} "
                                                              "with this one (see docs/experiments.md)")
             yield report
@@ -419,7 +431,7 @@ def gather(exp: Experiment, out: Path) -> Rows:
             continue
         m = run_metrics(path)
         manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-        rows.append({"condition": cond.name, "seed": seed, "run": path.name,
+        rows.append({"condition": cond.name, "seed": seed, "run": path.name, "status": manifest["status"],
                      "wall_seconds": (manifest.get("wall") or {}).get("seconds"), **m.flat()})
     return rows
 
@@ -524,7 +536,7 @@ def plot_experiment(exp: Experiment, out: str | Path, summary: list[dict]) -> li
     curves: dict[str, dict[str, list]] = {}
     for cond, seed in exp.slots():
         path = out / slot_name(cond.name, seed)
-        if is_completed(path):
+        if run_status(path) == "completed":
             for probe, d in run_metrics(path).diffusion.items():
                 curves.setdefault(cond.name, {}).setdefault(probe, []).append(d["curve"])
     if curves:

@@ -109,3 +109,28 @@ def test_the_command_line_stops_with_exit_3_and_says_how_to_go_on(tmp_path, serv
                            capture_output=True, text=True, cwd=ROOT)
     assert again.returncode == 0, again.stderr
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "completed"
+
+
+def test_an_experiment_limits_each_run_and_lists_the_stopped_ones(tmp_path, server):
+    import shutil
+
+    from smallville.experiment import load_experiment, load_results, run_experiment
+
+    (tmp_path / "agents").mkdir()
+    for agent in ("isabella_rodriguez", "maria_lopez", "klaus_mueller"):
+        shutil.copy(ROOT / "agents" / f"{agent}.yaml", tmp_path / "agents")
+    scenario = (ROOT / "scenarios" / "cafe_trio.yaml").read_text()
+    (tmp_path / "cafe.yaml").write_text(scenario + f"\nbrain:\n  api_base: {server.api_base}\n  echo_request: true\n"
+                                                  "  preflight: false\n")
+    (tmp_path / "exp.yaml").write_text(f"name: budgeted\nscenario: {tmp_path / 'cafe.yaml'}\nduration: 2h\n"
+                                       "seeds: [1]\nembedder: lexical\nconditions:\n  model: {brain: openai/test-model}\n"
+                                       "  offline: {}\n")
+    exp = load_experiment(tmp_path / "exp.yaml")
+    result = run_experiment(exp, out=tmp_path / "out", quiet=True, budget={"requests": 12})
+    assert result.ok and not result.failed
+    rows = {r["condition"]: r for r in load_results(tmp_path / "out")}
+    assert rows["model"]["status"] == "budget_exhausted" and rows["offline"]["status"] == "completed"
+    assert server.chats <= 12
+    assert [r["condition"] for r in result.summary] == ["offline"]         # a cut-short run is not averaged
+    again = run_experiment(exp, out=tmp_path / "out", quiet=True, budget={"requests": 12})
+    assert sorted(again.skipped) == ["model-seed1", "offline-seed1"]        # both finished: nothing redone
