@@ -35,23 +35,28 @@ def with_progress(go, start, duration: float, quiet: bool, console: Console | No
     console = console or Console(stderr=True)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                         TimeElapsedColumn(), console=console, disable=quiet, transient=True)
+    seen: dict = {"sim": None, "free_until": 0.0}
+
     with progress:
         task = progress.add_task("starting", total=duration)
 
         def on_start(sim, path) -> None:
+            seen["sim"] = sim
             if not quiet:
                 console.print(f"[bold]{sim.scenario.name}[/]: {len(sim.agents)} agents, "
                               f"until {format_sim(start, duration)} from {format_sim(start, 0)}, seed {sim.seed}, "
                               f"brain {sim.brain.name}, embedder {sim.embedder.name}; writing {path}")
 
         def on_step(now: float) -> None:
-            progress.update(task, completed=now, description=f"simulated {format_sim(start, now)}")
+            progress.update(task, completed=now, description=f"simulated {format_sim(start, now)}"
+                                                             + spend_so_far(seen, now, duration))
 
         result = go(on_start, on_step)
     if not quiet:
         console.print(summary(result))
-        if "usage" in result.manifest:
+        if "usage" in result.manifest and result.manifest["usage"].get("by_kind"):
             console.print(usage_table(result.manifest))
+            console.print(agent_usage_table(result.manifest))
     status = result.manifest["status"]
     style = "green" if status == "completed" else "yellow"
     if quiet:
@@ -59,6 +64,23 @@ def with_progress(go, start, duration: float, quiet: bool, console: Console | No
     else:
         console.print(f"[{style}]{status}[/]: run written to {result.path}")
     return result
+
+
+def spend_so_far(seen: dict, now: float, until: float) -> str:
+    """`; 120 calls, 50,000 tok, $0.0123 (about $0.0400 by the end)` for a run on a model:
+    the spend so far, and the cost of the whole window at the rate of the time that cost."""
+    ledger = getattr(seen.get("sim"), "ledger", None)
+    total = ledger.total() if ledger is not None else None
+    if not total or not total["calls"]:
+        seen["free_until"] = now                       # re-simulated from a record so far: nothing spent
+        return ""
+    text = f"; {int(total['calls']):,} calls, {int(total['prompt_tokens'] + total['completion_tokens']):,} tok"
+    if ledger.cost_known:
+        text += f", ${total['cost']:.4f}"
+        if now > seen["free_until"]:
+            rate = total["cost"] / (now - seen["free_until"])
+            text += f" (about ${total['cost'] + rate * max(0.0, until - now):.4f} by the end)"
+    return text
 
 
 def summary(result: RunResult) -> Table:
@@ -99,6 +121,23 @@ def usage_table(manifest: dict) -> Table:
     tokens = sum(v["tokens"] for v in per.values())
     table.caption = (f"per agent per game hour: {calls:.2f} calls, {tokens:.0f} tokens"
                      + ("" if usage["cost_known"] else "; cost unknown for this model (set price_prompt/price_completion)"))
+    return table
+
+
+def agent_usage_table(manifest: dict, top: int = 10) -> Table:
+    """What each agent's requests took (the `top` agents by calls, the rest summed)."""
+    usage = manifest["usage"]
+    cols = ("requests", "calls", "fallbacks", "prompt_tokens", "completion_tokens", "cost")
+    table = Table(title="by agent")
+    table.add_column("agent")
+    for col in cols:
+        table.add_column(col.replace("_tokens", " tok"), justify="right")
+    rows = sorted(usage["by_agent"].items(), key=lambda kv: (-kv[1]["calls"], kv[0]))
+    rest = rows[top:]
+    if len(rest) > 1:
+        rows = rows[:top] + [(f"{len(rest)} others", {c: sum(r[c] for _, r in rest) for c in cols})]
+    for name, figures in rows:
+        table.add_row(name, *(f"{figures[c]:.4f}" if c == "cost" else f"{int(figures[c]):,}" for c in cols))
     return table
 
 

@@ -216,6 +216,7 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
 
             sim.dispatch = RunAheadDispatcher(sim, brain.ahead, sim.dispatch)
         manifest["config"] = sim.config.to_dict()
+        sim.ledger = ledger                            # for live spend in progress displays
         if on_start:
             on_start(sim, path)
 

@@ -134,3 +134,31 @@ def test_an_experiment_limits_each_run_and_lists_the_stopped_ones(tmp_path, serv
     assert [r["condition"] for r in result.summary] == ["offline"]         # a cut-short run is not averaged
     again = run_experiment(exp, out=tmp_path / "out", quiet=True, budget={"requests": 12})
     assert sorted(again.skipped) == ["model-seed1", "offline-seed1"]        # both finished: nothing redone
+
+
+def test_the_progress_line_shows_the_spend_and_the_cost_by_the_end():
+    from types import SimpleNamespace
+
+    from smallville.brain.ledger import Ledger
+    from smallville.render import spend_so_far
+
+    ledger = Ledger()
+    seen = {"sim": SimpleNamespace(ledger=ledger), "free_until": 0.0}
+    assert spend_so_far(seen, 1800, 7200) == ""                       # re-simulating a record: nothing spent
+    ledger.add("plan_day", "amy", calls=10, prompt_tokens=900, completion_tokens=100, cost=0.02)
+    line = spend_so_far(seen, 3600, 7200)      # $0.02 in the 30 minutes since spending began, 60 to go
+    assert line == "; 10 calls, 1,000 tok, $0.0200 (about $0.0600 by the end)"
+
+
+def test_the_end_of_a_model_run_shows_spend_by_kind_and_by_agent(tmp_path, server):
+    from rich.console import Console
+
+    from smallville.render import agent_usage_table, usage_table
+
+    result = run(tmp_path, server, "runs", hours=1)
+    console = Console(record=True, width=160)
+    console.print(usage_table(result.manifest))
+    console.print(agent_usage_table(result.manifest, top=2))
+    text = console.export_text()
+    assert "rate_importance" in text and "by agent" in text and "1 others" not in text
+    assert sum(name in text for name in ("isabella_rodriguez", "maria_lopez", "klaus_mueller")) == 3
