@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -45,7 +47,15 @@ def recency(last_accessed: np.ndarray, now: float, decay: float) -> np.ndarray:
 
 
 def relevance(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """See `scan`: the (m, u) dot products, computed now."""
+    return scan(matrix, queries)()
+
+
+def scan(matrix: np.ndarray, queries: np.ndarray):
     """(m, u) float32 dot products of unit queries (m, d) with the stored rows (u, d).
+
+    Returns a function that gives the result. With one query over a large stream the rows
+    are split between this thread and helper threads (the values are the same).
 
     One pass over the matrix. `np.vecdot` computes each (query, row) pair by the same
     BLAS dot call, so a row's value depends only on that row and the query: never on its
@@ -56,13 +66,59 @@ def relevance(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
     m, u = len(queries), len(matrix)
     out = np.empty((m, u), dtype=np.float32)
     if m == 1:
-        np.vecdot(matrix, queries[0], out=out[0])
-        return out
+        parts = _split(u)
+        if len(parts) == 1:
+            np.vecdot(matrix, queries[0], out=out[0])
+            return lambda: out
+        pool = _pool(len(parts) - 1)         # a large stream: rows in parallel, the same values
+        futures = [pool.submit(np.vecdot, matrix[lo:hi], queries[0], out=out[0, lo:hi]) for lo, hi in parts[1:]]
+        lo, hi = parts[0]
+        np.vecdot(matrix[lo:hi], queries[0], out=out[0, lo:hi])
+        for future in futures:
+            future.result()
+        return lambda: out
     batch = queries[:, None, :]
     for lo in range(0, u, BLOCK_ROWS):
         hi = min(u, lo + BLOCK_ROWS)
         np.vecdot(matrix[lo:hi], batch, out=out[:, lo:hi])
-    return out
+    return lambda: out
+
+
+PARALLEL_ROWS = 32768
+"""Streams of at least this many distinct rows are scored on several threads: one pass
+over memory is bandwidth-bound, and two cores read it faster than one."""
+
+_POOL: dict = {}
+
+
+def threads() -> int:
+    """Threads for one pass: the CPUs this process may use, capped by OMP_NUM_THREADS
+    (experiment workers set it to 1: there the workers are the parallelism)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 1
+    try:
+        cap = int(os.environ.get("OMP_NUM_THREADS") or cpus)
+    except ValueError:
+        cap = cpus
+    return max(1, min(cpus, cap, 8))
+
+
+def _split(u: int) -> list[tuple[int, int]]:
+    n = threads() if u >= PARALLEL_ROWS else 1
+    edges = [u * i // n for i in range(n + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def _pool(n: int) -> ThreadPoolExecutor:
+    """This process's pool of `n` helper threads. A forked child (a run-ahead copy) makes
+    its own: a parent's threads do not survive a fork."""
+    key = (os.getpid(), n)
+    if key not in _POOL:
+        _POOL.clear()
+        _POOL[key] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="smallville-scan")
+    return _POOL[key]
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:

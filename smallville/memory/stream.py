@@ -13,7 +13,7 @@ from smallville.embed import Embedder
 from smallville.memory import storage
 from smallville.memory.hnsw import ApproxSearch
 from smallville.memory.record import Hit, Memory
-from smallville.memory.scoring import (CONSTANT_TERM, normalise, recency, relevance, span,
+from smallville.memory.scoring import (CONSTANT_TERM, normalise, recency, relevance, scan, span,
                                         top_k)
 from smallville.memory.vectors import VectorTable
 
@@ -249,7 +249,7 @@ class MemoryStream:
                                                 float(importance.max())))
         imp = levels[importance]
         static = w_rec * rec + w_imp * imp
-        rel_rows = relevance(self._table.matrix(), qs)
+        rel_rows = scan(self._table.matrix(), qs)()
         shared = len(self._table) < n  # some memories share a row: map rows to memories
         found = []
         for rel in rel_rows:
