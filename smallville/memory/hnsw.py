@@ -81,7 +81,11 @@ class ApproxSearch:
                                   stream.decay))
         imp_norm = span(*order.importance_range())
         level_s = w_imp * normalise(np.arange(1, LEVELS + 1), *imp_norm)
-        _, far = index.search(-query[None, :], 1)  # the least cosine, recomputed below
+        # the least cosine (the best match of the negated query), recomputed below; a wide
+        # search, as a missed minimum shifts every memory's normalised relevance
+        far_params = faiss.SearchParametersHNSW()
+        far_params.efSearch = max(self.ef_search, 128)
+        _, far = index.search(-query[None, :], 16, params=far_params)
         far_rows = far[0][far[0] >= 0]
         depth, width, rounds = min(u, max(2 * k, 32)), max(k, 32), 0
         prev_cand = prev_cos = None
