@@ -79,13 +79,10 @@ class Template:
         """The answer in a model's reply, validated against the schema, the answer class
         and the request (one score per text)."""
         data = _json_in(reply or "")
-        import jsonschema  # lazy: a dependency of litellm, only needed on the LLM path
-
-        try:
-            jsonschema.validate(data, self.schema)
-        except jsonschema.ValidationError as exc:
-            where = "/".join(str(p) for p in exc.absolute_path) or "answer"
-            raise AnswerError("schema", f"{where}: {exc.message}"[:200]) from None
+        error = _validator(self).best_error(data)
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "answer"
+            raise AnswerError("schema", f"{where}: {error.message}"[:200])
         data = {k: ([{"kind": self.items[k], **item} for item in v] if k in self.items else v)
                 for k, v in data.items()}
         try:
@@ -95,6 +92,32 @@ class Template:
         if isinstance(request, rq.RateImportance) and len(answer.scores) != len(request.texts):
             raise AnswerError("schema", f"{len(answer.scores)} scores for {len(request.texts)} memories")
         return answer
+
+
+class _Validator:
+    """A template's schema, checked once and compiled (validating a reply against a raw
+    schema re-checks the schema itself every time, which cost more than the rest)."""
+
+    def __init__(self, schema: dict) -> None:
+        import jsonschema  # lazy: a dependency of litellm, only needed on the LLM path
+
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+        self._validator = cls(schema)
+        self._best = jsonschema.exceptions.best_match
+
+    def best_error(self, data: Any):
+        return self._best(self._validator.iter_errors(data))
+
+
+_VALIDATORS: dict[str, _Validator] = {}
+
+
+def _validator(template: Template) -> _Validator:
+    key = json.dumps(template.schema, sort_keys=True)
+    if key not in _VALIDATORS:       # a race builds it twice, harmlessly
+        _VALIDATORS[key] = _Validator(template.schema)
+    return _VALIDATORS[key]
 
 
 def to_model_json(answer: rq.Message) -> dict:
