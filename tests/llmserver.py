@@ -210,6 +210,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
+    count_tokens([{"role": "user", "content": "warm-up"}], "gpt-4o-mini")  # import litellm before serving
     with LLMServer(seed=args.seed, latency=args.latency) as server:
         print(server.api_base, flush=True)
         sys.stdin.read()
