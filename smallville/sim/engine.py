@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 import simpy
 
 from smallville.brain.base import Brain
-from smallville.brain.requests import Message
+from smallville.brain.requests import Message, RateImportance
 from smallville.memory import MemoryStream
 from smallville.sim import life
 from smallville.sim.agent import Agent
@@ -130,9 +130,18 @@ class Simulation:
                 self.env.process(self._world_event(event))
 
     def _seed(self, agent: Agent):
-        seeds = list(agent.spec.memories) + list(self.scenario.memories.get(agent.id, ()))
-        for seed in sorted(seeds, key=lambda m: m.at or 0.0):
-            yield from life.remember(self, agent, [seed.text], "seed", [seed.importance], created=seed.at or 0.0)
+        """Store an agent's seed memories, oldest first, those without an importance rated
+        together in one request."""
+        seeds = sorted(list(agent.spec.memories) + list(self.scenario.memories.get(agent.id, ())),
+                       key=lambda m: m.at or 0.0)
+        unrated = tuple(seed.text for seed in seeds if seed.importance is None)
+        scores = iter(())
+        if unrated:
+            answer = yield self.ask(agent, RateImportance(agent.id, agent.name, unrated))
+            scores = iter(answer.scores)
+        for seed in seeds:
+            importance = seed.importance if seed.importance is not None else next(scores)
+            self.store(agent, seed.text, "seed", importance, created=seed.at or 0.0)
 
     def _world_event(self, event):
         yield self.env.timeout(event.at)
