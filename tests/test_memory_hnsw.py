@@ -168,3 +168,42 @@ def test_recall_at_least_99_in_100_on_a_20k_clustered_stream():
     finally:
         faiss.omp_set_num_threads(threads)
     assert np.mean(found) >= 0.99, np.mean(found)
+
+
+def test_least_cosine_is_found_through_a_poor_graph(monkeypatch):
+    """The least cosine normalises every relevance, so a miss of the negated query's
+    best match shifts every score. A sparse graph (M=6) hid it from the efSearch-128
+    search it once had; the wide search reads all of a stream this small (whose graph
+    reaches every row): the terms of the hits equal the exact ones."""
+    from smallville.memory import hnsw
+    monkeypatch.setattr(hnsw, "SCAN_ROWS", 0)  # the search, not the scan of small streams
+    exact, approx, rng, topics = twins(5, 700, dim=32, centres=20, hnsw_m=6,
+                                       ef_construction=8)
+    now = 31 * 86400.0
+    for _ in range(30):
+        q = topics[rng.integers(20)] + 0.5 * rng.normal(size=32)
+        want = {h.memory.id: h for h in exact.retrieve(q, k=10, now=now)}
+        for h in approx.retrieve(q, k=10, now=now):
+            if h.memory.id in want:
+                assert h.relevance == pytest.approx(want[h.memory.id].relevance, abs=1e-9)
+        now += 900.0
+
+
+def test_same_result_with_and_without_the_helper_thread(monkeypatch):
+    """The negated query's searches run on a helper thread where there are two or more
+    CPUs; without one they run in turn. The hits are the same either way."""
+    from smallville.memory import hnsw
+    monkeypatch.setattr(hnsw, "SCAN_ROWS", 0)
+
+    def run(helper):
+        monkeypatch.setattr(hnsw, "_helper", lambda: helper)
+        exact, approx, rng, topics = twins(6, 3000, dim=32, centres=30, dup=0.1,
+                                           hnsw_m=8, ef_construction=16)
+        now, out = 31 * 86400.0, []
+        for _ in range(20):
+            q = topics[rng.integers(30)] + 0.5 * rng.normal(size=32)
+            out.append([(h.memory.id, h.score) for h in approx.retrieve(q, k=10, now=now)])
+            now += 900.0
+        return out
+
+    assert run(True) == run(False)
