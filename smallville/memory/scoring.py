@@ -55,7 +55,8 @@ def scan(matrix: np.ndarray, queries: np.ndarray):
     """(m, u) float32 dot products of unit queries (m, d) with the stored rows (u, d).
 
     Returns a function that gives the result. With one query over a large stream the rows
-    are split between this thread and helper threads (the values are the same).
+    are split between helper threads (the values are the same), which read them while
+    this thread goes on until it asks for the result.
 
     One pass over the matrix. `np.vecdot` computes each (query, row) pair by the same
     BLAS dot call, so a row's value depends only on that row and the query: never on its
@@ -70,13 +71,15 @@ def scan(matrix: np.ndarray, queries: np.ndarray):
         if len(parts) == 1:
             np.vecdot(matrix, queries[0], out=out[0])
             return lambda: out
-        pool = _pool(len(parts) - 1)         # a large stream: rows in parallel, the same values
-        futures = [pool.submit(np.vecdot, matrix[lo:hi], queries[0], out=out[0, lo:hi]) for lo, hi in parts[1:]]
-        lo, hi = parts[0]
-        np.vecdot(matrix[lo:hi], queries[0], out=out[0, lo:hi])
-        for future in futures:
-            future.result()
-        return lambda: out
+        pool = _pool(len(parts))             # a large stream: rows in parallel, the same values
+        futures = [pool.submit(np.vecdot, matrix[lo:hi], queries[0], out=out[0, lo:hi]) for lo, hi in parts]
+
+        def result() -> np.ndarray:          # meanwhile the caller computes the other terms
+            for future in futures:
+                future.result()
+            return out
+
+        return result
     batch = queries[:, None, :]
     for lo in range(0, u, BLOCK_ROWS):
         hi = min(u, lo + BLOCK_ROWS)

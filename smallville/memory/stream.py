@@ -242,6 +242,7 @@ class MemoryStream:
         """Score every memory: one pass over the distinct embeddings for all queries,
         then the other terms and the normalisation as whole-array operations."""
         n, (w_rec, w_imp, w_rel) = self._n, self.weights
+        relevance = scan(self._table.matrix(), qs)     # under way while the other terms are computed
         rec = recency(self._accessed[:n], now, self.decay)
         rec = normalise(rec, *span(float(rec.min()), float(rec.max())))
         importance = self._importance[:n]
@@ -249,7 +250,7 @@ class MemoryStream:
                                                 float(importance.max())))
         imp = levels[importance]
         static = w_rec * rec + w_imp * imp
-        rel_rows = scan(self._table.matrix(), qs)()
+        rel_rows = relevance()
         shared = len(self._table) < n  # some memories share a row: map rows to memories
         found = []
         for rel in rel_rows:
