@@ -18,21 +18,22 @@ The min and max that normalise each term come from the same structures: access t
 from the logs' ends, importance from the levels in use, and cosines from the first hit
 of the query and of the negated query (widened by every cosine computed). The least
 cosine is the hard one: it lies in the far tail of a few topics, and an estimate too
-high stretches every normalised relevance. So the negated query is searched wide
-(`FAR_EF`; up to `SCAN_ROWS` rows, all rows are scanned instead); with a helper thread,
-a quick narrow search (`QUICK_EF`) starts the rounds while the wide one runs, and the
-stop test of step 3 is passed again with its answer before the search ends (without a
-helper thread, both run in turn, the wide one only if the rounds get that far). The
-approximation is HNSW's: a near row (or a farthest one) it misses is not seen. For a
-given index the result depends neither on thread timing nor on whether there is a
-helper thread.
+high stretches every normalised relevance. The HNSW graph is poor at it (a search of
+the negated query with efSearch 1536 cost 9 ms at 1M rows and still erred), so it comes
+from a second, coarse index of the same rows, `FarRows`: an inverted file of about
+sqrt(n) k-means lists of 8-bit codes. The negated query reads the lists (`PROBE_ROWS`) whose
+centres lie farthest from the query, and the least cosines found are recomputed exactly.
+Up to `SCAN_ROWS` rows, all rows are scanned instead. With a helper thread this runs
+while the graph is searched. The approximation is HNSW's and the lists': a near row (or
+a farthest one) they miss is not seen. For a given graph and lists the result depends
+neither on thread timing nor on whether there is a helper thread.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import faiss
 import numpy as np
@@ -53,21 +54,26 @@ of 64 (efSearch 64) missed the query's whole topic for 3 of 50 queries."""
 DEEPER = 4
 """How much deeper each further round reads the index."""
 
-FAR_EF = 1536
-"""efSearch of the negated query's search, which finds the least cosine. At 1M clustered
-rows (benchmarks/retrieval.py) efSearch 128 found it 2.8% of the cosine range too high on
-average (up to 6.7%), which caused 11 of the 12 misses of recall@10 0.976; 512 erred by
-1.2% on average, 1024 by 0.6%, 2048 by 0.2% (up to 1.8%). With 768, recall@10 was
-0.984-0.994 on two states of that stream, with 1536 0.992 on the worse one."""
+TAIL_ROWS = 1024
+"""Cosines of at least this many rows read a dense tail of the table in place."""
 
 FAR_COUNT = 16
+"""Rows the negated query's search returns; the least of their exact cosines is used."""
 
 SCAN_ROWS = 32768
-"""Up to this many rows the least cosine comes from a scan of them all (a wide search of
-the graph costs more there)."""
+"""Up to this many rows the least cosine comes from a scan of them all (exact, and
+cheaper than reading lists there)."""
 
-QUICK_EF = 128
-"""efSearch of the quick first estimate of the least cosine (with a helper thread)."""
+PROBE_ROWS = 8192
+"""About how many rows of `FarRows` (at least 8 lists) are read for the least cosine. At
+1M clustered rows (benchmarks/retrieval.py, 1,024 lists), 8 lists took 1.1 ms and found
+it 0.4% of the cosine range too high on average (4 lists: 0.6 ms, 0.5%; 16: 1.8 ms,
+0.3%), where a search of the HNSW graph with efSearch 1536 took 9 ms and erred by 0.7%.
+At 100k rows (256 lists), recall@10 was 0.992 with 8 lists and 0.998 with 16 or 32."""
+
+REBUILD = 4
+"""`FarRows` is trained again (more lists) when the stream has grown this many times
+over since it was trained: amortised O(1) per add."""
 
 
 class ApproxSearch:
@@ -77,6 +83,7 @@ class ApproxSearch:
         self.table = table
         self.ef_search = ef_search
         self.order = AccessOrder()
+        self.far = FarRows()
         self.first = np.full(16, -1, dtype=np.int64)  # row -> newest memory using it
         self.prev = np.full(16, -1, dtype=np.int64)   # memory -> older memory, same row
 
@@ -119,73 +126,55 @@ class ApproxSearch:
         rec_norm = span(*recency(np.array([self.order.oldest(), self.order.newest()]), now,
                                   stream.decay))
         imp_norm = span(*self.order.importance_range())
-        # the least cosine, from the negated query: a quick estimate starts the rounds,
-        # a wide search is folded in before they stop (see the module docstring)
-        helper, quick_ef = _helper(), max(self.ef_search, QUICK_EF)
-        wide_ef = max(self.ef_search, FAR_EF)
-        if u <= SCAN_ROWS:  # cheaper than a wide search, and exact
-            helper, quick, wide = False, _Later(self._least, query), None
+        # the least cosine, from the negated query's best matches (module docstring)
+        if u <= SCAN_ROWS:
+            least = self._least
         else:
-            quick = _far_job(self._nearest, -query, quick_ef, helper)
-            wide = (_far_job(self._nearest, -query, wide_ef, helper) if wide_ef > quick_ef
-                    else None)
+            self.far.update(self.table)
+            least = self.far.least
+        far = _pool().submit(least, query) if _helper() else _done(least(query))
         try:
-            return self._rounds(stream, query, k, now, rec_norm, imp_norm, u, quick, wide)
+            return self._rounds(stream, query, k, now, rec_norm, imp_norm, u, far)
         finally:
-            if helper and wide is not None:
-                wide.result()  # never leave a search of the graph running past this call
+            far.result()  # never leave a search running past this call
 
-    def _rounds(self, stream, query, k, now, rec_norm, imp_norm, u, quick, wide):
-        """Steps 1-3 of the module docstring, deeper until the stop test passes with the
-        wide search's least cosine folded in."""
+    def _rounds(self, stream, query, k, now, rec_norm, imp_norm, u, far):
+        """Steps 1-3 of the module docstring, deeper until the stop test passes."""
         w_rel = stream.weights[2]
         depth, far_cos = min(u, max(2 * k, FIRST_DEPTH)), None
         cache = _Cosines(self.table, stream._rows, query)
         while True:
             dist, hits = self._nearest(query, depth, max(self.ef_search, depth))
             rel_cut = float(dist[-1]) if len(hits) < u else -np.inf
-            hit_mids = np.unique(self._members(hits))
+            cand = np.sort(self._members(hits))  # distinct: a memory has one row
             if far_cos is None:  # widened below by every cosine computed
-                cache.get(hit_mids)  # their cosines, while the negated search runs
-                far_cos = np.vecdot(self.table.matrix()[quick.result()[1]], query)
-            done = False
-            while True:  # at this depth: once, and again when the wide search is in
-                cand = hit_mids
+                cache.get(cand)  # their cosines, while the negated search runs
+                far_cos = np.vecdot(self.table.matrix()[far.result()], query)
+            score, terms, rel_norm = self._score(stream, cand, cache, far_cos, now,
+                                                 rec_norm, imp_norm)
+            if len(hits) >= u:
+                break  # the index was read to its end: nothing is unseen
+            # unseen memories have relevance <= rel_cut, so only those whose recency and
+            # importance alone exceed `need` can beat the k-th score: read them all
+            need = _kth(score, k) - w_rel * float(normalise(rel_cut, *rel_norm))
+            extra = self._recent_above(stream, need, now, rec_norm, imp_norm)
+            last = depth >= u  # a graph that loses rows may return fewer than asked
+            if len(extra) <= EXTRA_LIMIT or last:
+                cand = _union(cand, extra)
                 score, terms, rel_norm = self._score(stream, cand, cache, far_cos, now,
                                                      rec_norm, imp_norm)
-                if len(hits) >= u:
-                    done = True  # the index was read to its end: nothing is unseen
+                if last or _kth(score, k) >= need + w_rel * float(normalise(rel_cut,
+                                                                            *rel_norm)):
                     break
-                # unseen memories have relevance <= rel_cut, so only those whose recency
-                # and importance alone exceed `need` can beat the k-th score: read them all
-                need = _kth(score, k) - w_rel * float(normalise(rel_cut, *rel_norm))
-                extra = self._recent_above(stream, need, now, rec_norm, imp_norm)
-                last = depth >= u  # a graph that loses rows may return fewer than asked
-                if len(extra) > EXTRA_LIMIT and not last:
-                    break
-                cand = np.union1d(cand, extra)
-                score, terms, rel_norm = self._score(stream, cand, cache, far_cos, now,
-                                                     rec_norm, imp_norm)
-                if not last and _kth(score, k) < need + w_rel * float(normalise(rel_cut,
-                                                                               *rel_norm)):
-                    break
-                if wide is None:
-                    done = True
-                    break
-                far_cos = np.concatenate([far_cos, np.vecdot(
-                    self.table.matrix()[wide.result()[1]], query)])
-                wide = None
-            if done:
-                break
             depth = min(u, DEEPER * depth)
         best = top_k(score, k)
         return cand[best], score[best], terms[0][best], terms[1][best], terms[2][best]
 
-    def _least(self, query: np.ndarray):
-        """Like `_nearest(-query, FAR_COUNT, ...)[1]` in place 1, by a scan: the rows of
-        the FAR_COUNT least cosines."""
+    def _least(self, query: np.ndarray) -> np.ndarray:
+        """Like `FarRows.least`, by a scan of every row: the rows of the FAR_COUNT least
+        cosines."""
         cos = np.vecdot(self.table.matrix(), query)
-        return None, np.argpartition(cos, min(FAR_COUNT, len(cos)) - 1)[:FAR_COUNT]
+        return np.argpartition(cos, min(FAR_COUNT, len(cos)) - 1)[:FAR_COUNT]
 
     def _nearest(self, query: np.ndarray, count: int, ef: int):
         """The inner products and rows of the `count` rows nearest `query` in the graph."""
@@ -233,30 +222,58 @@ class ApproxSearch:
         return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
+class FarRows:
+    """A coarse index of the table's rows for the negated query's search, which finds the
+    least cosine: an inverted file (FAISS `IndexIVFScalarQuantizer`) of about sqrt(n)
+    k-means lists of 8-bit codes, 400 bytes a row. Trained at the first search past
+    `SCAN_ROWS` rows and again each time the table has grown `REBUILD` times over; rows
+    added in between go to their nearest list."""
+
+    def __init__(self) -> None:
+        self.index = None
+        self.quantizer = None  # the list centres: FAISS does not own it, so we keep it
+        self.trained_at = 0
+
+    def update(self, table: VectorTable) -> None:
+        """Take in the rows added since the last search (or train afresh)."""
+        u = len(table)
+        if self.index is None or u >= REBUILD * self.trained_at:
+            self._train(table.matrix())
+        elif self.index.ntotal < u:
+            self.index.add(table.matrix()[self.index.ntotal:])
+
+    def least(self, query: np.ndarray) -> np.ndarray:
+        """Rows whose cosines with `query` are (about) the FAR_COUNT least."""
+        _, labels = self.index.search(-query[None, :], FAR_COUNT)
+        return labels[0][labels[0] >= 0]
+
+    def _train(self, rows: np.ndarray) -> None:
+        u, dim = rows.shape
+        # a power of two near sqrt(u), with the 39 training rows a list FAISS asks for
+        lists = 1 << max(0, min(round(math.log2(math.sqrt(u))), int(math.log2(max(1, u // 39)))))
+        sample = rows
+        if u > 64 * lists:  # k-means on a sample of 64 rows a list (seeded: repeatable)
+            sample = rows[np.sort(np.random.default_rng(u).choice(u, 64 * lists, replace=False))]
+        self.quantizer = faiss.IndexFlatIP(dim)
+        index = faiss.IndexIVFScalarQuantizer(self.quantizer, dim, lists,
+                                              faiss.ScalarQuantizer.QT_8bit,
+                                              faiss.METRIC_INNER_PRODUCT)
+        index.train(np.ascontiguousarray(sample))
+        index.add(rows)
+        index.nprobe = min(lists, max(8, math.ceil(PROBE_ROWS * lists / u)))
+        self.index, self.trained_at = index, u
+
+
 def _helper() -> bool:
     """Whether searches of the negated query run on a helper thread."""
     return threads() >= 2
 
 
-def _far_job(nearest, query: np.ndarray, ef: int, helper: bool):
-    """The FAR_COUNT best matches of `query` (a negated query): a future of a search
-    started on the helper thread, or without one a search made when first asked for.
-    Either way `.result()` gives the same rows."""
-    if helper:
-        return _pool().submit(nearest, query, FAR_COUNT, ef)
-    return _Later(nearest, query, FAR_COUNT, ef)
-
-
-class _Later:
-    """A call made when its result is first asked for."""
-
-    def __init__(self, fn, *args) -> None:
-        self.fn, self.args, self.value = fn, args, None
-
-    def result(self):
-        if self.args is not None:
-            self.value, self.args = self.fn(*self.args), None
-        return self.value
+def _done(value) -> Future:
+    """A future that already holds `value`."""
+    future: Future = Future()
+    future.set_result(value)
+    return future
 
 
 _POOL: dict = {}
@@ -296,6 +313,33 @@ class _Cosines:
         if at is not None:
             cos[old] = self.cos[at[old]]
         new = ~old
-        cos[new] = np.vecdot(self.table.matrix()[self.rows[cand[new]]], self.query)
+        cos[new] = _cosines(self.table.matrix(), self.rows[cand[new]], self.query)
         self.mids, self.cos = cand, cos
         return cos
+
+
+def _cosines(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """`np.vecdot(matrix[rows], query)`. Recent memories have the newest rows, so the
+    rows asked for are often most of the table's tail: that run is read where it lies
+    (gathering rows first cost 4x more), the rest gathered."""
+    u, n = len(matrix), len(rows)
+    if n < TAIL_ROWS:
+        return np.vecdot(matrix[rows], query)
+    ordered = np.sort(rows)
+    # the longest tail [lo, u) of which at least half the rows are asked for
+    dense = np.flatnonzero(2 * (n - np.arange(n)) >= u - ordered)
+    if not len(dense) or n - dense[0] < TAIL_ROWS:
+        return np.vecdot(matrix[rows], query)
+    lo = int(ordered[dense[0]])
+    tail = np.vecdot(matrix[lo:], query)
+    out = np.empty(n, dtype=np.float32)
+    inside = rows >= lo
+    out[inside] = tail[rows[inside] - lo]
+    out[~inside] = np.vecdot(matrix[rows[~inside]], query)
+    return out
+
+
+def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of sorted distinct `a` and any `b`."""
+    both = np.sort(np.concatenate([a, b]))
+    return both[np.concatenate([[True], both[1:] != both[:-1]])] if len(both) else both
