@@ -133,11 +133,14 @@ class LLMBrain:
         c = self.config
         if c.price_prompt is not None or c.price_completion is not None:
             cost = prompt * (c.price_prompt or 0.0) + completion * (c.price_completion or 0.0)
-        else:
-            try:
-                cost = float(self._litellm.completion_cost(completion_response=response, model=c.model))
-            except Exception:  # a model litellm has no price for
-                cost, self.ledger.cost_known = 0.0, False
+        else:  # litellm prices each response as it parses it; ask again only if it did not
+            cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+            if cost is None and self.ledger.cost_known:
+                try:
+                    cost = self._litellm.completion_cost(completion_response=response, model=c.model)
+                except Exception:  # a model litellm has no price for: said once, not asked again
+                    self.ledger.cost_known = False
+            cost = float(cost or 0.0)
         self.ledger.add(request.kind, request.agent, calls=1, prompt_tokens=prompt,
                         completion_tokens=completion, cost=cost)
 
