@@ -89,8 +89,11 @@ def test_a_stopped_run_resumed_with_more_ends_as_if_never_stopped(tmp_path, serv
         assert (path / name).read_bytes() == (whole.path / name).read_bytes(), name
     # Calls under way when a run stops (the stopping instant's, and any fetched ahead) are
     # paid for and asked again on resume: a stop costs a few calls, never the whole hour.
+    # (Run-ahead may also fetch a call the run never uses, in either run, as timing has it.)
     spent = json.loads((path / "manifest.json").read_text())["spend"]["requests"]
-    assert whole.manifest["spend"]["requests"] <= spent <= whole.manifest["spend"]["requests"] + 10 * len(statuses)
+    paid = whole.manifest["spend"]["requests"]
+    needed = paid - whole.manifest["usage"].get("run_ahead", {}).get("unused", 0)
+    assert needed <= spent <= paid + 10 * len(statuses)
 
 
 def test_the_command_line_stops_with_exit_3_and_says_how_to_go_on(tmp_path, server):
