@@ -46,13 +46,21 @@ class Server:
                                       "--latency", str(latency)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True)
         self.api_base = self.proc.stdout.readline().strip()
+        self.started_cpu = self.cpu()          # its start-up (importing litellm) is not the run's
+
+    def cpu(self) -> float | None:
+        """CPU seconds the server has used so far (Linux only)."""
+        if not Path("/proc").is_dir():
+            return None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def close(self) -> dict:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split() if Path("/proc").is_dir() else []
+        used = self.cpu()
         self.proc.stdin.close()
         stats = json.loads(self.proc.stdout.readline())
-        if fields:
-            stats["cpu_s"] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        if used is not None:
+            stats["cpu_s"] = used - self.started_cpu
         self.proc.wait()
         return stats
 
