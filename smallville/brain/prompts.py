@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, fields
+from functools import cached_property
 from importlib import resources
 from typing import Any
 
@@ -57,6 +58,11 @@ class Template:
                                                  ensure_ascii=False)
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
+    @cached_property
+    def _validator(self) -> _Validator:
+        """The schema, compiled once per template (stored beside the frozen fields)."""
+        return _Validator(self.schema)
+
     def response_format(self, structured: str, request: rq.Message | None = None) -> dict | None:
         """What asks the server for the answer's structure. In `json_object` mode, given
         the request, an answer list with one item per item of a request list (`one_per`)
@@ -79,7 +85,7 @@ class Template:
         """The answer in a model's reply, validated against the schema, the answer class
         and the request (one score per text)."""
         data = _json_in(reply or "")
-        error = _validator(self).best_error(data)
+        error = self._validator.best_error(data)
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "answer"
             raise AnswerError("schema", f"{where}: {error.message}"[:200])
@@ -108,16 +114,6 @@ class _Validator:
 
     def best_error(self, data: Any):
         return self._best(self._validator.iter_errors(data))
-
-
-_VALIDATORS: dict[str, _Validator] = {}
-
-
-def _validator(template: Template) -> _Validator:
-    key = json.dumps(template.schema, sort_keys=True)
-    if key not in _VALIDATORS:       # a race builds it twice, harmlessly
-        _VALIDATORS[key] = _Validator(template.schema)
-    return _VALIDATORS[key]
 
 
 def to_model_json(answer: rq.Message) -> dict:

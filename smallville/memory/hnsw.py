@@ -32,14 +32,13 @@ neither on thread timing nor on whether there is a helper thread.
 from __future__ import annotations
 
 import math
-import os
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import faiss
 import numpy as np
 
 from smallville.memory.ordered import LEVELS, AccessOrder
-from smallville.memory.scoring import normalise, recency, span, threads, top_k
+from smallville.memory.scoring import normalise, pool, recency, span, threads, top_k
 from smallville.memory.vectors import VectorTable
 
 EXTRA_LIMIT = 8192
@@ -132,7 +131,7 @@ class ApproxSearch:
         else:
             self.far.update(self.table)
             least = self.far.least
-        far = _pool().submit(least, query) if _helper() else _done(least(query))
+        far = pool(1).submit(least, query) if _helper() else _done(least(query))
         try:
             return self._rounds(stream, query, k, now, rec_norm, imp_norm, u, far)
         finally:
@@ -160,7 +159,7 @@ class ApproxSearch:
             extra = self._recent_above(stream, need, now, rec_norm, imp_norm)
             last = depth >= u  # a graph that loses rows may return fewer than asked
             if len(extra) <= EXTRA_LIMIT or last:
-                cand = _union(cand, extra)
+                cand = np.union1d(cand, extra)
                 score, terms, rel_norm = self._score(stream, cand, cache, far_cos, now,
                                                      rec_norm, imp_norm)
                 if last or _kth(score, k) >= need + w_rel * float(normalise(rel_cut,
@@ -276,17 +275,6 @@ def _done(value) -> Future:
     return future
 
 
-_POOL: dict = {}
-
-
-def _pool() -> ThreadPoolExecutor:
-    """This process's helper thread (a forked child makes its own)."""
-    if os.getpid() not in _POOL:
-        _POOL.clear()
-        _POOL[os.getpid()] = ThreadPoolExecutor(1, thread_name_prefix="smallville-far")
-    return _POOL[os.getpid()]
-
-
 def _kth(score: np.ndarray, k: int) -> float:
     """The k-th highest of `score`; -inf when there are fewer than k."""
     n = len(score)
@@ -337,9 +325,3 @@ def _cosines(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndar
     out[inside] = tail[rows[inside] - lo]
     out[~inside] = np.vecdot(matrix[rows[~inside]], query)
     return out
-
-
-def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The sorted distinct values of sorted distinct `a` and any `b`."""
-    both = np.sort(np.concatenate([a, b]))
-    return both[np.concatenate([[True], both[1:] != both[:-1]])] if len(both) else both

@@ -71,8 +71,8 @@ def scan(matrix: np.ndarray, queries: np.ndarray):
         if len(parts) == 1:
             np.vecdot(matrix, queries[0], out=out[0])
             return lambda: out
-        pool = _pool(len(parts))             # a large stream: rows in parallel, the same values
-        futures = [pool.submit(np.vecdot, matrix[lo:hi], queries[0], out=out[0, lo:hi]) for lo, hi in parts]
+        helpers = pool(len(parts))           # a large stream: rows in parallel, the same values
+        futures = [helpers.submit(np.vecdot, matrix[lo:hi], queries[0], out=out[0, lo:hi]) for lo, hi in parts]
 
         def result() -> np.ndarray:          # meanwhile the caller computes the other terms
             for future in futures:
@@ -114,14 +114,15 @@ def _split(u: int) -> list[tuple[int, int]]:
     return list(zip(edges[:-1], edges[1:]))
 
 
-def _pool(n: int) -> ThreadPoolExecutor:
-    """This process's pool of `n` helper threads. A forked child (a run-ahead copy) makes
-    its own: a parent's threads do not survive a fork."""
-    key = (os.getpid(), n)
-    if key not in _POOL:
+def pool(n: int) -> ThreadPoolExecutor:
+    """This process's pool of `n` helper threads (one pool per size). A forked child (a
+    run-ahead copy) makes its own: a parent's threads do not survive a fork."""
+    if _POOL.get("pid") != os.getpid():
         _POOL.clear()
-        _POOL[key] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="smallville-scan")
-    return _POOL[key]
+        _POOL["pid"] = os.getpid()
+    if n not in _POOL:
+        _POOL[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="smallville-helper")
+    return _POOL[n]
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 import simpy
 
 from smallville.brain.base import Brain
-from smallville.brain.requests import Message, RateImportance
+from smallville.brain.requests import Message
 from smallville.memory import MemoryStream
 from smallville.sim import life
 from smallville.sim.agent import Agent
@@ -134,14 +134,8 @@ class Simulation:
         together in one request."""
         seeds = sorted(list(agent.spec.memories) + list(self.scenario.memories.get(agent.id, ())),
                        key=lambda m: m.at or 0.0)
-        unrated = tuple(seed.text for seed in seeds if seed.importance is None)
-        scores = iter(())
-        if unrated:
-            answer = yield self.ask(agent, RateImportance(agent.id, agent.name, unrated))
-            scores = iter(answer.scores)
-        for seed in seeds:
-            importance = seed.importance if seed.importance is not None else next(scores)
-            self.store(agent, seed.text, "seed", importance, created=seed.at or 0.0)
+        yield from life.remember(self, agent, [s.text for s in seeds], "seed", [s.importance for s in seeds],
+                                 created=[s.at or 0.0 for s in seeds])
 
     def _world_event(self, event):
         yield self.env.timeout(event.at)

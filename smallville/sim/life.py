@@ -235,7 +235,8 @@ def perceive(sim, agent: Agent):
 
 
 def remember(sim, agent: Agent, texts: list[str], kind: str, importances=None, links=None, created=None):
-    """Store memories, asking the brain to rate those without an importance."""
+    """Store memories, asking the brain to rate those without an importance (all of them
+    in one request). `links` and `created` (creation times) give one entry per text."""
     importances = list(importances) if importances is not None else [None] * len(texts)
     unrated = [t for t, imp in zip(texts, importances) if imp is None]
     if unrated:
@@ -243,7 +244,7 @@ def remember(sim, agent: Agent, texts: list[str], kind: str, importances=None, l
         scores = iter(answer.scores)
         importances = [imp if imp is not None else next(scores) for imp in importances]
     for i, (text, importance) in enumerate(zip(texts, importances)):
-        sim.store(agent, text, kind, importance, links[i] if links else (), created)
+        sim.store(agent, text, kind, importance, links[i] if links else (), created[i] if created else None)
 
 
 def reflect(sim, agent: Agent):
