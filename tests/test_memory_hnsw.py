@@ -244,3 +244,61 @@ def test_same_result_with_and_without_the_helper_thread(monkeypatch):
         return out
 
     assert run(True) == run(False)
+
+
+def test_a_search_begins_where_the_last_one_ended(monkeypatch):
+    """A search that had to read the graph deeper makes the next one begin at that depth;
+    after PROBE_EVERY searches in a row that ended in their first round, the next begins
+    one step shallower. Recall against the exact path holds throughout."""
+    from smallville.memory import hnsw
+    monkeypatch.setattr(hnsw, "FIRST_DEPTH", 16)
+    monkeypatch.setattr(hnsw, "EXTRA_LIMIT", 64)
+    exact, approx, rng, topics = twins(7, 3000, dim=16, centres=20, dup=0.1)
+    searches, nearest = [], approx._approx._nearest
+    monkeypatch.setattr(approx._approx, "_nearest",
+                        lambda q, count, ef: (searches[-1].append(count), nearest(q, count, ef))[1])
+    now, found = 31 * 86400.0, []
+    for _ in range(40):
+        q = topics[rng.integers(20)] + 0.5 * rng.normal(size=16)
+        searches.append([])
+        want = set(ids(exact.retrieve(q, k=10, now=now)))
+        found.append(len(want & set(ids(approx.retrieve(q, k=10, now=now)))) / 10)
+        now += 900.0
+    easy, probes = 0, 0
+    for before, after in zip(searches, searches[1:]):
+        easy = easy + 1 if len(before) == 1 else 0
+        if easy == hnsw.PROBE_EVERY and before[-1] > hnsw.FIRST_DEPTH:
+            assert after[0] == max(hnsw.FIRST_DEPTH, before[-1] // hnsw.DEEPER)
+            easy, probes = 0, probes + 1
+        else:
+            assert after[0] == before[-1]
+    assert any(len(s) > 1 for s in searches[1:]) and probes >= 1
+    assert np.mean(found) >= 0.95
+
+
+def test_cosines_computed_ahead_change_no_result(monkeypatch):
+    """The helper thread computes, during the graph search, the cosines of the recent
+    memories the last search's bound selects. A good guess, a poor one and none give
+    the same hits and scores."""
+    from smallville.memory import hnsw
+    monkeypatch.setattr(hnsw, "SCAN_ROWS", 0)
+    monkeypatch.setattr(hnsw, "_helper", lambda: True)
+    likely = hnsw.ApproxSearch._likely
+
+    def run(shift):
+        if shift is None:
+            monkeypatch.setattr(hnsw.ApproxSearch, "_likely", lambda *a: None)
+        else:
+            monkeypatch.setattr(hnsw.ApproxSearch, "_likely", lambda self, s, need, *a:
+                                likely(self, s, None if need is None else need + shift, *a))
+        exact, approx, rng, topics = twins(8, 3000, dim=32, centres=30, dup=0.1,
+                                           hnsw_m=8, ef_construction=16)
+        now, out = 31 * 86400.0, []
+        for _ in range(20):
+            q = topics[rng.integers(30)] + 0.5 * rng.normal(size=32)
+            out.append([(h.memory.id, h.score, h.relevance)
+                        for h in approx.retrieve(q, k=10, now=now)])
+            now += 900.0
+        return out
+
+    assert run(None) == run(0.0) == run(-0.5) == run(0.5)

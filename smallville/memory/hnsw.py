@@ -13,6 +13,7 @@ w_imp * norm(importance) needs no embedding. One search:
    scored exactly too;
 3. if the k-th score still reaches the bound of the memories seen in neither list, it
    stops; otherwise (or when step 2 would read too many) it reads the index 4x deeper.
+   The next search begins at the depth this one ended at (`PROBE_EVERY`).
 
 The min and max that normalise each term come from the same structures: access times
 from the logs' ends, importance from the levels in use, and cosines from the first hit
@@ -24,9 +25,11 @@ from a second, coarse index of the same rows, `FarRows`: an inverted file of abo
 sqrt(n) k-means lists of 8-bit codes. The negated query reads the lists (`PROBE_ROWS`) whose
 centres lie farthest from the query, and the least cosines found are recomputed exactly.
 Up to `SCAN_ROWS` rows, all rows are scanned instead. With a helper thread this runs
-while the graph is searched. The approximation is HNSW's and the lists': a near row (or
-a farthest one) they miss is not seen. For a given graph and lists the result depends
-neither on thread timing nor on whether there is a helper thread.
+while the graph is searched, and so do the cosines of the recent memories that the last
+search's bound selects (most of step 2's). The approximation is HNSW's and the lists': a
+near row (or a farthest one) they miss is not seen. For a given graph and lists, and the
+depths earlier searches ended at, the result depends neither on thread timing nor on
+whether there is a helper thread.
 """
 
 from __future__ import annotations
@@ -47,8 +50,16 @@ deeper first (which lowers the bound those memories must beat). Scoring a few th
 memories costs less than reading the index 4x deeper at 1M rows."""
 
 FIRST_DEPTH = 256
-"""Rows read from the index in the first round (at least 2k). At 1M rows a first round
-of 64 (efSearch 64) missed the query's whole topic for 3 of 50 queries."""
+"""Rows read from the index in a stream's first search (at least 2k). At 1M rows a first
+round of 64 (efSearch 64) missed the query's whole topic for 3 of 50 queries."""
+
+PROBE_EVERY = 8
+"""A search begins at the depth where the last one ended, since the density of a
+stream's recent memories, which sets the depth, changes slowly. After this many searches
+in a row that ended in their first round, the next begins one step shallower (down to
+FIRST_DEPTH). At 1M rows (benchmarks/retrieval.py) every search ends at 1,024 rows: a
+first round at 256 is abandoned for its 12k recent memories, and cost 1.5 ms a search;
+at 100k every search ends at 256, where 1,024 would cost 5 ms more."""
 
 DEEPER = 4
 """How much deeper each further round reads the index."""
@@ -83,6 +94,8 @@ class ApproxSearch:
         self.ef_search = ef_search
         self.order = AccessOrder()
         self.far = FarRows()
+        self.start, self.easy = FIRST_DEPTH, 0  # where searches begin (PROBE_EVERY)
+        self.need: float | None = None  # the last search's bound for recent memories
         self.first = np.full(16, -1, dtype=np.int64)  # row -> newest memory using it
         self.prev = np.full(16, -1, dtype=np.int64)   # memory -> older memory, same row
 
@@ -131,24 +144,33 @@ class ApproxSearch:
         else:
             self.far.update(self.table)
             least = self.far.least
-        far = pool(1).submit(least, query) if _helper() else _done(least(query))
+        if _helper():  # and, beside it, the cosines of the recent memories likely needed
+            guess = self.need
+            helper = pool(1).submit(lambda: (least(query), self._likely(
+                stream, guess, query, now, rec_norm, imp_norm)))
+        else:
+            helper = _done((least(query), None))
         try:
-            return self._rounds(stream, query, k, now, rec_norm, imp_norm, u, far)
+            return self._rounds(stream, query, k, now, rec_norm, imp_norm, u, helper)
         finally:
-            far.result()  # never leave a search running past this call
+            helper.result()  # never leave a search running past this call
 
-    def _rounds(self, stream, query, k, now, rec_norm, imp_norm, u, far):
+    def _rounds(self, stream, query, k, now, rec_norm, imp_norm, u, helper):
         """Steps 1-3 of the module docstring, deeper until the stop test passes."""
         w_rel = stream.weights[2]
-        depth, far_cos = min(u, max(2 * k, FIRST_DEPTH)), None
+        depth, far_cos = min(u, max(2 * k, self.start)), None
+        first = depth
         cache = _Cosines(self.table, stream._rows, query)
         while True:
             dist, hits = self._nearest(query, depth, max(self.ef_search, depth))
             rel_cut = float(dist[-1]) if len(hits) < u else -np.inf
             cand = np.sort(self._members(hits))  # distinct: a memory has one row
             if far_cos is None:  # widened below by every cosine computed
-                cache.get(cand)  # their cosines, while the negated search runs
-                far_cos = np.vecdot(self.table.matrix()[far.result()], query)
+                cache.get(cand)  # their cosines, while the helper's work runs
+                far_rows, likely = helper.result()
+                far_cos = np.vecdot(self.table.matrix()[far_rows], query)
+                if likely is not None:
+                    cache.add(*likely)
             score, terms, rel_norm = self._score(stream, cand, cache, far_cos, now,
                                                  rec_norm, imp_norm)
             if len(hits) >= u:
@@ -159,15 +181,35 @@ class ApproxSearch:
             extra = self._recent_above(stream, need, now, rec_norm, imp_norm)
             last = depth >= u  # a graph that loses rows may return fewer than asked
             if len(extra) <= EXTRA_LIMIT or last:
-                cand = np.union1d(cand, extra)
+                cand = _union(cand, extra)
                 score, terms, rel_norm = self._score(stream, cand, cache, far_cos, now,
                                                      rec_norm, imp_norm)
                 if last or _kth(score, k) >= need + w_rel * float(normalise(rel_cut,
                                                                             *rel_norm)):
                     break
             depth = min(u, DEEPER * depth)
+        self._next_start(first, depth)
+        self.need = need if len(hits) < u else None
         best = top_k(score, k)
         return cand[best], score[best], terms[0][best], terms[1][best], terms[2][best]
+
+    def _next_start(self, first: int, depth: int) -> None:
+        """Where the next search begins, after one that began at `first` and ended at
+        `depth` (PROBE_EVERY)."""
+        self.easy = self.easy + 1 if depth == first else 0
+        self.start = depth
+        if self.easy >= PROBE_EVERY and depth > FIRST_DEPTH:
+            self.start, self.easy = max(FIRST_DEPTH, depth // DEEPER), 0
+
+    def _likely(self, stream, need, query, now, rec_norm, imp_norm):
+        """(memories, cosines) of the recent memories the last search's bound `need`
+        selects, which this search will most likely read too: computed on the helper
+        thread while the graph is searched. Which cosines are computed where changes
+        no result: each memory's cosine has the same bits wherever it is computed."""
+        if need is None:
+            return None
+        mids = np.sort(self._recent_above(stream, need, now, rec_norm, imp_norm))
+        return mids, _cosines(self.table.matrix(), stream._rows[mids], query)
 
     def _least(self, query: np.ndarray) -> np.ndarray:
         """Like `FarRows.least`, by a scan of every row: the rows of the FAR_COUNT least
@@ -275,6 +317,15 @@ def _done(value) -> Future:
     return future
 
 
+def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of `a` and `b`: `np.union1d`, which took 1.3 ms where
+    this takes 0.15 ms on 14k memories (numpy 2.4 hashes before it sorts)."""
+    both = np.sort(np.concatenate([a, b]))
+    keep = np.ones(len(both), dtype=bool)
+    np.not_equal(both[1:], both[:-1], out=keep[1:])
+    return both[keep]
+
+
 def _kth(score: np.ndarray, k: int) -> float:
     """The k-th highest of `score`; -inf when there are fewer than k."""
     n = len(score)
@@ -287,23 +338,32 @@ class _Cosines:
 
     def __init__(self, table: VectorTable, rows: np.ndarray, query: np.ndarray) -> None:
         self.table, self.rows, self.query = table, rows, query
-        self.mids = np.zeros(0, dtype=np.int64)
+        self.mids = np.zeros(0, dtype=np.int64)  # sorted
         self.cos = np.zeros(0, dtype=np.float32)
 
     def get(self, cand: np.ndarray) -> np.ndarray:
-        """Cosines of sorted, distinct memories `cand`."""
-        if len(self.mids):
-            at = np.minimum(np.searchsorted(self.mids, cand), len(self.mids) - 1)
-            old = self.mids[at] == cand
-        else:
-            at, old = None, np.zeros(len(cand), dtype=bool)
+        """Cosines of distinct memories `cand`."""
+        at, known = self._find(cand)
         cos = np.empty(len(cand), dtype=np.float32)
-        if at is not None:
-            cos[old] = self.cos[at[old]]
-        new = ~old
+        cos[known] = self.cos[at[known]]
+        new = ~known
         cos[new] = _cosines(self.table.matrix(), self.rows[cand[new]], self.query)
-        self.mids, self.cos = cand, cos
+        self.add(cand[new], cos[new])
         return cos
+
+    def add(self, mids: np.ndarray, cos: np.ndarray) -> None:
+        """Keep the cosines `cos` of distinct memories `mids` (known ones are ignored)."""
+        at, known = self._find(mids)
+        mids = np.concatenate([self.mids, mids[~known]])
+        order = np.argsort(mids, kind="stable")
+        self.mids, self.cos = mids[order], np.concatenate([self.cos, cos[~known]])[order]
+
+    def _find(self, mids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where `mids` lie in `self.mids`, and which of them are there."""
+        if not len(self.mids):
+            return np.zeros(len(mids), dtype=np.int64), np.zeros(len(mids), dtype=bool)
+        at = np.minimum(np.searchsorted(self.mids, mids), len(self.mids) - 1)
+        return at, self.mids[at] == mids
 
 
 def _cosines(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:

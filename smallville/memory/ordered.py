@@ -81,20 +81,6 @@ class AccessOrder:
     def oldest(self) -> float:
         return min(self._head_time(lv) for lv in self.levels if lv.live)
 
-    def recent(self, importance: int, count: int) -> tuple[np.ndarray, bool]:
-        """Up to `count` memories of a level, most recently accessed first, and whether
-        they are all of that level's memories."""
-        lv = self.levels[importance - 1]
-        window = 2 * count
-        while True:
-            start = max(lv.head, lv.end - window)
-            mids = lv.mids[start: lv.end]
-            live = mids[self.pos[mids] == np.arange(start, lv.end)]
-            if len(live) >= count or start == lv.head:
-                taken = live[::-1][:count]
-                return taken, len(taken) == lv.live
-            window *= 2
-
     def _head_time(self, lv: Level) -> float:
         while True:
             chunk = lv.mids[lv.head: min(lv.end, lv.head + 256)]
