@@ -52,7 +52,9 @@ def test_recall_against_exact():
 @pytest.mark.parametrize("shuffled", [True, False])
 def test_small_stream_matches_exact_through_many_refreshes(monkeypatch, shuffled):
     """With a search as wide as the stream, HNSW misses nothing: hits, their terms and
-    every refresh equal the exact path's, through compactions and out-of-order times."""
+    every refresh equal the exact path's, through compactions and out-of-order times.
+    (Relevance comes from FAISS's inner products, which differ from numpy's in the last
+    bits of float32: terms agree to 1e-6.)"""
     monkeypatch.setattr(ordered, "SLACK", 4)
     exact, approx, rng, _ = twins(2, 300, dup=0.2, shuffled=shuffled, ef_search=512)
     now = 31 * 86400.0
@@ -64,8 +66,9 @@ def test_small_stream_matches_exact_through_many_refreshes(monkeypatch, shuffled
         want, got = exact.retrieve(q, k=k, now=now), approx.retrieve(q, k=k, now=now)
         assert ids(got) == ids(want)
         for g, w in zip(got, want):
-            assert (g.score, g.recency, g.importance, g.relevance) == pytest.approx(
-                (w.score, w.recency, w.importance, w.relevance), abs=1e-9)
+            assert (g.recency, g.importance) == pytest.approx((w.recency, w.importance),
+                                                              abs=1e-9)
+            assert (g.score, g.relevance) == pytest.approx((w.score, w.relevance), abs=1e-6)
         assert [m.last_accessed for m in approx] == [m.last_accessed for m in exact]
         now += float(rng.uniform(0, 3600))
 
@@ -186,7 +189,7 @@ def test_least_cosine_does_not_depend_on_the_graph(monkeypatch):
         got = {h.memory.id: h.relevance for h in approx.retrieve(q, k=10, now=now)}
         errors = [abs(got[m] - want[m]) for m in got.keys() & want.keys()]
         assert errors and max(errors) < 0.03
-        equal += max(errors) < 1e-9
+        equal += max(errors) < 1e-6  # equal, but for float32 rounding
         now += 900.0
     assert equal >= 26, equal
 
@@ -212,7 +215,7 @@ def test_least_cosine_found_among_rows_added_after_a_search(monkeypatch):
         got = {h.memory.id: h.relevance for h in approx.retrieve(q, k=10, now=now)}
         assert got.keys() & want.keys()
         for m in got.keys() & want.keys():
-            assert got[m] == pytest.approx(want[m], abs=1e-9)
+            assert got[m] == pytest.approx(want[m], abs=1e-6)  # float32 rounding
 
     add(rng.normal(size=(400, 16)) + 2 * q, 0.0)   # every row leans towards q
     check(1e5)

@@ -5,12 +5,13 @@ The score is S + w_rel * norm(relevance), where S = w_rec * norm(recency) +
 w_imp * norm(importance) needs no embedding. One search:
 
 1. reads the `depth` rows nearest the query from the HNSW index (inner product) and
-   scores their memories exactly (cosines recomputed with the exact path's kernel);
+   scores their memories exactly (the graph's inner products are their cosines: equal
+   to the exact path's but for float32 rounding, as FAISS sums in another order);
 2. every memory not read has relevance at most that of the last hit, so it can beat the
    k-th score only if its S exceeds k-th score - w_rel * norm(last hit). Within one
    importance level S grows with the last access time, so those memories are a tail of
    each of the ten per-level logs of `AccessOrder`, found by binary search; they are
-   scored exactly too;
+   scored exactly too (cosines by the exact path's kernel);
 3. if the k-th score still reaches the bound of the memories seen in neither list, it
    stops; otherwise (or when step 2 would read too many) it reads the index 4x deeper.
    The next search begins at the depth this one ended at (`PROBE_EVERY`).
@@ -118,14 +119,22 @@ class ApproxSearch:
     def touch(self, mids: list[int], time: float) -> None:
         self.order.touch(mids, time)
 
-    def _members(self, rows: np.ndarray) -> np.ndarray:
-        """Every memory whose embedding is one of `rows`."""
-        found, mids = [], self.first[rows]
+    def _members(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every memory whose embedding is one of `rows`, sorted, and the place in `rows`
+        of each one's row."""
+        found, at, mids = [], [], self.first[rows]
+        where = np.arange(len(rows))
         while len(mids):
             found.append(mids)
+            at.append(where)
             mids = self.prev[mids]
+            where = where[mids >= 0]
             mids = mids[mids >= 0]
-        return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+        if not found:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        mids, where = np.concatenate(found), np.concatenate(at)
+        order = np.argsort(mids)
+        return mids[order], where[order]
 
     def search(self, stream, query: np.ndarray, k: int, now: float):
         """(ids, scores, recency, importance, relevance) of about the k best memories,
@@ -164,9 +173,9 @@ class ApproxSearch:
         while True:
             dist, hits = self._nearest(query, depth, max(self.ef_search, depth))
             rel_cut = float(dist[-1]) if len(hits) < u else -np.inf
-            cand = np.sort(self._members(hits))  # distinct: a memory has one row
+            cand, at = self._members(hits)  # distinct: a memory has one row
+            cache.add(cand, dist[at], replace=True)  # the graph's inner products
             if far_cos is None:  # widened below by every cosine computed
-                cache.get(cand)  # their cosines, while the helper's work runs
                 far_rows, likely = helper.result()
                 far_cos = np.vecdot(self.table.matrix()[far_rows], query)
                 if likely is not None:
@@ -205,7 +214,8 @@ class ApproxSearch:
         """(memories, cosines) of the recent memories the last search's bound `need`
         selects, which this search will most likely read too: computed on the helper
         thread while the graph is searched. Which cosines are computed where changes
-        no result: each memory's cosine has the same bits wherever it is computed."""
+        no result: the exact path's kernel gives a memory's cosine the same bits wherever
+        it is computed, and the graph's inner products replace it for the hits."""
         if need is None:
             return None
         mids = np.sort(self._recent_above(stream, need, now, rec_norm, imp_norm))
@@ -334,7 +344,7 @@ def _kth(score: np.ndarray, k: int) -> float:
 
 class _Cosines:
     """Cosines of memories with one query, each computed once per search (by the same
-    kernel as the exact path) however often it is asked for."""
+    kernel as the exact path, unless the graph gave it) however often it is asked for."""
 
     def __init__(self, table: VectorTable, rows: np.ndarray, query: np.ndarray) -> None:
         self.table, self.rows, self.query = table, rows, query
@@ -351,9 +361,12 @@ class _Cosines:
         self.add(cand[new], cos[new])
         return cos
 
-    def add(self, mids: np.ndarray, cos: np.ndarray) -> None:
-        """Keep the cosines `cos` of distinct memories `mids` (known ones are ignored)."""
+    def add(self, mids: np.ndarray, cos: np.ndarray, replace: bool = False) -> None:
+        """Keep the cosines `cos` of distinct memories `mids`; those of memories already
+        known are ignored, or with `replace` replace the known ones."""
         at, known = self._find(mids)
+        if replace:
+            self.cos[at[known]] = cos[known]
         mids = np.concatenate([self.mids, mids[~known]])
         order = np.argsort(mids, kind="stable")
         self.mids, self.cos = mids[order], np.concatenate([self.cos, cos[~known]])[order]
