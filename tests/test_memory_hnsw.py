@@ -258,8 +258,12 @@ def test_a_search_begins_where_the_last_one_ended(monkeypatch):
     monkeypatch.setattr(hnsw, "EXTRA_LIMIT", 64)
     exact, approx, rng, topics = twins(7, 3000, dim=16, centres=20, dup=0.1)
     searches, nearest = [], approx._approx._nearest
-    monkeypatch.setattr(approx._approx, "_nearest",
-                        lambda q, count, ef: (searches[-1].append(count), nearest(q, count, ef))[1])
+
+    def counted(q, count, ef):  # the depths each search reads
+        searches[-1].append(count)
+        return nearest(q, count, ef)
+
+    monkeypatch.setattr(approx._approx, "_nearest", counted)
     now, found = 31 * 86400.0, []
     for _ in range(40):
         q = topics[rng.integers(20)] + 0.5 * rng.normal(size=16)

@@ -182,8 +182,9 @@ class ApproxSearch:
                     cache.add(*likely)
             score, terms, rel_norm = self._score(stream, cand, cache, far_cos, now,
                                                  rec_norm, imp_norm)
-            if len(hits) >= u:
-                break  # the index was read to its end: nothing is unseen
+            if len(hits) >= u:  # the index was read to its end: nothing is unseen
+                need = None
+                break
             # unseen memories have relevance <= rel_cut, so only those whose recency and
             # importance alone exceed `need` can beat the k-th score: read them all
             need = _kth(score, k) - w_rel * float(normalise(rel_cut, *rel_norm))
@@ -198,7 +199,7 @@ class ApproxSearch:
                     break
             depth = min(u, DEEPER * depth)
         self._next_start(first, depth)
-        self.need = need if len(hits) < u else None
+        self.need = need
         best = top_k(score, k)
         return cand[best], score[best], terms[0][best], terms[1][best], terms[2][best]
 
@@ -316,7 +317,8 @@ class FarRows:
 
 
 def _helper() -> bool:
-    """Whether searches of the negated query run on a helper thread."""
+    """Whether the negated query's search (and the likely cosines) run on a helper
+    thread."""
     return threads() >= 2
 
 
