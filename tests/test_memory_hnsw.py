@@ -309,3 +309,44 @@ def test_cosines_computed_ahead_change_no_result(monkeypatch):
         return out
 
     assert run(None) == run(0.0) == run(-0.5) == run(0.5)
+
+
+def test_graph_laid_out_by_list_gives_the_same_hits(monkeypatch):
+    """When the lists are trained, the graph's entries are laid out list by list (near
+    rows near each other in memory, which makes its searches faster). Searches still
+    answer in rows, and the hits are those of a graph left in its first order, for rows
+    added after the layout too and after the lists are trained again."""
+    from smallville.memory import hnsw
+    monkeypatch.setattr(hnsw, "SCAN_ROWS", 0)
+    exact, laid, rng, topics = twins(9, 500, dim=16, centres=20)
+    _, plain, _, _ = twins(9, 500, dim=16, centres=20)
+    plain._table.reorder = lambda rows: None
+    now = 31 * 86400.0
+
+    def same_hits(queries):
+        nonlocal now
+        for _ in range(queries):
+            q = topics[rng.integers(20)] + 0.5 * rng.normal(size=16)
+            got = [(h.memory.id, h.score) for h in laid.retrieve(q, k=10, now=now)]
+            assert got == [(h.memory.id, h.score) for h in plain.retrieve(q, k=10, now=now)]
+            dist, rows = laid._table.nearest(q / np.linalg.norm(q), 64, 64)
+            assert dist == pytest.approx(laid._table.matrix()[rows] @ (q / np.linalg.norm(q)),
+                                         abs=1e-5)
+            now += 900.0
+
+    same_hits(10)
+    table = laid._table
+    assert sorted(table._entry_rows) == list(range(500))
+    assert not np.array_equal(table._entry_rows, np.arange(500))  # laid out anew
+    for i in range(300):  # rows after the layout: numbered as they came
+        v = topics[rng.integers(20)] + 0.6 * rng.normal(size=16)
+        for s in (laid, plain):
+            s.add("late", v, importance=5, created=now + i)
+    same_hits(10)
+    assert len(table._entry_rows) == 500 and table.index.ntotal == 800
+    for i in range(1300):  # 4x grown: the lists are trained again, the graph laid out again
+        v = topics[rng.integers(20)] + 0.6 * rng.normal(size=16)
+        for s in (laid, plain):
+            s.add("later", v, importance=3, created=now + 300 + i)
+    same_hits(10)
+    assert sorted(table._entry_rows) == list(range(2100))

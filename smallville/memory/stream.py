@@ -87,7 +87,8 @@ class MemoryStream:
     @property
     def index(self):
         """The FAISS index holding the distinct embeddings (IndexFlatIP or IndexHNSWFlat;
-        an HNSW index takes the newest rows in at the next retrieval)."""
+        an HNSW index takes the newest rows in at the next retrieval, and its entries may
+        be in an order of their own: `VectorTable.nearest` answers in rows)."""
         return self._table.index
 
     # -- adding -------------------------------------------------------------------------
