@@ -100,12 +100,15 @@ class VectorTable:
         rows, reading 1,024 rows took 2.6 ms instead of 3.7 ms. The graph's links are the
         same, and so are the results of a search."""
         n = self.index.ntotal
+        if len(rows) != n:
+            raise ValueError(f"reorder needs all {n} rows of the graph, got {len(rows)}")
         entry = np.empty(n, dtype=np.int64)  # row -> entry
         entry[self._row_of(np.arange(n))] = np.arange(n)
         self.index.permute_entries(entry[rows])  # new entry i is old entry entry[rows[i]]
         self._entry_rows = np.asarray(rows, dtype=np.int64).copy()
 
     def _row_of(self, entries: np.ndarray) -> np.ndarray:
+        """The rows of graph entries `entries`."""
         m = len(self._entry_rows)
         if not m:
             return entries
