@@ -198,6 +198,7 @@ class ApproxSearch:
                 if len(extra) <= EXTRA_LIMIT or last:
                     if likely.result() is not None:
                         cache.add(*likely.result())
+                        likely = _done(None)  # taken in
                     cand = _union(cand, extra)
                     score, terms, rel_norm = self._score(stream, cand, cache, far_cos, now,
                                                          rec_norm, imp_norm)
