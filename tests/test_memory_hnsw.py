@@ -313,9 +313,9 @@ def test_cosines_computed_ahead_change_no_result(monkeypatch):
 
 def test_graph_laid_out_by_list_gives_the_same_hits(monkeypatch):
     """When the lists are trained, the graph's entries are laid out list by list (near
-    rows near each other in memory, which makes its searches faster). Searches still
-    answer in rows, and the hits are those of a graph left in its first order, for rows
-    added after the layout too and after the lists are trained again."""
+    rows near each other in memory, which makes its searches faster), and again when the
+    graph has doubled. Searches still answer in rows, and the hits are those of a graph
+    left in its first order, for rows added after a layout too."""
     from smallville.memory import hnsw
     monkeypatch.setattr(hnsw, "SCAN_ROWS", 0)
     exact, laid, rng, topics = twins(9, 500, dim=16, centres=20)
@@ -334,19 +334,24 @@ def test_graph_laid_out_by_list_gives_the_same_hits(monkeypatch):
                                          abs=1e-5)
             now += 900.0
 
+    def grow(count, importance):
+        for i in range(count):
+            v = topics[rng.integers(20)] + 0.6 * rng.normal(size=16)
+            for s in (laid, plain):
+                s.add("later", v, importance=importance, created=now + i)
+
     same_hits(10)
     table = laid._table
     assert sorted(table._entry_rows) == list(range(500))
     assert not np.array_equal(table._entry_rows, np.arange(500))  # laid out anew
-    for i in range(300):  # rows after the layout: numbered as they came
-        v = topics[rng.integers(20)] + 0.6 * rng.normal(size=16)
-        for s in (laid, plain):
-            s.add("late", v, importance=5, created=now + i)
+    grow(300, 5)  # rows after the layout: numbered as they came
     same_hits(10)
-    assert len(table._entry_rows) == 500 and table.index.ntotal == 800
-    for i in range(1300):  # 4x grown: the lists are trained again, the graph laid out again
-        v = topics[rng.integers(20)] + 0.6 * rng.normal(size=16)
-        for s in (laid, plain):
-            s.add("later", v, importance=3, created=now + 300 + i)
+    assert table.laid_out == 500 and table.index.ntotal == 800
+    grow(200, 4)  # doubled: laid out again, by the same lists
+    same_hits(10)
+    assert sorted(table._entry_rows) == list(range(1000))
+    assert laid._approx.far.trained_at == 500
+    grow(1100, 3)  # 4x grown: the lists are trained again, the graph laid out again
     same_hits(10)
     assert sorted(table._entry_rows) == list(range(2100))
+    assert laid._approx.far.trained_at == 2100

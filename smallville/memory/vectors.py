@@ -107,6 +107,11 @@ class VectorTable:
         self.index.permute_entries(entry[rows])  # new entry i is old entry entry[rows[i]]
         self._entry_rows = np.asarray(rows, dtype=np.int64).copy()
 
+    @property
+    def laid_out(self) -> int:
+        """How many of the graph's entries the last `reorder` laid out (0: none)."""
+        return len(self._entry_rows)
+
     def _row_of(self, entries: np.ndarray) -> np.ndarray:
         """The rows of graph entries `entries`."""
         m = len(self._entry_rows)
