@@ -311,7 +311,17 @@ def test_cosines_computed_ahead_change_no_result(monkeypatch):
     assert run(None) == run(0.0) == run(-0.5) == run(0.5)
 
 
-def test_graph_laid_out_by_list_gives_the_same_hits(monkeypatch):
+@pytest.fixture
+def one_faiss_thread():
+    """FAISS on one thread, so that two graphs built from the same rows are the same."""
+    import faiss
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(threads)
+
+
+def test_graph_laid_out_by_list_gives_the_same_hits(monkeypatch, one_faiss_thread):
     """When the lists are trained, the graph's entries are laid out list by list (near
     rows near each other in memory, which makes its searches faster), and again when the
     graph has doubled. Searches still answer in rows, and the hits are those of a graph
