@@ -32,6 +32,16 @@ def twins(seed, n, dim=16, dup=0.0, centres=None, shuffled=True, **hnsw):
     return exact, approx, rng, topics
 
 
+@pytest.fixture
+def one_faiss_thread():
+    """FAISS on one thread, so that two graphs built from the same rows are the same."""
+    import faiss
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(threads)
+
+
 def ids(hits):
     return [h.memory.id for h in hits]
 
@@ -141,11 +151,9 @@ def test_cosines_reused_across_rounds_are_fresh_cosines():
         now += 900.0
 
 
-def test_recall_at_least_99_in_100_on_a_20k_clustered_stream():
+def test_recall_at_least_99_in_100_on_a_20k_clustered_stream(one_faiss_thread):
     """384-dim sentence-like embeddings around 300 topics, 10% repeats, recency by order of
     arrival, importances 1-10: the default HNSW settings find >= 99% of the exact top 10."""
-    import faiss
-
     rng = np.random.default_rng(20)
     n, dim = 20_000, 384
     topics = rng.standard_normal((300, dim), dtype=np.float32)
@@ -158,18 +166,13 @@ def test_recall_at_least_99_in_100_on_a_20k_clustered_stream():
         for s in (exact, approx):
             s.add("m", x[i], importance=int(rng.integers(1, 11)) if s is exact else exact[i].importance,
                   created=float(i) * 60)
-    threads = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)          # one thread builds the same graph every time
-    try:
-        now, found = n * 60.0 + 3600, []
-        queries = topics[rng.integers(300, size=100)] + rng.standard_normal((100, dim), dtype=np.float32)
-        for q in queries / np.linalg.norm(queries, axis=1, keepdims=True):
-            exact._accessed[:n] = approx._accessed[:n]      # the same state: compare this query only
-            want = set(ids(exact.retrieve(q, k=10, now=now)))
-            found.append(len(want & set(ids(approx.retrieve(q, k=10, now=now)))) / 10)
-            now += 60
-    finally:
-        faiss.omp_set_num_threads(threads)
+    now, found = n * 60.0 + 3600, []
+    queries = topics[rng.integers(300, size=100)] + rng.standard_normal((100, dim), dtype=np.float32)
+    for q in queries / np.linalg.norm(queries, axis=1, keepdims=True):
+        exact._accessed[:n] = approx._accessed[:n]      # the same state: compare this query only
+        want = set(ids(exact.retrieve(q, k=10, now=now)))
+        found.append(len(want & set(ids(approx.retrieve(q, k=10, now=now)))) / 10)
+        now += 60
     assert np.mean(found) >= 0.99, np.mean(found)
 
 
@@ -257,13 +260,13 @@ def test_a_search_begins_where_the_last_one_ended(monkeypatch):
     monkeypatch.setattr(hnsw, "FIRST_DEPTH", 16)
     monkeypatch.setattr(hnsw, "EXTRA_LIMIT", 64)
     exact, approx, rng, topics = twins(7, 3000, dim=16, centres=20, dup=0.1)
-    searches, nearest = [], approx._approx._nearest
+    searches, nearest = [], approx._table.nearest
 
     def counted(q, count, ef):  # the depths each search reads
         searches[-1].append(count)
         return nearest(q, count, ef)
 
-    monkeypatch.setattr(approx._approx, "_nearest", counted)
+    monkeypatch.setattr(approx._table, "nearest", counted)
     now, found = 31 * 86400.0, []
     for _ in range(40):
         q = topics[rng.integers(20)] + 0.5 * rng.normal(size=16)
@@ -311,16 +314,6 @@ def test_cosines_computed_ahead_change_no_result(monkeypatch):
     assert run(None) == run(0.0) == run(-0.5) == run(0.5)
 
 
-@pytest.fixture
-def one_faiss_thread():
-    """FAISS on one thread, so that two graphs built from the same rows are the same."""
-    import faiss
-    threads = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    yield
-    faiss.omp_set_num_threads(threads)
-
-
 def test_graph_laid_out_by_list_gives_the_same_hits(monkeypatch, one_faiss_thread):
     """When the lists are trained, the graph's entries are laid out list by list (near
     rows near each other in memory, which makes its searches faster), and again when the
@@ -339,9 +332,9 @@ def test_graph_laid_out_by_list_gives_the_same_hits(monkeypatch, one_faiss_threa
             q = topics[rng.integers(20)] + 0.5 * rng.normal(size=16)
             got = [(h.memory.id, h.score) for h in laid.retrieve(q, k=10, now=now)]
             assert got == [(h.memory.id, h.score) for h in plain.retrieve(q, k=10, now=now)]
-            dist, rows = laid._table.nearest(q / np.linalg.norm(q), 64, 64)
-            assert dist == pytest.approx(laid._table.matrix()[rows] @ (q / np.linalg.norm(q)),
-                                         abs=1e-5)
+            q /= np.linalg.norm(q)
+            dist, rows = laid._table.nearest(q, 64, 64)
+            assert dist == pytest.approx(laid._table.matrix()[rows] @ q, abs=1e-5)
             now += 900.0
 
     def grow(count, importance):

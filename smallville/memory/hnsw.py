@@ -186,7 +186,7 @@ class ApproxSearch:
         cache = _Cosines(self.known, self.table, stream._rows, query)
         try:
             while True:
-                dist, hits = self._nearest(query, depth, max(self.ef_search, depth))
+                dist, hits = self.table.nearest(query, depth, max(self.ef_search, depth))
                 rel_cut = float(dist[-1]) if len(hits) < u else -np.inf
                 cand, at = self._members(hits)  # distinct: a memory has one row
                 cache.add(cand, dist[at], replace=True)  # the graph's inner products
@@ -244,10 +244,6 @@ class ApproxSearch:
         cosines."""
         cos = np.vecdot(self.table.matrix(), query)
         return np.argpartition(cos, min(FAR_COUNT, len(cos)) - 1)[:FAR_COUNT]
-
-    def _nearest(self, query: np.ndarray, count: int, ef: int):
-        """The inner products and rows of the `count` rows nearest `query` in the graph."""
-        return self.table.nearest(query, count, ef)
 
     def _score(self, stream, cand, cache, far_cos, now, rec_norm, imp_norm):
         """The exact scores and terms of memories `cand`, relevance normalised between the
