@@ -4,6 +4,7 @@ every call after a fixed latency. Everything goes through litellm and HTTP on 12
 no model, no network.
 
     python benchmarks/llm_brain.py [--latency 0.2] [--for 1h] [--concurrency 32] [--sequential]
+    python benchmarks/llm_brain.py --bounds --for 1d
 
 Runs the hour twice, in order (one batch of the clock at a time) and with run-ahead, checks
 that both wrote the same event log, and prints for each: requests, model calls and tokens
@@ -12,19 +13,27 @@ time, its lower bounds, and the speed-up over sending the same calls one at a ti
 latency, or measured with --sequential). Lower bounds: in order, the rounds of calls the
 clock sends (rounds x latency); with run-ahead, the longest chain of calls that wait for
 each other (`Chain`: an agent's calls in order, and calls of agents sharing an arena),
-and, looser, the longest chain of one agent's calls.
+and, looser, the longest chain of calls that certainly wait (an agent's calls in order, and
+a conversation's lines).
+
+--bounds only counts: it runs the window in order at no latency and prints, for each game
+hour, these chains (and the looser one without the links of importance ratings) and the
+most any schedule could gain over one call at a time by each.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,28 +75,98 @@ class Server:
 
 
 class Chain:
-    """The longest chain of calls in a run that depend on each other, one after the other:
-    an agent's call waits for its calls before it, and for the calls of every agent that
-    shares its arena (agents see, talk to and change things for those in their own arena
-    only, so a call there may change what it asks). Recorded batch by batch from the
-    in-order run; at one call of latency per link, no schedule that respects who can meet
-    whom can end sooner."""
+    """The longest chain of calls in a run that wait for each other, one after the other:
+    an agent's call waits for its calls before it, and (`arenas`) for the calls of every
+    agent that shares its arena: agents see, talk to and change things for those in their
+    own arena only, so a call there may change what it asks. At one call of latency per
+    link, no schedule that respects who can meet whom can end sooner; run-ahead respects it.
 
-    def __init__(self) -> None:
+    With `arenas=False` the chain links only what certainly waits: an agent's calls in
+    order, and a conversation's lines, each of which the next speaker's request quotes.
+    No schedule in which agents wait for their own answers can end sooner."""
+
+    def __init__(self, arenas: bool = True) -> None:
+        self.arenas = arenas
         self.agent: dict[str, int] = {}        # the depth of each agent's latest call
         self.arena: dict[str, int] = {}        # the deepest call made in each arena so far
         self.longest = 0
 
-    def batch(self, world, agents, asking) -> None:
+    def batch(self, world, agents, calls) -> None:
+        """One batch of the in-order run: `calls` are (agent, listener or None) of the
+        calls it made."""
         where = {a: world.area_of(a) for a in agents}
         present: dict[str, int] = {}
-        for a in agents:                       # what each arena's people carry now
-            present[where[a]] = max(present.get(where[a], 0), self.agent.get(a, 0))
-        depth = {a: 1 + max(self.agent.get(a, 0), present[where[a]], self.arena.get(where[a], 0)) for a in set(asking)}
+        if self.arenas:
+            for a in agents:                   # what each arena's people carry now
+                present[where[a]] = max(present.get(where[a], 0), self.agent.get(a, 0))
+        depth: dict[str, int] = {}
+        for a, listener in calls:
+            d = 1 + max(self.agent.get(a, 0), present.get(where[a], 0), self.arena.get(where[a], 0),
+                        self.agent.get(listener, 0) if listener else 0)
+            depth[a] = max(depth.get(a, 0), d)
+            if listener:                       # what the listener says next quotes this line
+                depth[listener] = max(depth.get(listener, 0), d)
         for a, d in depth.items():
-            self.agent[a] = d
-            self.arena[where[a]] = max(self.arena.get(where[a], 0), d)
+            self.agent[a] = max(self.agent.get(a, 0), d)
+            if self.arenas:
+                self.arena[where[a]] = max(self.arena.get(where[a], 0), d)
             self.longest = max(self.longest, d)
+
+
+class Hours:
+    """Watches an in-order run's batches: per game hour since the start, the calls made,
+    the rounds they took, and the chain of `Chain` with and without arenas (`coupled`,
+    `talk`), each counted from the hour's start; and, as `unrated`, `talk` as it would be
+    if agents did not wait for their importance ratings (they do: a rating can change what
+    the agent retrieves next)."""
+
+    def __init__(self) -> None:
+        self.hours: dict[int, dict] = {}
+
+    def __enter__(self) -> "Hours":
+        from smallville.brain.llm import LLMBrain
+        from smallville.sim import dispatch, engine
+
+        self._plain = plain_init, plain_flush, plain_ask = engine.Simulation.__init__, dispatch.Dispatcher._flush, \
+            LLMBrain._ask
+        made: list[tuple[str, str | None, bool]] = []     # (agent, listener, a rating?) of each call
+        hours = self.hours
+
+        def init(sim, *args, **kwargs):
+            plain_init(sim, *args, **kwargs)
+            sim.dispatch.world, sim.dispatch.agent_names = sim.world, list(sim.agents)
+
+        def ask(brain, request):
+            made.append((request.agent, getattr(request, "listener", None), request.kind == "rate_importance"))
+            return plain_ask(brain, request)
+
+        def flush(self, event):
+            made.clear()
+            plain_flush(self, event)
+            if made and getattr(self, "world", None) is not None:
+                hour = hours.setdefault(int(self.env.now // 3600), {"calls": 0, "rounds": 0, "coupled": Chain(),
+                                                                    "talk": Chain(arenas=False),
+                                                                    "unrated": Chain(arenas=False)})
+                hour["calls"] += len(made)
+                hour["rounds"] += 1
+                calls = [(agent, listener) for agent, listener, _ in made]
+                hour["coupled"].batch(self.world, self.agent_names, calls)
+                hour["talk"].batch(self.world, self.agent_names, calls)
+                hour["unrated"].batch(self.world, self.agent_names,
+                                      [(agent, listener) for agent, listener, rating in made if not rating])
+
+        engine.Simulation.__init__, dispatch.Dispatcher._flush, LLMBrain._ask = init, flush, ask
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from smallville.brain.llm import LLMBrain
+        from smallville.sim import dispatch, engine
+
+        engine.Simulation.__init__, dispatch.Dispatcher._flush, LLMBrain._ask = self._plain
+
+    def longest(self, kind: str) -> int:
+        """The chain over the whole run (meaningful for a run of one hour)."""
+        return max((h[kind].longest for h in self.hours.values()), default=0)
 
 
 def warm_up() -> None:
@@ -104,25 +183,10 @@ def warm_up() -> None:
 
 
 def measure(scenario, duration: float, latency: float, concurrency: int, lookahead: float,
-            chain: Chain | None = None) -> dict:
-    from smallville.sim import dispatch, engine
-
+            hours: Hours | None = None) -> dict:
     server = Server(scenario.seed, latency)
-    if chain is not None:                      # watch the in-order run's batches
-        plain_flush, plain_init = dispatch.Dispatcher._flush, engine.Simulation.__init__
-
-        def init(sim, *args, **kwargs):
-            plain_init(sim, *args, **kwargs)
-            sim.dispatch.world, sim.dispatch.agent_names = sim.world, list(sim.agents)
-
-        def flush(self, event):
-            if getattr(self, "world", None) is not None:
-                chain.batch(self.world, self.agent_names, [p[0] for p in self._pending])
-            plain_flush(self, event)
-
-        engine.Simulation.__init__, dispatch.Dispatcher._flush = init, flush
     try:
-        with tempfile.TemporaryDirectory() as runs:
+        with tempfile.TemporaryDirectory() as runs, hours or contextlib.nullcontext():
             config = LLMConfig(model="openai/bench", api_base=server.api_base, echo_request=True,
                                max_concurrency=concurrency, timeout=30.0, preflight=False, lookahead=lookahead)
             began, cpu, copies = time.perf_counter(), time.process_time(), _children_cpu()
@@ -131,8 +195,6 @@ def measure(scenario, duration: float, latency: float, concurrency: int, lookahe
             events = (result.path / "events.jsonl").read_bytes()
     finally:
         stats = server.close()
-        if chain is not None:
-            engine.Simulation.__init__, dispatch.Dispatcher._flush = plain_init, plain_flush
     return {"wall": wall, "cpu": cpu, "copies_cpu": copies, "usage": result.manifest["usage"], "server": stats,
             "batches": result.simulation.dispatch.batches, "events": hashlib.sha256(events).hexdigest()}
 
@@ -161,6 +223,27 @@ def report(name: str, run: dict, agents: int, hours: float, latency: float, boun
               f"{ra.get('unused', 0)} fetched but never used")
 
 
+def bounds(scenario, duration: float, concurrency: int) -> None:
+    """--bounds: the in-order run at no latency, and per game hour the speed-up over one call
+    at a time that each chain of `Hours` leaves to any schedule (calls / links)."""
+    watched = Hours()
+    measure(scenario, duration, 0.0, concurrency, 0.0, watched)
+    kinds = {"coupled": "arena chain", "talk": "talk chain", "unrated": "unrated"}
+    print(f"\n{'hour':<7}{'calls':>7}{'rounds':>8}" + "".join(f"{name:>13}{'best':>7}" for name in kinds.values()))
+    best: dict[str, list[float]] = {kind: [] for kind in kinds}
+    for h, hour in sorted(watched.hours.items()):
+        line = f"{(scenario.start + timedelta(hours=h)).strftime('%H:%M'):<7}{hour['calls']:>7}{hour['rounds']:>8}"
+        for kind in kinds:
+            links = hour[kind].longest
+            best[kind].append(hour["calls"] / links)
+            line += f"{links:>13}{best[kind][-1]:>6.1f}x"
+        print(line)
+    for kind, name in kinds.items():
+        print(f"{name}: best speed-up {min(best[kind]):.1f}-{max(best[kind]):.1f}x, "
+              f"{statistics.median(best[kind]):.1f}x in the median hour; "
+              f"{sum(b >= 10 for b in best[kind])} of {len(best[kind])} hours allow 10x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", default=str(ROOT / "scenarios" / "the_ville.yaml"))
@@ -169,15 +252,21 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32, help="max calls in flight")
     parser.add_argument("--lookahead", default="1h", help="how far copies run ahead (run-ahead run)")
     parser.add_argument("--sequential", action="store_true", help="also measure one call at a time")
+    parser.add_argument("--bounds", action="store_true", help="only the chains per game hour (no timing)")
     args = parser.parse_args()
     scenario = load_scenario(args.scenario)
     duration = parse_duration(args.duration)
+    if args.bounds:
+        print(f"{scenario.name}: {len(scenario.agents)} agents, {args.duration} simulated, in order")
+        bounds(scenario, duration, args.concurrency)
+        return
     hours, agents = duration / 3600, len(scenario.agents)
     print(f"{scenario.name}: {agents} agents, {args.duration} simulated, server latency "
           f"{args.latency * 1000:.0f} ms, up to {args.concurrency} calls in flight; {os.cpu_count()} cores")
     warm_up()
-    coupled = Chain()
-    in_order = measure(scenario, duration, args.latency, args.concurrency, 0.0, coupled)
+    watched = Hours()
+    in_order = measure(scenario, duration, args.latency, args.concurrency, 0.0, watched)
+    coupled, talk = watched.longest("coupled"), watched.longest("talk")
     ahead = measure(scenario, duration, args.latency, args.concurrency, parse_duration(args.lookahead))
     usage = ahead["usage"]
     scale = 1 / (agents * hours)
@@ -187,12 +276,11 @@ def main() -> None:
               f"{row['prompt_tokens'] * scale:>12.0f}{(row['prompt_tokens'] + row['completion_tokens']) * scale:>9.0f}")
     print(f"ratings reused: {usage['total']['reused']}; most calls by one agent: "
           f"{max(a['calls'] for a in usage['by_agent'].values())}")
-    longest = max(a["calls"] for a in usage["by_agent"].values())
     report("in order", in_order, agents, hours, args.latency, in_order["usage"]["rounds"] * args.latency)
-    report("run-ahead", ahead, agents, hours, args.latency, coupled.longest * args.latency)
-    print(f"  lower bounds for run-ahead: one agent's calls in a row: {longest} ({longest * args.latency:.1f} s); "
-          f"calls linked by an agent's order or a shared arena: {coupled.longest} "
-          f"({coupled.longest * args.latency:.1f} s, used above)")
+    report("run-ahead", ahead, agents, hours, args.latency, coupled * args.latency)
+    print(f"  lower bounds for run-ahead: calls linked by an agent's order or a shared arena: {coupled} "
+          f"({coupled * args.latency:.1f} s, used above); by an agent's order or a conversation: {talk} "
+          f"({talk * args.latency:.1f} s, {usage['total']['calls'] / talk:.1f}x at best)")
     same = "identical" if in_order["events"] == ahead["events"] else "DIFFERENT"
     print(f"\nevent logs of the two runs: {same}; run-ahead is {in_order['wall'] / ahead['wall']:.1f}x faster")
     if args.sequential:
