@@ -44,7 +44,7 @@ class LLMServer:
         self.flight_log: list[tuple[float, int]] = []   # (time, calls in flight from then on)
         self.bodies: list[dict] = []
         self.usages: list[dict] = []                   # the usage of every chat answer sent
-        self.headers: list[dict] = []
+        self.headers: list[dict] = []                  # each request's, names lower-cased (HTTP ignores their case)
         self._srv: ThreadingHTTPServer | None = None
 
     # ---- control ----------------------------------------------------------------------
@@ -82,7 +82,7 @@ class LLMServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with server.lock:
                     server.bodies.append({"path": self.path, **body})
-                    server.headers.append(dict(self.headers))
+                    server.headers.append({k.lower(): v for k, v in self.headers.items()})
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     server.flight_log.append((time.perf_counter(), server.in_flight))

@@ -203,7 +203,7 @@ def test_keys_never_reach_the_run_or_the_output(tmp_path, llm):
                         "--brain-config", settings, "--embedder", "lexical", "--runs-dir", tmp_path / "runs",
                         env={"OPENAI_API_KEY": SECRET, "COLUMNS": "200"})
     assert result.returncode == 0, result.stderr
-    assert f"Bearer {SECRET}" in [h.get("Authorization") for h in llm.headers]     # the key was used
+    assert f"Bearer {SECRET}" in [h.get("authorization") for h in llm.headers]     # the key was used
     assert "fallbacks" in result.stderr and "rate_importance" in result.stderr      # the usage summary
     (run_dir,) = (tmp_path / "runs").iterdir()
     for path in run_dir.rglob("*"):
