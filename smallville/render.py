@@ -46,6 +46,9 @@ def with_progress(go, start, duration: float, quiet: bool, console: Console | No
                 console.print(f"[bold]{sim.scenario.name}[/]: {len(sim.agents)} agents, "
                               f"until {format_sim(start, duration)} from {format_sim(start, 0)}, seed {sim.seed}, "
                               f"brain {sim.brain.name}, embedder {sim.embedder.name}; writing {path}")
+            note = (sim.brain.describe().get("structured_check") or {}).get("note")
+            if note:                            # the preflight chose another structured-output mode
+                console.print(note, markup=False, highlight=False)
 
         def on_step(now: float) -> None:
             progress.update(task, completed=now, description=f"simulated {format_sim(start, now)}"

@@ -190,6 +190,7 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
     brain settings' `max_requests_per_agent_hour` the manifest records."""
     from smallville.brain.budget import BudgetExhausted, Spend
     from smallville.brain.record import RECORD, Recording
+    from smallville.brain.wrappers import ModelUnusable
     from smallville.checkpoint import fault_point, digest, sim_state, write_checkpoint
     from smallville.sim import Simulation
     from smallville.sim.engine import SimConfig
@@ -202,7 +203,7 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
 
     began = time.perf_counter()
     spent_before = Spend.from_dict(manifest.get("spend"))
-    stopped: BudgetExhausted | None = None
+    stopped: BudgetExhausted | ModelUnusable | None = None
     with open(path / "events.jsonl", "a", encoding="utf-8") as out, open(path / RECORD, "a", encoding="utf-8") as rec:
         events, answers = _Sink(None if replay_to else out), _Sink(None if replay_to else rec)
         sim = Simulation(scenario, Recording(brain, answers), embedder, seed=seed,
@@ -247,6 +248,10 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
             stopped = exc
             manifest["status"] = "budget_exhausted"
             manifest["budget_stop"] = {**exc.data(), "at": format_sim(scenario.start, sim.env.now)}
+        except ModelUnusable as exc:             # kept and resumable, like a budget stop
+            stopped = exc
+            manifest["status"] = "failed"
+            manifest["error"] = str(exc)
         except KeyboardInterrupt:
             manifest["status"] = "interrupted"
         except BaseException as exc:
@@ -269,13 +274,15 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
                                           spent_before.usd + total["cost"]).to_dict()
             if stopped is not None:
                 manifest["sim_reached"] = format_sim(scenario.start, sim.env.now)
-                if "spend" in manifest:             # what was spent in the end, calls under way included
+                if "spend" in manifest and isinstance(stopped, BudgetExhausted):   # calls under way included
                     manifest["budget_stop"]["spent"] = manifest["spend"][stopped.which]
             manifest["wall"].update(finished=datetime.now().isoformat(timespec="seconds"),
                                     seconds=round(time.perf_counter() - began, 3))
             write_json_atomic(path / "manifest.json", manifest)
     if stopped is not None:
         checkpoint_before(path, sim.env.now)
+    if isinstance(stopped, ModelUnusable):
+        raise ModelUnusable(f"{stopped}. What ran is kept: once that is set, go on with: smallville resume {path}")
     return RunResult(path, manifest, sim)
 
 

@@ -1,16 +1,22 @@
 """A small OpenAI-compatible server on 127.0.0.1 for the LLM brain's tests and benchmark.
 
-Chat completions are answered by the offline brain: the LLM brain's prompt ends with a
-`REQUEST_JSON:` line (`echo_request: true`), from which the server rebuilds the request and
-returns the offline brain's answer as the template's JSON. It can be told to fail in each
-way a model server fails, and to answer after a fixed latency. Embeddings are vectors
-drawn from a hash of the text.
+Chat completions are answered from what the server receives, as a constrained decoder
+would: a random valid instance of the JSON schema the request carries (in
+`response_format`, or at the end of the prompt), drawn from a hash of the messages, so the
+same prompt gets the same answer. Every prompt is kept (`prompts`) for tests to check what
+a model would see. Benchmarks that want a realistic town instead send `echo_request`
+prompts, which end with a `REQUEST_JSON:` line, and get the offline brain's answer. The
+server can be told to fail in each way a model server fails, to refuse a structured-output
+mode as some servers do, and to answer after a fixed latency. Embeddings are vectors drawn
+from a hash of the text.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
+import re
 import threading
 import time
 import zlib
@@ -23,20 +29,35 @@ from smallville.brain import requests as rq
 from smallville.brain.offline import OfflineBrain
 from smallville.brain.prompts import ECHO_MARK, to_model_json
 
+from schemagen import instance
+
+SCHEMA_MARK = "follows this JSON schema:\n"
+PREFLIGHT = "a test of structured output"     # words of the LLM brain's preflight probe
+
 FAILURES = ("429", "500", "hang", "invalid_json", "schema", "cutoff")
+# A model that talks: whoever can be spoken to is, conversations go on, actions take 5-15
+# minutes (schemagen.instance draws everything else at random within the schema).
+SOCIABLE = {"action": "talk", "target": ..., "end": False, "minutes": list(range(5, 16))}
 
 
 class LLMServer:
     """`with LLMServer() as s:` serves at `s.api_base`; `s.fail(mode, n)` makes the next n
     chat requests fail that way; `s.fail_rate(p, modes)` fails a share p at random."""
 
-    def __init__(self, seed: int = 7, latency: float = 0.0, hang: float = 2.0) -> None:
+    def __init__(self, seed: int = 7, latency: float = 0.0, hang: float = 2.0, prefer: dict | None = None) -> None:
+        self.seed = seed
+        self.prefer = prefer                       # property -> preferred values (schemagen.instance)
         self.brain = OfflineBrain(seed)
+        self.refuse_modes: set[str] = set()        # response_format types answered with HTTP 500, as llama.cpp does
+        self.prompts: list[dict] = []              # {"kind", "system", "user", "mode"} of every chat request
         self.latency, self.hang = latency, hang
         self.retry_after: float | None = None      # seconds sent as Retry-After with each 429
         self.queue: list[tuple[str, str]] = []     # (mode, text the prompt must contain)
         self.rate, self.modes, self.rng = 0.0, FAILURES, random.Random(seed)
         self.lock = threading.Lock()
+        self.gathered = threading.Condition(self.lock)
+        self.hold_for: int = 0                     # answers wait until this many calls are in flight
+        self.released = threading.Event()          # ends every "hang" (set when the server stops)
         self.injected: Counter[str] = Counter()
         self.chats = 0
         self.embeddings = 0
@@ -50,7 +71,7 @@ class LLMServer:
     # ---- control ----------------------------------------------------------------------
 
     def fail(self, mode: str, n: int = 1, match: str = "") -> None:
-        """Fail the next n chat requests whose prompt contains `match`."""
+        """Fail the next n chat requests whose prompt `match` (a regular expression) is found in."""
         assert mode in FAILURES, mode
         with self.lock:
             self.queue += [(mode, match)] * n
@@ -58,11 +79,11 @@ class LLMServer:
     def fail_rate(self, rate: float, modes=FAILURES) -> None:
         self.rate, self.modes = rate, tuple(modes)
 
-    def _failure(self, prompt: str, echoed: bool) -> str | None:
+    def _failure(self, prompt: str, asked: bool) -> str | None:
         with self.lock:
-            if not echoed:                   # a preflight call: never failed on purpose
+            if not asked:                    # a preflight call: never failed on purpose
                 return None
-            queued = next((i for i, (_, match) in enumerate(self.queue) if match in prompt), None)
+            queued = next((i for i, (_, match) in enumerate(self.queue) if re.search(match, prompt)), None)
             mode = self.queue.pop(queued)[0] if queued is not None else (
                 self.rng.choice(self.modes) if self.rate and self.rng.random() < self.rate else None)
             if mode:
@@ -86,6 +107,8 @@ class LLMServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     server.flight_log.append((time.perf_counter(), server.in_flight))
+                    server.gathered.notify_all()
+                    server.gathered.wait_for(lambda: server.in_flight >= server.hold_for, timeout=60)
                 try:
                     if self.path.endswith("/embeddings"):
                         server.embeddings += 1
@@ -126,6 +149,7 @@ class LLMServer:
         self.stop()
 
     def stop(self) -> None:
+        self.released.set()
         if self._srv is not None:
             self._srv.shutdown()
             self._srv.server_close()
@@ -146,29 +170,42 @@ class LLMServer:
 
     def chat(self, body: dict) -> tuple[int, dict]:
         prompt = body["messages"][-1]["content"]
+        fmt = body.get("response_format") or {}
+        mode = fmt.get("type", "prompt")
+        if mode in self.refuse_modes:
+            return 500, {"error": {"message": f"response_format type {mode!r} is not supported", "type": "server_error"}}
+        schema = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema") or (
+            json.loads(prompt.rsplit(SCHEMA_MARK, 1)[1].splitlines()[0]) if SCHEMA_MARK in prompt else None)
+        kind = (fmt.get("json_schema") or {}).get("name")
+        with self.lock:
+            self.prompts.append({"kind": kind, "system": body["messages"][0]["content"], "user": prompt, "mode": mode})
         echoed = ECHO_MARK in prompt
-        mode = self._failure(prompt, echoed)
+        failure = self._failure(prompt, echoed or (schema is not None and PREFLIGHT not in prompt))
         if self.latency:
             time.sleep(self.latency)
-        if mode == "429":
+        if failure == "429":
             return 429, {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}, (
                 {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {})
-        if mode == "500":
+        if failure == "500":
             return 500, {"error": {"message": "The server had an error", "type": "server_error"}}
-        if mode == "hang":
-            time.sleep(self.hang)
-        if not echoed:
-            content, finish = "OK", "stop"
-        else:
+        if failure == "hang":                      # no answer until the client has given up
+            self.released.wait(self.hang)
+        if echoed:
             data = json.loads(prompt.rsplit(ECHO_MARK, 1)[1])
             request = rq.REQUEST_KINDS[data["kind"]].from_dict(data)
-            content, finish = json.dumps(to_model_json(self.brain.answer([request])[0])), "stop"
-            if mode == "invalid_json":
-                content = content.replace('"', "'")
-            elif mode == "schema":
-                content = json.dumps({"answer": "I'd rather not say"})
-            elif mode == "cutoff":
-                content, finish = content[: len(content) // 2], "length"
+            content = json.dumps(to_model_json(self.brain.answer([request])[0]))
+        elif schema is not None:
+            digest = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).hexdigest()
+            content = json.dumps(instance(schema, random.Random(f"{self.seed}:{digest}"), self.prefer))
+        else:
+            content = "OK"
+        finish = "stop"
+        if failure == "invalid_json":
+            content = content.replace('"', "'")
+        elif failure == "schema":
+            content = json.dumps({"answer": "I'd rather not say"})
+        elif failure == "cutoff":
+            content, finish = content[: len(content) // 2], "length"
         usage = {"prompt_tokens": count_tokens(body["messages"], body["model"]), "completion_tokens": len(content) // 4 + 1}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         with self.lock:
@@ -176,6 +213,10 @@ class LLMServer:
         return 200, {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": body["model"],
                      "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                                   "finish_reason": finish}], "usage": usage}
+
+    def prompts_of(self, kind: str) -> list[str]:
+        """The user messages of every chat request for `kind` (json_schema mode names it)."""
+        return [p["user"] for p in self.prompts if p["kind"] == kind]
 
     def embed(self, body: dict) -> dict:
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]

@@ -62,17 +62,20 @@ def test_prompts_put_the_fixed_part_first_and_name_every_field(asked):
         assert request.name in user["content"] and "REQUEST_JSON" not in user["content"]
     request = asked[0][0]
     prompt = templates[request.kind].render(request, "prompt", echo=True)
-    assert '"additionalProperties"' in prompt[0]["content"]                   # the schema, for servers without one
+    assert prompt[0] == templates[request.kind].render(request, "json_schema")[0]   # the fixed part stays fixed
+    schema = json.dumps(templates[request.kind].schema_for(request), separators=(",", ":"))
+    assert schema in prompt[1]["content"]                                      # the schema, for servers without one
     assert prompt[1]["content"].splitlines()[-1].startswith("REQUEST_JSON: {")
 
 
 def test_replies_are_parsed_leniently_and_validated_strictly():
     template = load_templates()["rate_importance"]
     request = rq.RateImportance("a", "Ann", ("x", "y"))
-    assert template.parse(request, 'Sure!\n```json\n{"scores": [3, 9]}\n```').scores == (3, 9)
-    cases = {"{'scores': [3, 9]}": "bad_json", '{"scores": [3, 9': "bad_json", "no idea": "bad_json",
-             '{"scores": [3]}': "schema", '{"scores": [3, 11]}': "schema", '{"score": [3, 9]}': "schema",
-             '{"scores": ["3", "9"]}': "schema"}
+    assert template.parse(request, 'Sure!\n```json\n{"scores": {"1": 9, "0": 3}}\n```').scores == (3, 9)
+    cases = {"{'scores': {'0': 3, '1': 9}}": "bad_json", '{"scores": {"0": 3, "1": 9': "bad_json",
+             "no idea": "bad_json", '{"scores": {"0": 3}}': "schema", '{"scores": {"0": 3, "1": 11}}': "schema",
+             '{"score": {"0": 3, "1": 9}}': "schema", '{"scores": {"0": "3", "1": "9"}}': "schema",
+             '{"scores": {"0": 3, "1": 9, "2": 4}}': "schema", '{"scores": [3, 9]}': "schema"}
     for reply, reason in cases.items():
         with pytest.raises(AnswerError) as err:
             template.parse(request, reply)
@@ -180,10 +183,65 @@ def test_settings_come_from_the_scenario_then_the_file_then_flags(tmp_path):
         load_config(flags={"model": "openai/x", "structured": "xml"})
 
 
-def test_a_grammar_server_is_told_exactly_how_many_scores_to_give():
+def test_every_request_says_all_its_answer_must_be_in_every_mode(asked):
     template = load_templates()["rate_importance"]
     request = rq.RateImportance("klaus_mueller", "Klaus Mueller", ("a", "b", "c"))
-    strict = template.response_format("json_object", request)["schema"]["properties"]["scores"]
-    assert strict["minItems"] == strict["maxItems"] == 3
-    assert "minItems" not in template.response_format("json_schema", request)["json_schema"]["schema"]["properties"]["scores"]
-    assert "minItems" not in template.schema["properties"]["scores"]          # the template itself is untouched
+    for mode in ("json_schema", "json_object"):
+        sent = template.response_format(mode, request)
+        scores = (sent["json_schema"]["schema"] if mode == "json_schema" else sent["schema"])["properties"]["scores"]
+        assert scores["required"] == ["0", "1", "2"] and scores["additionalProperties"] is False
+        assert all(p["enum"] == list(range(1, 11)) for p in scores["properties"].values())
+    assert template.response_format("prompt", request) is None
+    assert "properties" not in template.schema["properties"]["scores"]        # the template itself is untouched
+    templates = load_templates()
+    plan = next(r for r, _ in asked if r.kind == "plan_day")
+    where = templates["plan_day"].schema_for(plan)["properties"]["blocks"]["items"]["properties"]["where"]
+    assert set(plan.places) < set(where["enum"]) and "" in where["enum"]
+
+
+def test_any_answer_that_follows_the_schema_sent_is_accepted(asked):
+    """The schema is the whole contract: a model that obeys it is never refused."""
+    import random
+
+    from schemagen import instance
+
+    templates = load_templates()
+    rng = random.Random(3)
+    for request, _ in asked:
+        template = templates[request.kind]
+        for _ in range(20):
+            reply = json.dumps(instance(template.schema_for(request), rng))
+            answer = template.parse(request, reply)
+            assert isinstance(answer, rq.ANSWER_OF[type(request)])
+
+
+def test_a_plan_is_repaired_against_the_day_and_each_repair_is_named():
+    from smallville.brain.repair import repair
+
+    routine = ((360, "wake up and get ready", "Isabella Rodriguez's apartment"), (480, "open Hobbs Cafe", "Hobbs Cafe"),
+               (1200, "close up and go home", "Isabella Rodriguez's apartment"), (1380, "sleep", ""))
+    request = rq.PlanDay("isabella_rodriguez", "Isabella Rodriguez", "", "Monday", routine, (),
+                         ("Hobbs Cafe", "Isabella Rodriguez's apartment", "Johnson Park"))
+    model = rq.DayPlan((rq.Block(1, 480, "morning", "home"), rq.Block(60, 420, "morning", "hobbs cafe"),
+                        rq.Block(500, 450, "lunch", "Johnson Park")))        # SmolLM2's plan for Isabella
+    plan, notes = repair(request, model)
+    assert [(b.start, b.end, b.where) for b in plan.blocks] == [
+        (1, 480, ""), (480, 1200, "Hobbs Cafe"), (1200, 1380, "Isabella Rodriguez's apartment"), (1380, 1800, "")]
+    assert [b.activity for b in plan.blocks][1:] == ["opening Hobbs Cafe", "closing up and going home", "sleeping"]
+    assert any("ends before it starts" in n for n in notes) and any("inside the block before it" in n for n in notes)
+    assert any("'home' is not known: stay put" in n for n in notes)
+    assert any("08:00-06:00 was not planned: filled from the routine" in n for n in notes)
+    assert repair(request, plan) == (plan, ())                                 # a repaired plan needs nothing more
+
+
+def test_actions_are_cut_to_their_block_and_talk_needs_someone_there():
+    from smallville.brain.repair import repair
+
+    block = rq.Decompose("a", "Ann", "reading", "Library", 600, 630, (), ())
+    actions, notes = repair(block, rq.Actions((rq.Step(20, "reading"), rq.Step(20, "more"), rq.Step(5, "even more"))))
+    assert [s.minutes for s in actions.steps] == [20, 10] and len(notes) == 2
+    assert repair(block, rq.Actions(()))[0] == rq.Actions((rq.Step(30, "reading"),))
+    react = rq.React("a", "Ann", "reading", ("Bob is here",), (("bob", "Bob", "idle"),), (), ())
+    assert repair(react, rq.Reaction("talk", "bob")) == (rq.Reaction("talk", "bob"), ())
+    reaction, notes = repair(react, rq.Reaction("talk", None, "hi"))
+    assert reaction == rq.Reaction("continue", None, "hi") and notes == ("talk to None, who is not here to talk: carry on",)

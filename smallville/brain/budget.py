@@ -12,6 +12,7 @@ and `BudgetExhausted` stops the run.
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -113,8 +114,23 @@ class Budgeted:
     def describe(self) -> dict:
         return self.inner.describe()
 
-    def preflight(self) -> None:
-        self.inner.preflight()
+    def preflight(self) -> str | None:
+        """The model's preflight, each of its calls admitted by the budget like any other."""
+        return self.inner.preflight(gate=self._admit)
+
+    @contextmanager
+    def _admit(self, messages: list[dict]):
+        worst = Spend(1)
+        limits = self.budget.limits
+        if "tokens" in limits or "usd" in limits:
+            prompt = self.inner.count_tokens(messages)
+            completion = self.inner.config.max_tokens
+            worst = Spend(1, prompt + completion, self.inner.price(prompt, completion) if "usd" in limits else 0.0)
+        self.budget.reserve(worst)
+        try:
+            yield
+        finally:
+            self.budget.release(worst)
 
     def answer(self, requests: Sequence[rq.Message]):
         if not requests:

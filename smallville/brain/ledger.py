@@ -23,11 +23,14 @@ class Ledger:
         self.batches = 0
         self.span = [float("inf"), float("-inf")]   # first call's start, last call's end
 
-    def add(self, kind: str, agent: str, **figures: float) -> None:
+    def add(self, kind: str, agent: str | None, **figures: float) -> None:
+        """Count `figures` for a request kind and the agent who asked (None: no agent,
+        as for the preflight's calls)."""
         with self._lock:
             for name, value in figures.items():
                 self.by_kind[kind][name] += value
-                self.by_agent[agent][name] += value
+                if agent is not None:
+                    self.by_agent[agent][name] += value
 
     def add_time(self, busy: float = 0.0, batch: float = 0.0, began: float | None = None) -> None:
         with self._lock:

@@ -5,16 +5,21 @@ answered `Failed`; `Retrying` and `WithFallbacks` (wrappers.py) make that safe."
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from contextlib import nullcontext
+from dataclasses import replace
+from typing import Any, Callable, ContextManager, Sequence
 
 from smallville.brain import requests as rq
 from smallville.brain.base import Failed
 from smallville.brain.config import LLMConfig
+from smallville.brain.keys import api_key_for
 from smallville.brain.ledger import Ledger
-from smallville.brain.prompts import AnswerError, load_templates
+from smallville.brain.prompts import STRUCTURED_MODES, AnswerError, Template, load_templates
 from smallville.errors import BrainError
 
 
@@ -36,12 +41,18 @@ class LLMBrain:
         self.ledger = ledger or Ledger()
         self.templates = load_templates()
         self._litellm = import_litellm()
+        self.api_key = api_key_for(config.model, config.api_base, config.api_key_env)
         self._pool = ThreadPoolExecutor(max_workers=config.max_concurrency, thread_name_prefix="smallville-llm")
         self.answered = 0              # valid answers so far: an unreachable model has none
+        self.mode_note: dict | None = None     # the structured-output mode the preflight chose, and why
+        self._probe_template = Template("preflight", 1, "", "", "", PROBE_SCHEMA, {})
 
     def describe(self) -> dict:
-        return {"name": "llm", **self.config.describe(),
-                "templates": {k: t.version for k, t in sorted(self.templates.items())}}
+        out = {"name": "llm", **self.config.describe(),
+               "templates": {k: t.version for k, t in sorted(self.templates.items())}}
+        if self.mode_note is not None:
+            out["structured_check"] = self.mode_note
+        return out
 
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message | Failed]:
         began = time.perf_counter()
@@ -55,7 +66,10 @@ class LLMBrain:
 
     def prompt_tokens(self, request: rq.Message) -> int:
         """The tokens of the prompt `request` is sent as, by the model's tokenizer."""
-        messages = self.templates[request.kind].render(request, self.config.structured, self.config.echo_request)
+        return self.count_tokens(self.templates[request.kind].render(request, self.config.structured,
+                                                                     self.config.echo_request))
+
+    def count_tokens(self, messages: list[dict]) -> int:
         return int(self._litellm.token_counter(model=self.config.model, messages=messages))
 
     def price(self, prompt: int, completion: int) -> float:
@@ -72,21 +86,81 @@ class LLMBrain:
                              "(USD per token) in the brain settings to use --budget") from None
         return float(cost_in) + float(cost_out)
 
-    def preflight(self) -> None:
-        """One small call before the run starts: an unreachable model or a refused key
-        stops the run with one line instead of a fallback for every request."""
+    def preflight(self, gate: Callable[[list[dict]], ContextManager] | None = None) -> str | None:
+        """Small structured calls before the run starts, in the configured mode and, if the
+        server refuses it or ignores it, in the next (json_schema -> json_object -> prompt):
+        an unreachable model or a refused key stops the run with one line, and a server
+        that cannot take the mode is found now rather than paid for all run long. The mode
+        found is used from then on (`config.structured`); the line returned says which and
+        why when it is not the one configured. Each call is counted in the ledger, and
+        goes through `gate` (the budget) if given."""
         if not self.config.preflight:
-            return
+            return None
+        modes = STRUCTURED_MODES[STRUCTURED_MODES.index(self.config.structured):]
+        why: list[str] = []
+        fallback = None                          # the first mode the server took, if none was followed
+        for mode in modes:
+            outcome = self._probe(mode, gate)
+            if outcome is None:
+                return self._use(mode, why)
+            if outcome.startswith("refused"):
+                why.append(f"{mode} refused ({outcome.removeprefix('refused: ')})")
+            else:
+                why.append(f"{mode} not followed ({outcome})")
+                fallback = fallback or mode
+        if fallback is not None:
+            self._use(fallback, why)
+            self.mode_note["note"] = (f"structured output: {fallback} (no mode's answer followed the schema: "
+                                      f"{'; '.join(why)}); expect retries and fallbacks")
+            return self.mode_note["note"]
+        where = self.config.api_base or "its default endpoint"
+        raise BrainError(f"model {self.config.model!r} at {where} takes no structured-output mode: {'; '.join(why)}")
+
+    def _use(self, mode: str, why: list[str]) -> str | None:
+        configured = self.config.structured
+        self.config = replace(self.config, structured=mode)
+        self.mode_note = {"mode": mode, "configured": configured, **({"why": why} if why else {})}
+        if mode == configured:
+            return None
+        self.mode_note["note"] = (f"structured output: {mode}, because {'; '.join(why)} "
+                                  f"(set structured: {mode} in the brain settings to skip the check)")
+        return self.mode_note["note"]
+
+    def _probe(self, mode: str, gate) -> str | None:
+        """None if the server answers the probe in `mode` as its schema says; else what
+        went wrong (`refused: ...` for a server that rejects the mode). Transient faults are
+        retried; anything else (no connection, a refused key, an unknown model) is a
+        `BrainError` at once."""
+        messages = [{"role": "system", "content": "You answer in JSON."},
+                    {"role": "user", "content": PROBE_PROMPT + (
+                        "" if mode == "json_schema" else "\nAnswer with one JSON object, and nothing else, that "
+                        "follows this JSON schema:\n" + json.dumps(PROBE_SCHEMA, separators=(",", ":")))}]
+        fmt = {"json_schema": {"type": "json_schema", "json_schema": {"name": "probe", "schema": PROBE_SCHEMA,
+                                                                       "strict": True}},
+               "json_object": {"type": "json_object", "schema": PROBE_SCHEMA}}.get(mode)
         last: Failed | None = None
         for attempt in range(self.config.retries + 1):
+            if attempt:
+                time.sleep(self.config.backoff * 2 ** (attempt - 1))
             try:
-                self._complete([{"role": "user", "content": "Reply with the word OK."}], None, max_tokens=5)
-                return
+                with gate(messages) if gate else nullcontext():
+                    response = self._complete(messages, fmt, max_tokens=PROBE_TOKENS)
+                    self._account(None, response)
             except Exception as exc:  # every provider raises its own types
+                self.ledger.add("preflight", None, calls=1)
                 last = classify(exc, self._secrets())
-            if last.reason in ("connection", "refused"):
-                break
-            time.sleep(self.config.backoff * 2 ** attempt)
+                if last.reason == "connection":
+                    break
+                if fmt is not None and names_format(last.error):
+                    return f"refused: {last.error}"
+                if last.reason == "refused":
+                    break
+                continue
+            try:
+                self._probe_template.check(None, response.choices[0].message.content)
+                return None
+            except AnswerError as exc:
+                return str(exc)
         where = self.config.api_base or "its default endpoint"
         raise BrainError(f"model {self.config.model!r} at {where} cannot answer: {last}")
 
@@ -120,13 +194,13 @@ class LLMBrain:
                                       **c.extra)
         if c.api_base:
             kwargs["api_base"] = c.api_base
-        if c.api_key:
-            kwargs["api_key"] = c.api_key
+        if self.api_key:
+            kwargs["api_key"] = self.api_key
         if response_format:
             kwargs["response_format"] = response_format
         return self._litellm.completion(**kwargs)
 
-    def _account(self, request: rq.Message, response: Any) -> None:
+    def _account(self, request: rq.Message | None, response: Any) -> None:
         usage = getattr(response, "usage", None)
         prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -141,11 +215,32 @@ class LLMBrain:
                 except Exception:  # a model litellm has no price for: said once, not asked again
                     self.ledger.cost_known = False
             cost = float(cost or 0.0)
-        self.ledger.add(request.kind, request.agent, calls=1, prompt_tokens=prompt,
-                        completion_tokens=completion, cost=cost)
+        self.ledger.add(request.kind if request else "preflight", request.agent if request else None, calls=1,
+                        prompt_tokens=prompt, completion_tokens=completion, cost=cost)
 
     def _secrets(self) -> list[str]:
-        return secrets_in_environment(self.config.api_key)
+        return secrets_in_environment(self.config.api_key)   # the placeholder key is no secret
+
+
+# The preflight's probe: a small answer that uses what the answer schemas use (an enum of
+# strings, an enum of integers, a bounded list, a nullable choice), so a server that
+# cannot enforce them in a mode is found before the run.
+PROBE_PROMPT = ("This is a test of structured output. Answer with colour \"blue\", score 3, "
+                "words [\"ok\"] and who null.")
+PROBE_SCHEMA = {"type": "object", "properties": {
+    "colour": {"type": "string", "enum": ["red", "green", "blue"]},
+    "score": {"type": "integer", "enum": list(range(1, 11))},
+    "words": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2},
+    "who": {"type": ["string", "null"], "enum": ["ann", None]}},
+    "required": ["colour", "score", "words", "who"], "additionalProperties": False}
+PROBE_TOKENS = 60
+
+
+def names_format(error: str) -> bool:
+    """Whether a server's error is about the structured-output request itself."""
+    text = error.lower()
+    return any(word in text for word in ("response_format", "json_schema", "response format", "json schema",
+                                         "grammar", "structured output", "guided"))
 
 
 def secrets_in_environment(extra: str | None = None) -> list[str]:
@@ -179,8 +274,17 @@ def classify(exc: BaseException, secrets: list[str]) -> Failed:
         status = getattr(exc, "status_code", None)
         reason = "rate_limit" if status == 429 else "server" if isinstance(status, int) and status >= 500 else (
             "refused" if isinstance(status, int) and 400 <= status < 500 else "server")
-    detail = (str(exc).strip().splitlines() or [""])[0][:200]
-    return Failed(reason, scrub(f"{type(exc).__name__}: {detail}", secrets), retry_after(exc))
+    return Failed(reason, scrub(f"{type(exc).__name__}: {one_line(exc)}", secrets), retry_after(exc))
+
+
+_PREFIX = re.compile(r"^(litellm\.\w+:\s*)?(\w+(Error|Exception):\s*)*(\w+Exception\s*-\s*)?")
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message whole, on one line, without litellm's repeated class names
+    (`litellm.AuthenticationError: AuthenticationError: OpenAIException - ...`)."""
+    text = " ".join(str(exc).split())
+    return _PREFIX.sub("", text, count=1) or text
 
 
 def retry_after(exc: BaseException) -> float | None:

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from smallville.brain import requests as rq
+from smallville.brain.contract import from_model, schema_for, to_model
 
 STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
 ECHO_MARK = "REQUEST_JSON: "
@@ -42,39 +43,38 @@ class Template:
     user: str
     schema: dict
     items: dict                      # list field of the answer -> kind of its items
-    one_per: dict = None             # list field of the answer -> the request's list it has one item per
 
     def render(self, request: rq.Message, structured: str = "json_schema", echo: bool = False) -> list[dict]:
-        """Chat messages asking `request`; the schema goes in the prompt unless the
-        server enforces it (`json_schema`)."""
+        """Chat messages asking `request`. Unless the server enforces the schema
+        (`json_schema`), the request's schema ends the prompt; the fixed part comes first."""
         values = {f.name: _text(getattr(request, f.name)) for f in fields(request)}
-        system = self.system.strip()
-        if structured != "json_schema":
-            system += ("\nAnswer with one JSON object, and nothing else, that follows this JSON schema:\n"
-                       + json.dumps(self.schema, separators=(",", ":")))
         user = self.user.strip().format_map(values)
+        if structured != "json_schema":
+            user += ("\n\nAnswer with one JSON object, and nothing else, that follows this JSON schema:\n"
+                     + json.dumps(self.schema_for(request), separators=(",", ":")))
         if echo:
             user += "\n" + ECHO_MARK + json.dumps(request.to_dict(), sort_keys=True, separators=(",", ":"),
                                                  ensure_ascii=False)
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return [{"role": "system", "content": self.system.strip()}, {"role": "user", "content": user}]
+
+    def schema_for(self, request: rq.Message | None) -> dict:
+        """The schema of `request`'s answer: the contract (see `contract.py`)."""
+        return schema_for(self.schema, request)
 
     @cached_property
-    def _validator(self) -> _Validator:
-        """The schema, compiled once per template (stored beside the frozen fields)."""
-        return _Validator(self.schema)
+    def _validator_class(self):
+        """The schema's validator class, the template's schema checked once."""
+        import jsonschema  # lazy: a dependency of litellm, only needed on the LLM path
 
-    def response_format(self, structured: str, request: rq.Message | None = None) -> dict | None:
-        """What asks the server for the answer's structure. In `json_object` mode, given
-        the request, an answer list with one item per item of a request list (`one_per`)
-        gets that exact length, so that a grammar-constrained server (llama.cpp) cannot
-        answer with too few or too many. `json_schema` keeps to the subset that strict
-        providers accept (no length constraints)."""
-        schema = self.schema
-        if request is not None and self.one_per and structured == "json_object":
-            schema = json.loads(json.dumps(schema))
-            for answer_list, request_list in self.one_per.items():
-                n = len(getattr(request, request_list))
-                schema["properties"][answer_list].update(minItems=n, maxItems=n)
+        cls = jsonschema.validators.validator_for(self.schema)
+        cls.check_schema(self.schema)
+        return cls
+
+    def response_format(self, structured: str, request: rq.Message) -> dict | None:
+        """What asks the server for the answer's structure: the request's schema, in
+        OpenAI's `json_schema` form, or as `json_object` with the schema beside it (what
+        llama.cpp's server and others turn into a grammar); nothing in `prompt` mode."""
+        schema = self.schema_for(request)
         if structured == "json_schema":
             return {"type": "json_schema", "json_schema": {"name": self.kind, "schema": schema, "strict": True}}
         if structured == "json_object":
@@ -82,51 +82,34 @@ class Template:
         return None
 
     def parse(self, request: rq.Message, reply: str | None) -> rq.Message:
-        """The answer in a model's reply, validated against the schema, the answer class
-        and the request (one score per text)."""
-        data = _json_in(reply or "")
-        error = self._validator.best_error(data)
-        if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path) or "answer"
-            raise AnswerError("schema", f"{where}: {error.message}"[:200])
+        """The answer in a model's reply, checked against the request's schema and nothing
+        else (what the schema cannot say is repaired later, never refused)."""
+        data = from_model(request, self.check(request, reply))
         data = {k: ([{"kind": self.items[k], **item} for item in v] if k in self.items else v)
                 for k, v in data.items()}
         try:
-            answer = rq.Message.registry[self.answer].from_dict(data)
+            return rq.Message.registry[self.answer].from_dict(data)
         except (TypeError, ValueError) as exc:
-            raise AnswerError("schema", str(exc)[:200]) from None
-        if isinstance(request, rq.RateImportance) and len(answer.scores) != len(request.texts):
-            raise AnswerError("schema", f"{len(answer.scores)} scores for {len(request.texts)} memories")
-        return answer
+            raise AnswerError("schema", str(exc)) from None
 
+    def check(self, request: rq.Message | None, reply: str | None) -> dict:
+        """The JSON object in a reply, valid against the request's schema, or `AnswerError`."""
+        import jsonschema
 
-class _Validator:
-    """A template's schema, checked once and compiled (validating a reply against a raw
-    schema re-checks the schema itself every time, which cost more than the rest)."""
-
-    def __init__(self, schema: dict) -> None:
-        import jsonschema  # lazy: a dependency of litellm, only needed on the LLM path
-
-        cls = jsonschema.validators.validator_for(schema)
-        cls.check_schema(schema)
-        self._validator = cls(schema)
-        self._best = jsonschema.exceptions.best_match
-
-    def best_error(self, data: Any):
-        return self._best(self._validator.iter_errors(data))
+        data = _json_in(reply or "")
+        error = jsonschema.exceptions.best_match(self._validator_class(self.schema_for(request)).iter_errors(data))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "answer"
+            message = f"{where}: {error.message}"
+            if len(message) > 200:
+                message = f"{where}: does not meet the schema's {error.validator!r}"
+            raise AnswerError("schema", message)
+        return data
 
 
 def to_model_json(answer: rq.Message) -> dict:
     """An answer as a model following the template's schema would write it."""
-
-    def strip(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k != "kind"}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value
-
-    return strip(answer.to_dict())
+    return to_model(answer)
 
 
 def load_templates() -> dict[str, Template]:
@@ -136,8 +119,7 @@ def load_templates() -> dict[str, Template]:
         if entry.name.endswith(".yaml"):
             data = yaml.safe_load(entry.read_text(encoding="utf-8"))
             out[data["kind"]] = Template(data["kind"], int(data["version"]), data["answer"], data["system"],
-                                         data["user"], data["schema"], dict(data.get("items") or {}),
-                                         dict(data.get("one_per") or {}))
+                                         data["user"], data["schema"], dict(data.get("items") or {}))
     missing = set(rq.REQUEST_KINDS) - set(out)
     if missing:
         raise RuntimeError(f"no prompt template for {sorted(missing)}")

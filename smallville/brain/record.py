@@ -39,9 +39,10 @@ class Recording:
     def describe(self) -> dict:
         return self.inner.describe()
 
-    def preflight(self) -> None:
+    def preflight(self) -> str | None:
         if hasattr(self.inner, "preflight"):
-            self.inner.preflight()
+            return self.inner.preflight()
+        return None
 
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
         answers = self.inner.answer(requests)
@@ -93,7 +94,7 @@ class Replaying:
         return out
 
     def preflight(self) -> None:
-        pass                     # a fall-through model is reached only if the record lacks something
+        return None              # a fall-through model is reached only if the record lacks something
 
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
         out: list[rq.Message | None] = [None] * len(requests)
@@ -153,9 +154,10 @@ class Caching:
     def describe(self) -> dict:
         return {**self.inner.describe(), "cache": str(self.path.parent)}
 
-    def preflight(self) -> None:
+    def preflight(self) -> str | None:
         if hasattr(self.inner, "preflight"):
-            self.inner.preflight()
+            return self.inner.preflight()
+        return None
 
     def _key(self, request: rq.Message) -> str:
         return f"{self.fingerprint}:{rq.request_key(request)}"

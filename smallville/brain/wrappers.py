@@ -8,7 +8,9 @@ Inner layers may answer `Failed`; `WithFallbacks` guarantees the engine never se
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import Counter
 from dataclasses import replace
 from typing import Callable, Sequence
 
@@ -27,10 +29,9 @@ class _Wrapper:
     def describe(self) -> dict:
         return self.inner.describe()
 
-    def preflight(self) -> None:
+    def preflight(self) -> str | None:
         check = getattr(self.inner, "preflight", None)
-        if check:
-            check()
+        return check() if check else None
 
 
 class Retrying(_Wrapper):
@@ -62,16 +63,30 @@ class Retrying(_Wrapper):
         return answers
 
 
+class ModelUnusable(BrainError):
+    """Most of a run's first requests fell back with the same error that no retry mends
+    (a refused request, answers off the schema): the run stops rather than go on with
+    safe defaults, and says which setting fixes it."""
+
+
 class WithFallbacks(_Wrapper):
     """Replaces each `Failed` with the request's safe default (`safe_answer`) and lists it
     in `last_fallbacks`. If no answer ever came and a whole batch failed to connect, the
-    model is unreachable: that is a `BrainError`, not a run of fallbacks."""
+    model is unreachable: that is a `BrainError`, not a run of fallbacks. If more than half
+    of the first `WATCH` requests fall back with the same lasting error, the model cannot
+    serve this run as set up: `ModelUnusable`. Flaky faults (rate limits, timeouts, server
+    errors) never count toward that."""
+
+    WATCH = 20
 
     def __init__(self, inner, ledger: Ledger | None = None) -> None:
         super().__init__(inner)
         self.ledger = ledger or Ledger()
         self.last_fallbacks: list[Fallback] = []
         self._answered = False
+        self._watched = 0
+        self._lasting: Counter[str] = Counter()
+        self._lock = threading.Lock()
 
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
         answers = self.inner.answer(requests)
@@ -100,10 +115,57 @@ class WithFallbacks(_Wrapper):
 
     def _settle(self, request: rq.Message, answer) -> tuple[rq.Message, str | None]:
         self.ledger.add(request.kind, request.agent, requests=1)
+        self._watch(answer)
         if not isinstance(answer, Failed):
             return answer, None
         self.ledger.add(request.kind, request.agent, fallbacks=1)
         return safe_answer(request), str(answer)
+
+    def _watch(self, answer) -> None:
+        with self._lock:
+            if self._watched >= self.WATCH:
+                return
+            self._watched += 1
+            kind = lasting(answer) if isinstance(answer, Failed) else None
+            if kind is None:
+                return
+            self._lasting[kind] += 1
+            if self._lasting[kind] <= self.WATCH // 2:
+                return
+        raise ModelUnusable(f"model {self.name!r}: {self._lasting[kind]} of the first {self._watched} requests fell "
+                            f"back with the same error ({answer}); {fix_for(answer)}")
+
+
+def lasting(failed: Failed) -> str | None:
+    """What kind of lasting fault `failed` is, or None for a flaky one worth retrying."""
+    from smallville.brain.llm import names_format
+
+    if names_format(failed.error):
+        return "format"
+    if failed.reason in ("schema", "bad_json"):
+        return "cut" if "cut off at max_tokens" in failed.error else "schema"
+    if failed.reason == "refused":
+        return "refused:" + failed.error.split(":", 1)[0]
+    return None
+
+
+def fix_for(failed: Failed) -> str:
+    """The setting that mends a lasting fault, in a few words."""
+    kind = lasting(failed) or ""
+    if kind == "format":
+        return "the server does not take this structured-output mode: set structured: json_object (or prompt)"
+    if kind == "cut":
+        return "answers are cut off: raise max_tokens in the brain settings"
+    if kind == "schema":
+        return ("the model's answers do not keep to their JSON schema: use structured: json_schema or json_object "
+                "if the server can enforce it, or a stronger model")
+    if "Authentication" in kind or "PermissionDenied" in kind:
+        return "the key was refused: check it (api_key_env names the variable it is read from)"
+    if "NotFound" in kind:
+        return "check the model's name (--brain) and --api-base"
+    if "ContextWindow" in kind:
+        return "prompts are too long for the model: use one with a longer context, or lower max_tokens"
+    return "check the brain settings (docs/llm.md)"
 
 
 class RatingMemo(_Wrapper):

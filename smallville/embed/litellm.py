@@ -39,6 +39,7 @@ class LiteLLMEmbedder:
         self.kwargs = kwargs
         self.name = f"litellm:{model}"
         self._dim: int | None = None
+        self._key_checked = api_key is not None
 
     @property
     def dim(self) -> int:
@@ -63,6 +64,11 @@ class LiteLLMEmbedder:
         import litellm  # lazy: slow to import, and must not fetch a cost map at import
 
         litellm.suppress_debug_info = True  # our BrainError says it in one line
+        if not self._key_checked:           # a keyless local server gets a placeholder key
+            from smallville.brain.keys import api_key_for
+
+            self.api_key = api_key_for(self.model, self.api_base, None, what="embedding model")
+            self._key_checked = True
         try:
             answer = litellm.embedding(
                 model=self.model, input=batch, api_base=self.api_base,
@@ -71,7 +77,9 @@ class LiteLLMEmbedder:
             data = sorted(answer.data, key=lambda d: _field(d, "index"))
             rows = np.array([_field(d, "embedding") for d in data], dtype=np.float32)
         except Exception as exc:  # every provider raises its own types; report, don't guess
-            detail = (str(exc).strip().splitlines() or [""])[0][:200]
+            from smallville.brain.llm import one_line
+
+            detail = one_line(exc)
             raise BrainError(
                 f"embedding model {self.model!r} at {where} failed: "
                 f"{type(exc).__name__}: {detail}"

@@ -4,7 +4,9 @@ A request is a SimPy event. The first request at an instant schedules a flush be
 event already queued for that instant, so all agents that wake at a tick ask first; the
 flush then answers the whole batch and succeeds the events sorted by (agent id, sequence),
 so agents resume in a fixed order whatever the brain did inside. Fallbacks the brain took
-(`last_fallbacks`) go to `on_fallback(agent, fallback)` first, in batch order.
+(`last_fallbacks`) go to `on_fallback(agent, fallback)` first, in batch order. Every answer
+is then made fit for its request (`brain/repair.py`); what a repair did goes to
+`on_repair(agent, request, notes)`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Callable
 import simpy
 
 from smallville.brain.base import Brain, Fallback, fallbacks_of
+from smallville.brain.repair import repair
 from smallville.brain.requests import Message
 from smallville.brain.wrappers import safe_answer
 
@@ -33,6 +36,7 @@ class Dispatcher:
         self.requests: Counter[str] = Counter()
         self.ceiling: int | None = None          # runaway guard: requests per agent per simulated hour
         self.on_refused: Callable[[str, Message, int], None] | None = None
+        self.on_repair: Callable[[str, Message, tuple[str, ...]], None] | None = None
         self._asked: Counter[tuple[str, int]] = Counter()
 
     def ask(self, agent: str, request: Message) -> simpy.Event:
@@ -57,9 +61,16 @@ class Dispatcher:
             answers[i] = safe_answer(batch[i][2])
             if self.on_refused is not None:
                 self.on_refused(batch[i][0], batch[i][2], self.ceiling)
-        for i, (_, _, request, event) in enumerate(batch):
+        for i, (agent, _, request, event) in enumerate(batch):
             self.requests[request.kind] += 1
-            event.succeed(answers[i])
+            event.succeed(self.fit(agent, request, answers[i]))
+
+    def fit(self, agent: str, request: Message, answer: Message) -> Message:
+        """`answer` repaired for `request`, each repair reported to `on_repair`."""
+        answer, notes = repair(request, answer)
+        if notes and self.on_repair is not None:
+            self.on_repair(agent, request, notes)
+        return answer
 
     def guard(self, batch, count: bool = True) -> tuple[list[int], list[int]]:
         """The runaway guard: positions in `batch` to ask the brain, and those past the

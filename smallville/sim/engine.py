@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 import simpy
 
 from smallville.brain.base import Brain
-from smallville.brain.requests import Message
+from smallville.brain.requests import Message, request_key
 from smallville.memory import MemoryStream
 from smallville.sim import life
 from smallville.sim.agent import Agent
@@ -68,6 +68,8 @@ class Simulation:
         self.log = log or EventLog(scenario.start)
         self.dispatch = Dispatcher(self.env, brain,
                                    on_fallback=lambda agent, fb: self.emit("brain_fallback", agent, fb.data()))
+        self.dispatch.on_repair = lambda agent, request, notes: self.emit(
+            "brain_repair", agent, {"kind": request.kind, "key": request_key(request), "repairs": list(notes)})
         self.brain = brain
         self.embedder = embedder
         self.counts: Counter[str] = Counter()

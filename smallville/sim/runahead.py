@@ -137,9 +137,10 @@ class Prefetched:
     def describe(self) -> dict:
         return {**self.inner.describe(), "run_ahead": self.ahead.lookahead}
 
-    def preflight(self) -> None:
+    def preflight(self) -> str | None:
         if hasattr(self.inner, "preflight"):
-            self.inner.preflight()
+            return self.inner.preflight()
+        return None
 
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
         answers, self.last_fallbacks = self.ahead.take(requests)
@@ -152,7 +153,7 @@ class RunAheadDispatcher(Dispatcher):
 
     def __init__(self, sim, ahead: Ahead, base: Dispatcher) -> None:
         super().__init__(base.env, base.brain, base.on_fallback)
-        self.ceiling, self.on_refused = base.ceiling, base.on_refused
+        self.ceiling, self.on_refused, self.on_repair = base.ceiling, base.on_refused, base.on_repair
         self.sim = sim
         self.ahead = ahead
         self.walkable = walkable_mask(sim.world.grid)
@@ -341,7 +342,7 @@ class _Copy:
                     self.needed.append((key, request, self.env.now - self.began))
                 self._stop(agent)
                 continue
-            event.succeed(result[0])
+            event.succeed(self.dispatch.fit(agent, request, result[0]))
         if len(self.needed) >= self.cap:
             self._leave()
 

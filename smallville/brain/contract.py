@@ -1,0 +1,120 @@
+"""The JSON schema a request's answer must follow: the template's schema, narrowed to the
+request. It is the whole contract: everything the answer's parser checks is said here (one
+score per memory, the places, objects and people that may be named, counts and ranges), so
+a model that obeys the schema it is sent always gives a valid answer. What a schema cannot
+say (a plan's blocks in order without overlaps, steps that fit their block) is repaired
+afterwards (`repair.py`), never retried.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable
+
+from smallville.brain import requests as rq
+
+SCORES = list(range(1, 11))
+DAY = 24 * 60
+
+
+def schema_for(schema: dict, request: rq.Message) -> dict:
+    """`schema` (a template's) narrowed to `request`; the template's own when nothing
+    about the request narrows it."""
+    narrow = _NARROW.get(type(request))
+    if narrow is None:
+        return schema
+    out = copy.deepcopy(schema)
+    narrow(out["properties"], request)
+    return out
+
+
+def from_model(request: rq.Message, data: dict) -> dict:
+    """A valid answer's JSON as the answer class holds it (scores keyed by the memory's
+    number become a list in the request's order)."""
+    if isinstance(request, rq.RateImportance):
+        return {**data, "scores": [data["scores"][str(i)] for i in range(len(request.texts))]}
+    return data
+
+
+def to_model(answer: rq.Message) -> dict:
+    """The inverse of `from_model`, for an answer given as the answer class holds it."""
+    data = _strip(answer.to_dict())
+    if isinstance(answer, rq.Importance):
+        data["scores"] = {str(i): s for i, s in enumerate(answer.scores)}
+    return data
+
+
+def _strip(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if k != "kind"}
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def _one_of(values: list, nullable: bool = False) -> dict:
+    """A string that is one of `values` (or null); null alone when there are none."""
+    if not values:
+        return {"type": "null"} if nullable else {"type": "string", "enum": [""]}
+    if nullable:
+        return {"type": ["string", "null"], "enum": [*values, None]}
+    return {"type": "string", "enum": list(values)}
+
+
+def _importance(props: dict, r: rq.RateImportance) -> None:
+    keys = [str(i) for i in range(len(r.texts))]
+    props["scores"].update(properties={k: {"type": "integer", "enum": SCORES} for k in keys},
+                           required=keys, additionalProperties=False)
+
+
+def _plan(props: dict, r: rq.PlanDay) -> None:
+    props["blocks"]["minItems"] = 1
+    block = props["blocks"]["items"]["properties"]
+    block["start"].update(minimum=0, maximum=2 * DAY - 1)
+    block["end"].update(minimum=1, maximum=2 * DAY)
+    block["where"].update(_one_of(places_of(r) + [""]))
+
+
+def places_of(r: rq.PlanDay) -> list[str]:
+    """Where a plan may send the agent: the places listed and those its routine names."""
+    return sorted(set(r.places) | {where for _, _, where in r.routine if where})
+
+
+def _decompose(props: dict, r: rq.Decompose) -> None:
+    props["steps"]["minItems"] = 1
+    step = props["steps"]["items"]["properties"]
+    step["minutes"].update(minimum=1, maximum=180)
+    step["object"].update(_one_of(sorted(set(r.objects)), nullable=True))
+
+
+def _react(props: dict, r: rq.React) -> None:
+    people = sorted({p[0] for p in r.people})
+    if not people:
+        props["action"]["enum"] = ["continue", "replan"]
+    props["target"].update(_one_of(people, nullable=True))
+
+
+def _questions(props: dict, r: rq.ReflectQuestions) -> None:
+    props["questions"].update(minItems=1, maxItems=max(1, r.count))
+
+
+def _insights(props: dict, r: rq.Insights) -> None:
+    because = props["insights"]["items"]["properties"]["because"]
+    if r.evidence:
+        because["items"] = {"type": "integer", "enum": list(range(len(r.evidence)))}
+    else:
+        because["maxItems"] = 0
+
+
+def _interview(props: dict, r: rq.Interview) -> None:
+    ids = [m[0] for m in r.memories]
+    if ids:
+        props["cites"]["items"] = {"type": "integer", "enum": ids}
+    else:
+        props["cites"]["maxItems"] = 0
+
+
+_NARROW: dict[type, Callable[[dict, Any], None]] = {
+    rq.RateImportance: _importance, rq.PlanDay: _plan, rq.Decompose: _decompose, rq.React: _react,
+    rq.ReflectQuestions: _questions, rq.Insights: _insights, rq.Interview: _interview,
+}

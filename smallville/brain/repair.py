@@ -1,0 +1,137 @@
+"""Answers made fit for the engine where a schema cannot say what fits.
+
+A schema can say that a plan is a list of blocks naming known places, not that the blocks
+are in order, do not overlap and cover the day; it can bound an action's minutes, not make
+the actions fit their block. Rather than ask again (and pay again, and likely get the same
+from a small model), such answers are repaired here, deterministically, from the request
+alone. Every repair is named, and the engine logs them as a `brain_repair` event: never
+silent. An answer that needs nothing comes back as it is, with no notes.
+
+    plan_day   blocks that end before they start are dropped; blocks are sorted; an overlap
+               is cut from the later block; a place not in the list becomes the closest
+               one named (or "" to stay put); gaps, and the rest of the day up to the next
+               wake-up, are filled from the persona's routine
+    decompose  no steps: the whole block is one action; steps past the block's end are cut
+    react      "talk" to no one present: carry on
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import replace
+from typing import Callable
+
+from smallville.brain import requests as rq
+from smallville.brain.contract import places_of
+from smallville.brain.text import progressive
+
+DAY = 24 * 60
+Notes = tuple[str, ...]
+
+
+def repair(request: rq.Message, answer: rq.Message) -> tuple[rq.Message, Notes]:
+    """`answer` made fit for `request`, and what was done to it (nothing: `()`)."""
+    fix = _REPAIRS.get(type(answer))
+    if fix is None:
+        return answer, ()
+    notes: list[str] = []
+    fixed = fix(request, answer, notes.append)
+    return (fixed, tuple(notes)) if notes else (answer, ())
+
+
+def _hhmm(minute: int) -> str:
+    return f"{minute // 60 % 24:02d}:{minute % 60:02d}"
+
+
+def _plan(request: rq.PlanDay, plan: rq.DayPlan, note: Callable[[str], None]) -> rq.DayPlan:
+    known = places_of(request)
+    places = {p.lower(): p for p in known}
+    blocks = []
+    for b in plan.blocks:
+        if b.end <= b.start:
+            note(f"dropped {b.activity!r} {_hhmm(b.start)}-{_hhmm(b.end)}: it ends before it starts")
+            continue
+        where = b.where
+        if where and where not in known:
+            where = places.get(where.lower()) or _closest(where, known)
+            note(f"place {b.where!r} is not known: {where!r}" if where else f"place {b.where!r} is not known: stay put")
+        blocks.append(replace(b, where=where) if where != b.where else b)
+    ordered = sorted(blocks, key=lambda b: (b.start, b.end))
+    if ordered != blocks:
+        note("blocks sorted by start")
+    kept: list[rq.Block] = []
+    for b in ordered:
+        if kept and b.start < kept[-1].end:
+            if b.end <= kept[-1].end:
+                note(f"dropped {b.activity!r} {_hhmm(b.start)}-{_hhmm(b.end)}: inside the block before it")
+                continue
+            note(f"{b.activity!r} starts at {_hhmm(kept[-1].end)}, not {_hhmm(b.start)}: it overlapped")
+            b = replace(b, start=kept[-1].end)
+        kept.append(b)
+    return rq.DayPlan(tuple(_fill(kept, request, note)))
+
+
+def _fill(blocks: list[rq.Block], request: rq.PlanDay, note: Callable[[str], None]) -> list[rq.Block]:
+    """`blocks` with each gap, and the time after them up to the next wake-up, taken from
+    the routine (the safe default plan)."""
+    from smallville.brain.wrappers import routine_plan
+
+    routine = routine_plan(request).blocks
+    wake = routine[0].start if routine else 7 * 60
+    day_end = wake + DAY
+    gaps, t = [], None
+    for b in blocks:
+        if t is not None and b.start > t:
+            gaps.append((t, b.start))
+        t = b.end if t is None else max(t, b.end)
+    if t is None:
+        gaps.append((wake, day_end))
+    elif t < day_end:
+        gaps.append((t, day_end))
+    out = list(blocks)
+    for start, end in gaps:
+        filled = [replace(r, start=max(r.start + shift, start), end=min(r.end + shift, end))
+                  for shift in (-DAY, 0, DAY) for r in routine
+                  if max(r.start + shift, start) < min(r.end + shift, end)]
+        if not filled:
+            filled = [rq.Block(start, end, progressive("carry on"), "")]
+        note(f"{_hhmm(start)}-{_hhmm(end)} was not planned: filled from the routine")
+        out.extend(filled)
+    return sorted(out, key=lambda b: b.start)
+
+
+def _closest(name: str, places) -> str:
+    found = difflib.get_close_matches(name, list(places), n=1, cutoff=0.6)
+    if found:
+        return found[0]
+    words = set(name.lower().split())
+    best = max(places, key=lambda p: (len(words & set(p.lower().split())), p), default="")
+    return best if best and words & set(best.lower().split()) else ""
+
+
+def _actions(request: rq.Decompose, actions: rq.Actions, note: Callable[[str], None]) -> rq.Actions:
+    total = max(1, request.end - request.start)
+    if not actions.steps:
+        note("no actions: the whole block is one")
+        return rq.Actions((rq.Step(min(180, total), request.activity),))
+    steps, t = [], 0
+    for step in actions.steps:
+        if t >= total:
+            note(f"{len(actions.steps) - len(steps)} actions past the block's end cut")
+            break
+        if t + step.minutes > total:
+            step = replace(step, minutes=total - t)
+            note(f"{step.description!r} shortened to {step.minutes} min to end with the block")
+        steps.append(step)
+        t += step.minutes
+    return rq.Actions(tuple(steps))
+
+
+def _reaction(request: rq.React, reaction: rq.Reaction, note: Callable[[str], None]) -> rq.Reaction:
+    if reaction.action == "talk" and reaction.target not in {p[0] for p in request.people}:
+        note(f"talk to {reaction.target!r}, who is not here to talk: carry on")
+        return rq.Reaction("continue", None, reaction.reason)
+    return reaction
+
+
+_REPAIRS: dict[type, Callable] = {rq.DayPlan: _plan, rq.Actions: _actions, rq.Reaction: _reaction}
