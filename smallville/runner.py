@@ -148,7 +148,7 @@ def run_ahead(brain, settings):
 
     if settings.is_offline or not settings.lookahead or not can_fork() or not hasattr(brain, "answer_one"):
         return brain
-    return Prefetched(Ahead(brain, concurrency=settings.max_concurrency, lookahead=settings.lookahead))
+    return Prefetched(Ahead(brain, concurrency=settings.concurrency_limit, lookahead=settings.lookahead))
 
 
 class _Sink:

@@ -49,6 +49,7 @@ class LLMServer:
         self.prefer = prefer                       # property -> preferred values (schemagen.instance)
         self.brain = OfflineBrain(seed)
         self.refuse_modes: set[str] = set()        # response_format types answered with HTTP 500, as llama.cpp does
+        self.ignore_modes: set[str] = set()        # response_format types answered as if they were not asked for
         self.prompts: list[dict] = []              # {"kind", "system", "user", "mode"} of every chat request
         self.latency, self.hang = latency, hang
         self.retry_after: float | None = None      # seconds sent as Retry-After with each 429
@@ -57,6 +58,7 @@ class LLMServer:
         self.lock = threading.Lock()
         self.gathered = threading.Condition(self.lock)
         self.hold_for: int = 0                     # answers wait until this many calls are in flight
+        self.gate = 0                              # times that many were
         self.released = threading.Event()          # ends every "hang" (set when the server stops)
         self.injected: Counter[str] = Counter()
         self.chats = 0
@@ -107,8 +109,12 @@ class LLMServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     server.flight_log.append((time.perf_counter(), server.in_flight))
-                    server.gathered.notify_all()
-                    server.gathered.wait_for(lambda: server.in_flight >= server.hold_for, timeout=60)
+                    gate = server.gate
+                    if server.in_flight >= server.hold_for:     # enough have come: all of them go on
+                        server.gate += 1
+                        server.gathered.notify_all()
+                    else:
+                        server.gathered.wait_for(lambda: server.gate > gate, timeout=60)
                 try:
                     if self.path.endswith("/embeddings"):
                         server.embeddings += 1
@@ -190,6 +196,8 @@ class LLMServer:
             return 500, {"error": {"message": "The server had an error", "type": "server_error"}}
         if failure == "hang":                      # no answer until the client has given up
             self.released.wait(self.hang)
+        if mode in self.ignore_modes and SCHEMA_MARK not in prompt:
+            schema = None
         if echoed:
             data = json.loads(prompt.rsplit(ECHO_MARK, 1)[1])
             request = rq.REQUEST_KINDS[data["kind"]].from_dict(data)
@@ -198,7 +206,7 @@ class LLMServer:
             digest = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).hexdigest()
             content = json.dumps(instance(schema, random.Random(f"{self.seed}:{digest}"), self.prefer))
         else:
-            content = "OK"
+            content = "Sure! Here is what you asked for."
         finish = "stop"
         if failure == "invalid_json":
             content = content.replace('"', "'")

@@ -20,7 +20,9 @@ class LLMConfig:
     api_key_env: str | None = None        # name of the environment variable holding the key
     temperature: float = 0.0
     max_tokens: int = 600
-    max_concurrency: int = 8              # requests of one batch in flight at once
+    max_concurrency: int | None = None    # calls in flight at once; None: found by AIMD (throttle.py)
+    concurrency_start: int = 8            # where an adaptive limit starts
+    concurrency_ceiling: int = 64         # and the most it may reach
     timeout: float = 60.0                 # seconds per call
     retries: int = 2                      # after the first try
     backoff: float = 1.0                  # seconds before the first retry, doubled after each
@@ -40,7 +42,10 @@ class LLMConfig:
     def __post_init__(self) -> None:
         if self.structured not in STRUCTURED_MODES:
             raise BrainError(f"brain setting structured={self.structured!r}: use one of {', '.join(STRUCTURED_MODES)}")
-        for name in ("max_concurrency", "max_tokens", "max_requests_per_agent_hour"):
+        for name in ("max_concurrency", "concurrency_start", "concurrency_ceiling", "max_tokens",
+                     "max_requests_per_agent_hour"):
+            if name == "max_concurrency" and self.max_concurrency is None:
+                continue
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise BrainError(f"brain setting {name}={getattr(self, name)!r}: must be a positive integer")
         if not isinstance(self.retries, int) or self.retries < 0:
@@ -49,6 +54,16 @@ class LLMConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise BrainError(f"brain setting {name}={value!r}: must be a number >= 0")
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether the calls in flight are found as the run goes (no `max_concurrency` pinned)."""
+        return self.max_concurrency is None
+
+    @property
+    def concurrency_limit(self) -> int:
+        """The most calls that may ever be in flight at once."""
+        return self.max_concurrency or max(self.concurrency_start, self.concurrency_ceiling)
 
     @property
     def is_offline(self) -> bool:

@@ -22,6 +22,7 @@ class Ledger:
         self.batch_s = 0.0         # wall time spent answering batches that made calls
         self.batches = 0
         self.span = [float("inf"), float("-inf")]   # first call's start, last call's end
+        self.throttle = None       # the LLM brain's, whose limit the usage reports
 
     def add(self, kind: str, agent: str | None, **figures: float) -> None:
         """Count `figures` for a request kind and the agent who asked (None: no agent,
@@ -65,6 +66,8 @@ class Ledger:
                "by_agent": {k: clean(v) for k, v in sorted(self.by_agent.items())},
                "rounds": self.batches,      # batches (retry rounds included) that went to the model
                "in_flight": self.in_flight()}
+        if self.throttle is not None:
+            out["concurrency"] = self.throttle.describe()
         if agents and hours:
             scale = 1.0 / (agents * hours)
             out["per_agent_hour"] = {

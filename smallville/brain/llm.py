@@ -1,6 +1,6 @@
 """The LLM brain: each request rendered through its template, sent through litellm, and
-parsed and validated into its answer. A batch goes out at once (up to `max_concurrency`
-calls in flight) and comes back in request order. A request that gets no valid answer is
+parsed and validated into its answer. A batch goes out at once (as many calls in flight
+as the throttle allows: `max_concurrency`, or a limit found as answers come back) and comes back in request order. A request that gets no valid answer is
 answered `Failed`; `Retrying` and `WithFallbacks` (wrappers.py) make that safe."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from smallville.brain.base import Failed
 from smallville.brain.config import LLMConfig
 from smallville.brain.keys import api_key_for
 from smallville.brain.ledger import Ledger
+from smallville.brain.throttle import Throttle
 from smallville.brain.prompts import STRUCTURED_MODES, AnswerError, Template, load_templates
 from smallville.errors import BrainError
 
@@ -42,7 +43,9 @@ class LLMBrain:
         self.templates = load_templates()
         self._litellm = import_litellm()
         self.api_key = api_key_for(config.model, config.api_base, config.api_key_env)
-        self._pool = ThreadPoolExecutor(max_workers=config.max_concurrency, thread_name_prefix="smallville-llm")
+        self.throttle = Throttle(config.concurrency_start, config.concurrency_limit, adaptive=config.adaptive)
+        self.ledger.throttle = self.throttle
+        self._pool = ThreadPoolExecutor(max_workers=config.concurrency_limit, thread_name_prefix="smallville-llm")
         self.answered = 0              # valid answers so far: an unreachable model has none
         self.mode_note: dict | None = None     # the structured-output mode the preflight chose, and why
         self._probe_template = Template("preflight", 1, "", "", "", PROBE_SCHEMA, {})
@@ -169,13 +172,18 @@ class LLMBrain:
     def _ask(self, request: rq.Message) -> rq.Message | Failed:
         template = self.templates[request.kind]
         messages = template.render(request, self.config.structured, self.config.echo_request)
-        began = time.perf_counter()
-        try:
-            response = self._complete(messages, template.response_format(self.config.structured, request))
-        except Exception as exc:
-            self.ledger.add(request.kind, request.agent, calls=1)
-            self.ledger.add_time(busy=time.perf_counter() - began, began=began)
-            return classify(exc, self._secrets())
+        with self.throttle.slot() as ticket:
+            began = time.perf_counter()
+            try:
+                response = self._complete(messages, template.response_format(self.config.structured, request))
+            except Exception as exc:
+                self.ledger.add(request.kind, request.agent, calls=1)
+                self.ledger.add_time(busy=time.perf_counter() - began, began=began)
+                failed = classify(exc, self._secrets())
+                if failed.reason == "rate_limit" or failed.retry_after is not None:
+                    ticket.rate_limited()
+                return failed
+            ticket.answered()
         self.ledger.add_time(busy=time.perf_counter() - began, began=began)
         self._account(request, response)
         choice = response.choices[0]

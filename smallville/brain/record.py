@@ -133,7 +133,8 @@ class Caching:
         self.inner, self.name = inner, inner.name
         self.ledger = ledger or Ledger()
         settings = {k: v for k, v in inner.describe().items()
-                    if k not in ("max_concurrency", "timeout", "retries", "backoff", "preflight")}
+                    if k not in ("max_concurrency", "concurrency_start", "concurrency_ceiling", "timeout", "retries",
+                                 "backoff", "preflight", "structured_check")}
         self.fingerprint = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
         directory = Path(directory)
         try:

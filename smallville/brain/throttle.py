@@ -1,0 +1,85 @@
+"""How many model calls may be in flight at once: a number the settings pin, or one found
+by additive increase and multiplicative decrease, as TCP finds a link's capacity.
+
+Adaptive, the limit starts at `start` and grows by one with every answer (doubling each
+round of calls) until the first rate limit; from then on by one per round. A 429 or a
+Retry-After halves it, once per round: the other calls of the round that was already in
+flight when it came say nothing new. It stays between 1 and `ceiling`.
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+class Throttle:
+    """`with throttle.slot() as ticket:` around each call; then `ticket.answered()` or
+    `ticket.rate_limited()`."""
+
+    def __init__(self, start: int, ceiling: int, adaptive: bool = True) -> None:
+        self.adaptive = adaptive
+        self.ceiling = ceiling
+        self.limit = float(start if adaptive else ceiling)
+        self.reached = int(self.limit)            # the highest limit so far
+        self.cuts = 0                             # halvings
+        self._in_flight = 0
+        self._round = 0                           # bumped by each halving
+        self._congested = False                   # a rate limit was met: grow slowly from now on
+        self._cond = threading.Condition()
+
+    def slot(self) -> "_Ticket":
+        return _Ticket(self)
+
+    def _enter(self) -> int:
+        with self._cond:
+            self._cond.wait_for(lambda: self._in_flight < int(self.limit))
+            self._in_flight += 1
+            return self._round
+
+    def _exit(self) -> None:
+        with self._cond:
+            self._in_flight -= 1
+            self._cond.notify()
+
+    def _answered(self) -> None:
+        if not self.adaptive:
+            return
+        with self._cond:
+            step = 1.0 / self.limit if self._congested else 1.0
+            self.limit = min(float(self.ceiling), self.limit + step)
+            self.reached = max(self.reached, int(self.limit))
+            self._cond.notify_all()
+
+    def _rate_limited(self, started_in: int) -> None:
+        if not self.adaptive:
+            return
+        with self._cond:
+            self._congested = True
+            if started_in != self._round:          # this round was halved already
+                return
+            self._round += 1
+            self.cuts += 1
+            self.limit = max(1.0, self.limit / 2)
+
+    def describe(self) -> dict:
+        return {"adaptive": self.adaptive, "limit": int(self.limit), "reached": self.reached, "cuts": self.cuts,
+                "ceiling": self.ceiling}
+
+
+class _Ticket:
+    def __init__(self, throttle: Throttle) -> None:
+        self.throttle = throttle
+        self.started_in = 0
+
+    def __enter__(self) -> "_Ticket":
+        self.started_in = self.throttle._enter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.throttle._exit()
+
+    def answered(self) -> None:
+        self.throttle._answered()
+
+    def rate_limited(self) -> None:
+        self.throttle._rate_limited(self.started_in)
