@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import CAFE_TRIO, ROOT
-from llmserver import LLMServer
+from llmserver import SOCIABLE, LLMServer
 from smallville.brain import LLMConfig
 from smallville.continuation import resume_run
 from smallville.runner import run_scenario
@@ -20,15 +20,14 @@ from smallville.scenario import load_scenario
 
 @pytest.fixture
 def server(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)           # a local server needs no key
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    with LLMServer(seed=load_scenario(CAFE_TRIO).seed) as s:
+    with LLMServer(seed=load_scenario(CAFE_TRIO).seed, prefer={**SOCIABLE, "where": "Hobbs Cafe"}) as s:
         yield s
 
 
 def brain(server, **settings) -> LLMConfig:
-    return LLMConfig(**{"model": "openai/test-model", "api_base": server.api_base, "echo_request": True,
-                        "preflight": False, **settings})
+    return LLMConfig(**{"model": "openai/test-model", "api_base": server.api_base, **settings})
 
 
 def run(tmp_path, server, name, budget=None, hours=3, **settings):
@@ -98,7 +97,7 @@ def test_a_stopped_run_resumed_with_more_ends_as_if_never_stopped(tmp_path, serv
 
 def test_the_command_line_stops_with_exit_3_and_says_how_to_go_on(tmp_path, server):
     config = tmp_path / "brain.yaml"
-    config.write_text(f"model: openai/test-model\napi_base: {server.api_base}\necho_request: true\n")
+    config.write_text(f"model: openai/test-model\napi_base: {server.api_base}\n")
     cmd = [sys.executable, "-c", "from smallville.cli import main; raise SystemExit(main())"]
     out = subprocess.run(cmd + ["run", str(CAFE_TRIO), "--brain-config", str(config), "--for", "2h", "--quiet",
                                 "--embedder", "lexical", "--runs-dir", str(tmp_path / "runs"), "--max-requests", "10"],
@@ -123,8 +122,7 @@ def test_an_experiment_limits_each_run_and_lists_the_stopped_ones(tmp_path, serv
     for agent in ("isabella_rodriguez", "maria_lopez", "klaus_mueller"):
         shutil.copy(ROOT / "agents" / f"{agent}.yaml", tmp_path / "agents")
     scenario = (ROOT / "scenarios" / "cafe_trio.yaml").read_text()
-    (tmp_path / "cafe.yaml").write_text(scenario + f"\nbrain:\n  api_base: {server.api_base}\n  echo_request: true\n"
-                                                  "  preflight: false\n")
+    (tmp_path / "cafe.yaml").write_text(scenario + f"\nbrain:\n  api_base: {server.api_base}\n")
     (tmp_path / "exp.yaml").write_text(f"name: budgeted\nscenario: {tmp_path / 'cafe.yaml'}\nduration: 2h\n"
                                        "seeds: [1]\nembedder: lexical\nconditions:\n  model: {brain: openai/test-model}\n"
                                        "  offline: {}\n")

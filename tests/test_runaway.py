@@ -84,22 +84,23 @@ def test_a_conversation_that_never_says_goodbye_ends_at_the_turn_limit():
 
 def test_a_model_run_keeps_each_agent_under_the_ceiling(tmp_path, monkeypatch):
     import json
+    import re
 
     from llmserver import LLMServer
     from smallville.brain import LLMConfig
     from smallville.runner import run_scenario
 
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     scenario = load_scenario(CAFE_TRIO)
     with LLMServer(seed=scenario.seed) as server:
         runs = {}
         for lookahead in (0, 3600):
-            brain = LLMConfig(model="openai/test-model", api_base=server.api_base, echo_request=True, preflight=False,
+            brain = LLMConfig(model="openai/test-model", api_base=server.api_base, preflight=False,
                               max_requests_per_agent_hour=4, lookahead=lookahead)
             before = len(server.bodies)
             runs[lookahead] = run_scenario(scenario, runs_dir=tmp_path / str(lookahead), duration=2 * 3600,
                                            brain=brain, embedder="lexical")
-            sent = [json.loads(b["messages"][-1]["content"].rsplit("REQUEST_JSON: ", 1)[1])["agent"]
+            sent = [re.match(r"(Character|Speaker): ([^,;\n]+)", b["messages"][-1]["content"]).group(2)
                     for b in server.bodies[before:]]
             if lookahead == 0:
                 assert max(sent.count(a) for a in set(sent)) <= 4 * 2          # 4 an hour, for 2 hours

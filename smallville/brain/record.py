@@ -100,6 +100,7 @@ class Replaying:
         out: list[rq.Message | None] = [None] * len(requests)
         self.last_fallbacks = []
         live: list[int] = []
+        learn = getattr(self.fallthrough, "learn", None)
         for i, request in enumerate(requests):
             key = rq.request_key(request)
             entries = self._entries.get(key)
@@ -112,6 +113,8 @@ class Replaying:
             entry = entries[min(self._used[key], len(entries) - 1)]
             self._used[key] += 1
             out[i] = rq.Message.registry[entry["answer"]["kind"]].from_dict(entry["answer"])
+            if learn is not None:        # the live brain goes on knowing what the record answered
+                learn(request, out[i])
             if "fallback" in entry:
                 self.last_fallbacks.append(Fallback(i, request.kind, key, entry["fallback"]))
         if live:
@@ -159,6 +162,10 @@ class Caching:
         if hasattr(self.inner, "preflight"):
             return self.inner.preflight()
         return None
+
+    def learn(self, request: rq.Message, answer: rq.Message) -> None:
+        if hasattr(self.inner, "learn"):
+            self.inner.learn(request, answer)
 
     def _key(self, request: rq.Message) -> str:
         return f"{self.fingerprint}:{rq.request_key(request)}"

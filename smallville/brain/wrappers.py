@@ -33,6 +33,12 @@ class _Wrapper:
         check = getattr(self.inner, "preflight", None)
         return check() if check else None
 
+    def learn(self, request: rq.Message, answer: rq.Message) -> None:
+        """Take note of an answer given elsewhere (a run's record, on resume)."""
+        learn = getattr(self.inner, "learn", None)
+        if learn is not None:
+            learn(request, answer)
+
 
 class Retrying(_Wrapper):
     """Asks again for what failed, up to `retries` times, waiting `backoff` seconds before
@@ -199,6 +205,11 @@ class RatingMemo(_Wrapper):
                 answer = self._rated(requests[i])
             out[i] = answer
         return out  # type: ignore[return-value]
+
+    def learn(self, request: rq.Message, answer: rq.Message) -> None:
+        """Ratings the record gave are known, as if this memo had asked for them."""
+        if isinstance(request, rq.RateImportance) and isinstance(answer, rq.Importance):
+            self._scores.update({(request.agent, t): s for t, s in zip(request.texts, answer.scores)})
 
     def _rated(self, request: rq.RateImportance) -> rq.Importance:
         return rq.Importance(tuple(self._scores[(request.agent, t)] for t in request.texts))
