@@ -10,28 +10,22 @@ that was never interrupted.
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from smallville.errors import RunError
-from smallville.runner import (MANIFEST_SCHEMA, RunResult, _embedder_spec, _Sink, apply_fork, execute,
+from smallville.errors import RunError, UsageError
+from smallville.runner import (RunResult, _embedder_spec, _Sink, apply_fork, execute,
                                keep_scenario, new_run_dir, write_json_atomic)
 from smallville.timefmt import format_sim
 
 
 def _load(run_dir: Path) -> tuple[dict, object]:
+    from smallville.replay.record import read_manifest
     from smallville.scenario import load_scenario
 
-    try:
-        manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise RunError(f"{run_dir} is not a run directory: no readable manifest.json") from None
-    if manifest.get("schema") != MANIFEST_SCHEMA:
-        raise RunError(f"{run_dir}: run format schema {manifest.get('schema')!r} is not supported "
-                       f"(this smallville reads schema {MANIFEST_SCHEMA})")
+    manifest = read_manifest(run_dir)
     copies = sorted((run_dir / "scenario").glob("*.yaml"))
     if not copies:
         raise RunError(f"{run_dir} keeps no copy of its scenario (it was written by an older smallville)")
@@ -86,7 +80,7 @@ def resume_run(run_dir: str | Path, *, extend: float | None = None, on_start=Non
     run_dir = Path(run_dir)
     manifest, scenario = _load(run_dir)
     if manifest.get("status") == "completed" and not extend:
-        raise RunError(f"{run_dir} has completed; to go on, give how much longer: smallville resume {run_dir} --for 1d")
+        raise UsageError(f"{run_dir} has completed; to go on, give how much longer: smallville resume {run_dir} --for 1d")
     sizes = {name: (run_dir / name).stat().st_size if (run_dir / name).exists() else 0
              for name in ("events.jsonl", "answers.jsonl")}
     usable = [c for c in checkpoints(run_dir) if all(c["files"].get(n, 0) <= sizes[n] for n in sizes)]
@@ -120,12 +114,12 @@ def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject:
     parent, scenario = _load(run_dir)
     reached = (datetime.fromisoformat(parent["sim_reached"]) - scenario.start).total_seconds()
     if not 0 < at <= reached:
-        raise RunError(f"cannot fork {run_dir} at {format_sim(scenario.start, at)}: it covers "
-                       f"{parent['sim_start']} to {parent['sim_reached']}")
+        raise UsageError(f"cannot fork {run_dir} at {format_sim(scenario.start, at)}: it covers "
+                         f"{parent['sim_start']} to {parent['sim_reached']}")
     ids = {a.id for a in scenario.agents}
     for agent_id, _ in inject:
         if agent_id not in ids:
-            raise RunError(f"--inject: unknown agent {agent_id!r}; the run has {', '.join(sorted(ids))}")
+            raise UsageError(f"--inject: unknown agent {agent_id!r}; the run has {', '.join(sorted(ids))}")
     brain, ledger = _brain(parent, run_dir, budget)        # the fork's own spending, from nothing
     until = at + duration if duration else parent["duration_s"]
     path = new_run_dir(Path(runs_dir) if runs_dir else run_dir.parent, f"{run_dir.name}-fork", seed or parent["seed"])
@@ -154,8 +148,8 @@ def simulate_to(run_dir: str | Path, at: float | None = None, strict: bool = Fal
     reached = (datetime.fromisoformat(manifest["sim_reached"]) - scenario.start).total_seconds()
     at = reached if at is None else at
     if not 0 <= at <= reached:
-        raise RunError(f"{run_dir} covers {manifest['sim_start']} to {manifest['sim_reached']}; "
-                       f"{format_sim(scenario.start, at)} is outside it")
+        raise UsageError(f"{run_dir} covers {manifest['sim_start']} to {manifest['sim_reached']}; "
+                         f"{format_sim(scenario.start, at)} is outside it")
     if strict:
         from smallville.brain.record import Replaying
 

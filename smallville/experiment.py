@@ -46,7 +46,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from smallville.errors import SmallvilleError
+from smallville.errors import UsageError
 
 ABLATIONS = {"memory": "retrieval", "retrieval": "retrieval", "reflection": "reflection",
              "planning": "planning", "sharing": "sharing"}
@@ -55,8 +55,8 @@ SUMMARY_COLUMNS = ("known_end", "density_end", "attended", "told_and_attended", 
                    "replans", "memories_per_agent")
 
 
-class ExperimentError(SmallvilleError):
-    exit_code = 2
+class ExperimentError(UsageError):
+    """An experiment file or its flags cannot be run as written (exit 2)."""
 
 
 class Rows(list):

@@ -34,7 +34,8 @@ def with_progress(go, start, duration: float, quiet: bool, console: Console | No
     time, then print the summary and where the run is."""
     console = console or Console(stderr=True)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                        TimeElapsedColumn(), console=console, disable=quiet, transient=True)
+                        TimeElapsedColumn(), console=console, disable=quiet or not console.is_terminal,
+                        transient=True)
     seen: dict = {"sim": None, "free_until": 0.0}
 
     with progress:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from smallville import __version__
-from smallville.errors import BrainError, RunError
+from smallville.errors import RunError, SmallvilleError, UsageError
 from smallville.timefmt import format_sim
 
 MANIFEST_SCHEMA = 1
@@ -113,8 +113,8 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
             embedder_api_base = settings.embedding_api_base or settings.api_base
     try:
         the_embedder = make_embedder(embedder, api_base=embedder_api_base)
-    except ValueError as exc:
-        raise BrainError(str(exc)) from None
+    except ValueError as exc:                # an unknown --embedder
+        raise UsageError(str(exc)) from None
     dim = the_embedder.dim                  # a remote embedder is reached here, before any file is written
     path = new_run_dir(Path(runs_dir), Path(scenario.path).stem, seed)
     manifest = {
@@ -331,12 +331,12 @@ def _final(sim) -> dict:
 
 def _recorded_manifest(run_dir: str | Path) -> dict:
     """The manifest of a run to replay (its seed, duration and embedder are the defaults)."""
-    path = Path(run_dir) / "manifest.json"
+    from smallville.replay.record import read_manifest
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RunError(f"cannot replay from {run_dir}: no readable manifest ({path}): "
-                       f"{getattr(exc, 'strerror', None) or exc}") from None
+        return read_manifest(run_dir)
+    except SmallvilleError as exc:
+        raise type(exc)(f"--replay-from: {exc}") from None
 
 
 def _embedder_spec(manifest: dict) -> str | None:

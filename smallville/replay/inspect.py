@@ -7,12 +7,12 @@ Both work on a re-simulation in memory (`continuation.simulate_to`), never on th
 from __future__ import annotations
 
 from smallville.brain import requests as rq
-from smallville.errors import SmallvilleError
+from smallville.errors import UsageError
 
 
 def _agent(sim, agent_id: str):
     if agent_id not in sim.agents:
-        raise SmallvilleError(f"unknown agent {agent_id!r}; the run has {', '.join(sorted(sim.agents))}")
+        raise UsageError(f"unknown agent {agent_id!r}; the run has {', '.join(sorted(sim.agents))}")
     return sim.agents[agent_id]
 
 
