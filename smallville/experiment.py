@@ -288,15 +288,16 @@ def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | N
 
     executor "process" runs them in a local pool of `workers` processes; "ray" as Ray tasks, on
     the cluster at `address` (else RAY_ADDRESS, else a local Ray of `workers` CPUs)."""
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from smallville.tables import make_console
 
     if address and executor != "ray":
         raise ExperimentError(f"a Ray address ({address}) is for the ray executor: add --executor ray")
     out = Path(out) if out is not None else exp.out
     out.mkdir(parents=True, exist_ok=True)
     workers = workers or exp.workers or 1
-    console = console or Console(stderr=True)
+    console = console or make_console(stderr=True)
     jobs, skipped = [], []
     for cond, seed in exp.slots():
         slot = slot_name(cond.name, seed)
@@ -475,10 +476,9 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
 
 
 def print_summary(summary: list[dict], console=None) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from smallville.tables import Table, make_console, print_table
 
-    console = console or Console()
+    console = console or make_console()
     keys: list[str] = []
     for r in summary:
         for k in r:
@@ -488,12 +488,12 @@ def print_summary(summary: list[dict], console=None) -> None:
     table = Table(title="Summary: mean ± standard deviation per condition")
     table.add_column("metric")
     for r in summary:
-        table.add_column(r["condition"], justify="right", overflow="fold")
+        table.add_column(r["condition"], justify="right")
     table.add_row("runs", *(str(r["runs"]) for r in summary))
     for k in keys:
         table.add_row(k.replace("_", " "),
                       *(f"{r[k + '_mean']:.2f} ± {r[k + '_std']:.2f}" if k + "_mean" in r else "" for r in summary))
-    console.print(table)
+    print_table(console, table)
 
 
 def load_results(path: str | Path) -> Rows:
