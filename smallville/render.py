@@ -209,6 +209,11 @@ def print_inspection(command: str, out, console: Console | None = None) -> None:
             console.print(f" • {escape(r['text'])}")
             for b in r["because"]:
                 console.print(f"     [dim]<- #{b['id']} {escape(b['text'])}[/]")
+    if out["relationships"]:
+        console.print("[bold]Relationships[/]")
+        for other, r in out["relationships"].items():
+            talks = f" [dim](talked {r['talks']} time{'' if r['talks'] == 1 else 's'})[/]" if r["talks"] else ""
+            console.print(f" • {escape(r.get('name') or other)}: {escape(r['view'])}{talks}")
 
 
 def _plan_groups(out: dict) -> list[list]:

@@ -163,6 +163,44 @@ Relationship network: 0 -> 1 pairs, density 0.0 -> 0.3333 (1 pairs talked)
 Brain requests: 3 (react 1, speak 2)"""
 
 
+INSPECTION = {
+    "agent": "maria_lopez", "name": "Maria Lopez", "time": "2023-02-13 10:00", "area": "Oak Hill College / classroom",
+    "tile": [18, 19], "status": "acting", "activity": "attending physics lectures", "knows": ["party"], "memories": 33,
+    "plan": [["09:08", "11:52", "attending physics lectures", "Oak Hill College / classroom"],
+             ["11:52", "13:20", "having lunch and a coffee at Hobbs Cafe", "Hobbs Cafe / cafe"]],
+    "now": ["09:08", "11:52", "attending physics lectures"], "next": [], "query": "attending physics lectures",
+    "recall": [{"id": 3, "kind": "observation", "text": "Klaus Mueller is attending a sociology seminar",
+                "score": 2.08, "recency": 1.0, "importance": 0.33, "relevance": 0.74},
+               {"id": 7, "kind": "seed", "score": 1.89, "recency": 0.89, "importance": 1.0, "relevance": 0.0,
+                "text": "[note to self] the electromagnetism problem set is due on Wednesday morning"}],
+    "reflections": [],
+    "relationships": {"ayesha_khan": {"name": None, "view": "a dormmate who lends her novels", "talks": 0},
+                      "klaus_mueller": {"name": "Klaus Mueller", "view": "a thoughtful classmate", "talks": 1}},
+}
+
+
+def test_inspect_shows_the_plan_recall_and_relationships():
+    assert render(lambda c: print_inspection("inspect", INSPECTION, c)) == """\
+Maria Lopez at 2023-02-13 10:00: attending physics lectures (acting), Oak Hill
+College / classroom [18, 19]; 33 memories; knows: party
+Plan
+ ▶ 09:08-11:52 attending physics lectures (Oak Hill College / classroom)
+   11:52-13:20 having lunch and a coffee at Hobbs Cafe (Hobbs Cafe / cafe)
+                    Recalled for: attending physics lectures
+┏━━━━━━━┳━━━━━━┳━━━━━━┳━━━━━━┳━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓
+┃ score ┃ rec  ┃ imp  ┃ rel  ┃ kind        ┃ memory                            ┃
+┡━━━━━━━╇━━━━━━╇━━━━━━╇━━━━━━╇━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩
+│ 2.08  │ 1.00 │ 0.33 │ 0.74 │ observation │ Klaus Mueller is attending a      │
+│       │      │      │      │             │ sociology seminar                 │
+│ 1.89  │ 0.89 │ 1.00 │ 0.00 │ seed        │ [note to self] the                │
+│       │      │      │      │             │ electromagnetism problem set is   │
+│       │      │      │      │             │ due on Wednesday morning          │
+└───────┴──────┴──────┴──────┴─────────────┴───────────────────────────────────┘
+Relationships
+ • ayesha_khan: a dormmate who lends her novels
+ • Klaus Mueller: a thoughtful classmate (talked 1 time)"""
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     from smallville.runner import run_scenario
@@ -188,5 +226,6 @@ def test_piped_output_is_plain_and_whole(run, columns, width):
         assert "\x1b" not in text and "…" not in text
         tables = [line for line in text.splitlines() if line[:1] in "┏┃┡│└"]
         assert tables and all(len(line) <= width for line in tables)
-    first = piped("inspect", run, "--agent", "ann_lee", columns=columns).splitlines()[0]
-    assert len(first) > width and first.startswith("Ann Lee at 2023-02-13 10:00: ")     # prose is not broken
+    lines = piped("inspect", run, "--agent", "ann_lee", columns=columns).splitlines()
+    assert len(lines[0]) > width and lines[0].startswith("Ann Lee at 2023-02-13 10:00: ")   # prose is not broken
+    assert lines[-2:] == ["Relationships", " • Bob Ray: a neighbour who talks too much"]
