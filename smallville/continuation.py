@@ -64,10 +64,15 @@ def _embedder(manifest: dict):
     return make_embedder(_embedder_spec(manifest) or "use")
 
 
-def _truncate(path: Path, size: int) -> None:
-    if path.exists():
-        with open(path, "r+b") as f:
-            f.truncate(size)
+def _truncate(path: Path, size: int) -> tuple[int, int]:
+    """Cut a log back to `size` bytes: (whole lines cut, torn lines cut, 0 or 1)."""
+    if not path.exists():
+        return 0, 0
+    with open(path, "r+b") as f:
+        f.seek(size)
+        tail = f.read()
+        f.truncate(size)
+    return tail.count(b"\n"), int(bool(tail) and not tail.endswith(b"\n"))
 
 
 def resume_run(run_dir: str | Path, *, extend: float | None = None, on_start=None, on_step=None,
@@ -87,8 +92,8 @@ def resume_run(run_dir: str | Path, *, extend: float | None = None, on_start=Non
     last = usable[-1] if usable else None       # one whose files reach past a lost tail is no good
     start = last["t"] if last else 0.0
     files = last["files"] if last else {}
-    _truncate(run_dir / "events.jsonl", files.get("events.jsonl", 0))
-    _truncate(run_dir / "answers.jsonl", files.get("answers.jsonl", 0))
+    events, torn_event = _truncate(run_dir / "events.jsonl", files.get("events.jsonl", 0))
+    answers, torn_answer = _truncate(run_dir / "answers.jsonl", files.get("answers.jsonl", 0))
     for folder in (run_dir / "checkpoints").glob("*"):
         if folder.name == "memory" or folder.name.startswith(".") or float(folder.name) > start:
             shutil.rmtree(folder)
@@ -96,8 +101,10 @@ def resume_run(run_dir: str | Path, *, extend: float | None = None, on_start=Non
     until = manifest["duration_s"] + (extend or 0.0)
     manifest.pop("budget_stop", None)
     manifest.update(status="running", duration_s=until, sim_end=format_sim(scenario.start, until))
-    manifest.setdefault("resumed", []).append({"from": format_sim(scenario.start, start),
-                                               "wall": datetime.now().isoformat(timespec="seconds")})
+    manifest.setdefault("resumed", []).append({
+        "from": format_sim(scenario.start, start), "wall": datetime.now().isoformat(timespec="seconds"),
+        "checkpoint": last is not None, "restored": None,        # re-simulated from the start to `from`
+        "cut": {"events": events, "answers": answers, "torn": torn_event + torn_answer}})
     manifest["wall"] = {"started": datetime.now().isoformat(timespec="seconds")}
     write_json_atomic(run_dir / "manifest.json", manifest)
     return execute(scenario, brain, _embedder(manifest), manifest["seed"], run_dir, manifest, until,
@@ -124,7 +131,8 @@ def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject:
     until = at + duration if duration else parent["duration_s"]
     path = new_run_dir(Path(runs_dir) if runs_dir else run_dir.parent, f"{run_dir.name}-fork", seed or parent["seed"])
     fork = {"t": at, "at": format_sim(scenario.start, at), "seed": seed, "inject": [list(i) for i in inject],
-            "parent": {"run_id": parent["run_id"], "path": str(run_dir)}}
+            "parent": {"run_id": parent["run_id"], "path": str(run_dir)},
+            "restored": None}                                   # re-simulated from the start to `at`
     manifest = {k: v for k, v in parent.items() if k in ("schema", "scenario", "seed", "brain", "embedder",
                                                          "agents", "sim_start", "smallville_version", "python")}
     manifest.update(run_id=path.name, status="running", fork=fork, duration_s=until,

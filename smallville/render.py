@@ -7,6 +7,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.markup import escape
 from rich.text import Text
 
+from smallville.opening import opening
 from smallville.runner import RunResult, run_scenario
 from smallville.tables import Table, make_console, print_table
 from smallville.timefmt import format_sim
@@ -43,12 +44,11 @@ def with_progress(go, start, duration: float, quiet: bool, console: Console | No
     with progress:
         task = progress.add_task("starting", total=duration)
 
-        def on_start(sim, path) -> None:
+        def on_start(sim, path, manifest) -> None:
             seen["sim"] = sim
             if not quiet:
-                console.print(f"[bold]{sim.scenario.name}[/]: {len(sim.agents)} agents, "
-                              f"until {format_sim(start, duration)} from {format_sim(start, 0)}, seed {sim.seed}, "
-                              f"brain {sim.brain.name}, embedder {sim.embedder.name}; writing {path}")
+                console.print(opening(manifest, path, sim.brain.name, sim.embedder.name), markup=False,
+                              highlight=False)
 
         def on_step(now: float) -> None:
             progress.update(task, completed=now, description=f"simulated {format_sim(start, now)}"

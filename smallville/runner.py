@@ -187,7 +187,8 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
     changes history at its time. `config` (a SimConfig) defaults to the one the manifest
     records, if any (a resumed or forked run keeps its parent's knobs), else the paper's.
     `ceiling` (model runs) caps each agent's requests per simulated hour; by default the
-    brain settings' `max_requests_per_agent_hour` the manifest records."""
+    brain settings' `max_requests_per_agent_hour` the manifest records. `on_start(sim, path,
+    manifest)` is called once the simulation is built, before it runs."""
     from smallville.brain.budget import BudgetExhausted, Spend
     from smallville.brain.record import RECORD, Recording
     from smallville.checkpoint import fault_point, digest, sim_state, write_checkpoint
@@ -218,7 +219,7 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
         manifest["config"] = sim.config.to_dict()
         sim.ledger = ledger                            # for live spend in progress displays
         if on_start:
-            on_start(sim, path)
+            on_start(sim, path, manifest)
 
         def step(now: float) -> None:
             if replay_to and now == replay_to:
