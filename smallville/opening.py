@@ -28,7 +28,7 @@ def opening(manifest: dict, path, brain: str, embedder: str) -> str:
 
 def _forked(fork: dict, seed: int, end: str) -> str:
     at = parse_datetime(fork["at"])
-    told = f", {_count(len(fork['inject']), 'injected thought')}" if fork.get("inject") else ""
+    told = f", {count(len(fork['inject']), 'injected thought')}" if fork.get("inject") else ""
     seeded = f"seed {fork['seed']} from the fork on" if fork.get("seed") is not None else f"seed {seed}"
     return (f"forked from {fork['parent']['run_id']} at {_when(at)} ({_rebuilt(at, fork.get('restored'))}){told}; "
             f"{seeded}, to {end}")
@@ -42,8 +42,8 @@ def _resuming(resumed: dict, end: str) -> str:
             + _cut(resumed.get("cut") or {}, " past the checkpoint"))
 
 
-def _count(n: int, thing: str) -> str:
-    """`1 torn line`, `3 torn lines`."""
+def count(n: int, thing: str) -> str:
+    """A number and a noun that agrees with it: `1 torn line`, `3 torn lines`."""
     return f"{n:,} {thing}{'' if n == 1 else 's'}"
 
 
@@ -65,7 +65,7 @@ def _rebuilt(at: datetime, restored: str | None) -> str:
 
 def _cut(cut: dict, where: str) -> str:
     """What a resume cut from the end of the logs, to write it again."""
-    parts = [_count(n, thing) for n, thing in ((cut.get("torn", 0), "torn line"), (cut.get("events", 0), "event"),
+    parts = [count(n, thing) for n, thing in ((cut.get("torn", 0), "torn line"), (cut.get("events", 0), "event"),
                                              (cut.get("answers", 0), "recorded answer")) if n]
     if not parts:
         return ""

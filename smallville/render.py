@@ -7,7 +7,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.markup import escape
 from rich.text import Text
 
-from smallville.opening import opening
+from smallville.opening import count, opening
 from smallville.runner import RunResult, run_scenario
 from smallville.tables import Table, make_console, print_table
 from smallville.timefmt import format_sim
@@ -212,7 +212,7 @@ def print_inspection(command: str, out, console: Console | None = None) -> None:
     if out["relationships"]:
         console.print("[bold]Relationships[/]")
         for other, r in out["relationships"].items():
-            talks = f" [dim](talked {r['talks']} time{'' if r['talks'] == 1 else 's'})[/]" if r["talks"] else ""
+            talks = f" [dim](talked {count(r['talks'], 'time')})[/]" if r["talks"] else ""
             console.print(f" • {escape(r.get('name') or other)}: {escape(r['view'])}{talks}")
 
 
