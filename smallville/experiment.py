@@ -218,7 +218,9 @@ def _condition(name: str, spec: dict, default_brain, path: Path) -> Condition:
 
 
 def slot_name(condition: str, seed: int) -> str:
-    return f"{condition}-seed{seed}"
+    from smallville.runner import seed_label
+
+    return f"{condition}-{seed_label(seed)}"
 
 
 FINISHED = ("completed", "budget_exhausted")      # a run stopped by its budget is finished too

@@ -34,10 +34,16 @@ def write_json_atomic(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def seed_label(seed: int) -> str:
+    """`seed7`, and `seed_neg7` for -7: a run id's parts are split by hyphens, and `seed-7`
+    would read as seed 7."""
+    return f"seed{seed}" if seed >= 0 else f"seed_neg{-seed}"
+
+
 def new_run_dir(runs_dir: Path, stem: str, seed: int) -> Path:
     """A fresh, unique run folder named after the scenario, seed and wall-clock time."""
     runs_dir.mkdir(parents=True, exist_ok=True)
-    base = f"{stem}-seed{seed}-{datetime.now():%Y%m%d-%H%M%S}"
+    base = f"{stem}-{seed_label(seed)}-{datetime.now():%Y%m%d-%H%M%S}"
     path, n = runs_dir / base, 1
     while True:
         try:

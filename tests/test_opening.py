@@ -1,4 +1,4 @@
-"""What a run says it does when it starts: a new run, a fork, a resumed run."""
+"""What a run says it does when it starts (a new run, a fork, a resumed run), and what it is called."""
 
 from __future__ import annotations
 
@@ -104,3 +104,16 @@ def test_resume_says_which_checkpoint_and_what_it_cut(tmp_path):
     resumed = json.loads((run / "manifest.json").read_text())["resumed"]
     assert resumed == [{"from": "2023-02-13 09:00:00", "wall": resumed[0]["wall"], "checkpoint": True,
                         "restored": None, "cut": {"events": events, "answers": answers, "torn": 1}}]
+
+
+def test_a_negative_seed_is_never_read_as_a_positive_one(tmp_path):
+    from smallville.experiment import slot_name
+    from smallville.runner import seed_label
+
+    assert [seed_label(s) for s in (7, 0, -1, -12)] == ["seed7", "seed0", "seed_neg1", "seed_neg12"]
+    assert slot_name("full", -2) == "full-seed_neg2"
+    result = smallville("run", TINY, "--for", "1h", "--seed", "-3", "--embedder", "lexical", "--runs-dir", tmp_path,
+                        "--quiet")
+    assert result.returncode == 0, result.stderr
+    (run,) = tmp_path.iterdir()
+    assert run.name.startswith("tiny-seed_neg3-") and json.loads((run / "manifest.json").read_text())["seed"] == -3
