@@ -117,3 +117,16 @@ def test_a_negative_seed_is_never_read_as_a_positive_one(tmp_path):
     assert result.returncode == 0, result.stderr
     (run,) = tmp_path.iterdir()
     assert run.name.startswith("tiny-seed_neg3-") and json.loads((run / "manifest.json").read_text())["seed"] == -3
+
+
+def test_the_readme_shows_the_real_opening_line(tmp_path):
+    """The default town's first line, as the README shows it (the run is killed once it has begun)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (shown,) = [line for line in readme.splitlines() if line.startswith("The Ville: 25 agents, ")]
+    result = subprocess.run([sys.executable, "-m", "smallville", "run", str(ROOT / "scenarios" / "the_ville.yaml")],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/"),
+                                 "SMALLVILLE_FAULT": "kill-at:3600"})
+    assert result.returncode == -9
+    (run,) = (tmp_path / "runs").iterdir()
+    assert result.stderr.splitlines()[0] == shown.replace("the_ville-seed7-20260213-090000", run.name)

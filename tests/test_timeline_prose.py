@@ -98,3 +98,9 @@ def test_no_event_of_a_real_run_is_shown_as_a_dict(trio):
     assert sum(" walks to " in line for line in lines) == across
     assert sum(" moves within " in line for line in lines) == within
     assert sum(" walks to " in line or " moves within " in line for line in timeline(trio)) == across
+
+
+def test_the_readme_sample_is_what_cafe_trio_prints(trio):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    sample = [line.strip() for line in readme.splitlines() if line.startswith("    2023-02-13 ")]
+    assert len(sample) == 3 and set(sample) <= set(timeline(trio))
