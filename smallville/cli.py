@@ -319,7 +319,7 @@ def _ask(args) -> int:
     run = load_run(args.run_dir)
     agent = getattr(args, "agent", None)
     _known_agent(run, agent)
-    sim = simulate_to(args.run_dir, _sim_time(run, args.at, "--at", within=True))
+    sim = simulate_to(args.run_dir, _sim_time(run, args.at, "--at"))        # it refuses a time outside the run
     if args.command == "interview":
         out = look.interview(sim, args.agent, args.question)
     elif agent:

@@ -119,10 +119,10 @@ def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject:
     goes its own way: with another seed, and thoughts injected into agents' heads."""
     run_dir = Path(run_dir)
     parent, scenario = _load(run_dir)
-    reached = (datetime.fromisoformat(parent["sim_reached"]) - scenario.start).total_seconds()
+    reached = _reached(run_dir, parent, scenario)
     if not 0 < at <= reached:
         raise UsageError(f"cannot fork {run_dir} at {format_sim(scenario.start, at)}: it covers "
-                         f"{parent['sim_start']} to {parent['sim_reached']}")
+                         f"{parent['sim_start']} to {format_sim(scenario.start, reached)}")
     ids = {a.id for a in scenario.agents}
     for agent_id, _ in inject:
         if agent_id not in ids:
@@ -144,6 +144,17 @@ def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject:
                    on_start=on_start, on_step=on_step, checkpoint_every=checkpoint_every, fork=fork)
 
 
+def _reached(run_dir: Path, manifest: dict, scenario) -> float:
+    """Seconds since the start that the run covers: where it ended, or, for a run that died
+    without saying (killed, a power cut), its last checkpoint: all before it is on record."""
+    from smallville.checkpoint import checkpoints
+
+    if manifest.get("sim_reached"):
+        return (datetime.fromisoformat(manifest["sim_reached"]) - scenario.start).total_seconds()
+    saved = checkpoints(run_dir)
+    return saved[-1]["t"] if saved else 0.0
+
+
 def simulate_to(run_dir: str | Path, at: float | None = None, strict: bool = False):
     """The run's simulation at `at` seconds since its start (default: where the run got to),
     re-simulated in memory: nothing of the run is written or changed. `strict`: answers
@@ -153,11 +164,11 @@ def simulate_to(run_dir: str | Path, at: float | None = None, strict: bool = Fal
 
     run_dir = Path(run_dir)
     manifest, scenario = _load(run_dir)
-    reached = (datetime.fromisoformat(manifest["sim_reached"]) - scenario.start).total_seconds()
+    reached = _reached(run_dir, manifest, scenario)
     at = reached if at is None else at
     if not 0 <= at <= reached:
-        raise UsageError(f"{run_dir} covers {manifest['sim_start']} to {manifest['sim_reached']}; "
-                         f"{format_sim(scenario.start, at)} is outside it")
+        raise UsageError(f"{format_sim(scenario.start, at)} is outside the time {run_dir} covers: "
+                         f"{manifest['sim_start']} to {format_sim(scenario.start, reached)}")
     if strict:
         from smallville.brain.record import Replaying
 

@@ -26,9 +26,10 @@ def run(tmp_path_factory):
     return run_scenario(load_scenario(TINY), runs_dir=runs, duration=2 * 3600, embedder="lexical").path
 
 
-def smallville(*args, cwd=ROOT):
+def smallville(*args, cwd=ROOT, env=None):
     """The command line as a user runs it: its own process, a clean environment."""
-    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           **(env or {})}
     return subprocess.run([sys.executable, "-m", "smallville", *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
@@ -58,9 +59,10 @@ BAD_INPUT = [
     (["inspect", "RUN", "--agent", "nobody"], "smallville: error: unknown agent 'nobody' in RUN: it has ann_lee, bob_ray"),
     (["inspect", "RUN", "--at", "Feb 14"], "smallville: error: --at: bad date-time 'Feb 14'"),
     (["inspect", "RUN", "--at", "2023-02-13 10:00"],
-     "smallville: error: --at 2023-02-13 10:00: RUN covers 2023-02-13 07:00:00 to 2023-02-13 09:00:00"),
+     "smallville: error: 2023-02-13 10:00:00 is outside the time RUN covers: 2023-02-13 07:00:00 to 2023-02-13 09:00:00"),
     (["interview", "RUN", "nobody", "hi?"], "smallville: error: unknown agent 'nobody' in RUN"),
-    (["interview", "RUN", "ann_lee", "hi?", "--at", "2023-02-12 08:00"], "smallville: error: --at 2023-02-12 08:00: RUN covers"),
+    (["interview", "RUN", "ann_lee", "hi?", "--at", "2023-02-12 08:00"],
+     "smallville: error: 2023-02-12 08:00:00 is outside the time RUN covers"),
     (["validate", "missing.yaml"], "missing.yaml: cannot read file: No such file or directory"),
     (["replay", "RUN", "--agent", "nobody"], "smallville: error: unknown agent 'nobody' in RUN"),
     (["replay", "RUN", "--at", "2023-02-20 09:00"], "smallville: error: --at 2023-02-20 09:00: RUN covers"),
@@ -139,3 +141,16 @@ def test_a_missing_file_has_no_made_up_position(tmp_path):
     broken = tmp_path / "latin1.yaml"
     broken.write_bytes(b"name: Caf\xe9\n")
     assert smallville("validate", broken).stderr == f"{broken}:1:10: the file is not UTF-8 text (byte 9)\n"
+
+
+def test_a_run_killed_mid_way_is_inspected_up_to_its_last_checkpoint(tmp_path, capsys):
+    killed = smallville("run", TINY, "--for", "3h", "--embedder", "lexical", "--runs-dir", tmp_path, "--quiet",
+                        env={"SMALLVILLE_FAULT": "kill-at:9000"})
+    assert killed.returncode == -9
+    (run,) = tmp_path.iterdir()
+    assert exit_of(["inspect", run, "--agent", "ann_lee", "--json"], capsys)[0] == 0
+    code, err = exit_of(["interview", run, "ann_lee", "hi?", "--at", "2023-02-13 09:30"], capsys)
+    assert (code, err) == (2, f"smallville: error: 2023-02-13 09:30:00 is outside the time {run} covers: "
+                              "2023-02-13 07:00:00 to 2023-02-13 09:00:00\n")
+    code, err = exit_of(["fork", run, "--at", "2023-02-13 09:30"], capsys)
+    assert code == 2 and err.endswith("it covers 2023-02-13 07:00:00 to 2023-02-13 09:00:00\n")
