@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from smallville import __version__
-from smallville.errors import ScenarioError, SmallvilleError
+from smallville.errors import ScenarioError, SmallvilleError, UsageError
 
 
 def _duration(text: str) -> float:
@@ -248,14 +248,15 @@ def _replay(args) -> int:
         args.html.write_text(render_page(run), encoding="utf-8")
         print(f"wrote {args.html}")
         return 0
-    if args.agent and args.agent not in run.agents:
-        raise SmallvilleError(f"unknown agent {args.agent!r} in {args.run_dir}: "
-                              f"it has {', '.join(sorted(run.agents))}")
-    since, until = (_sim_time(run, args.at, "--at") or 0.0), _sim_time(run, args.until, "--until")
+    _known_agent(run, args.agent)
+    since = _sim_time(run, args.at, "--at", within=True) or 0.0
+    until = _sim_time(run, args.until, "--until")
+    if until is not None and until < since:
+        raise UsageError(f"--until {args.until} comes before the start of the replay")
     live = args.format == "live" or (args.format is None and sys.stdout.isatty() and sys.stdin.isatty())
     if live:
         if not (sys.stdout.isatty() and sys.stdin.isatty()):
-            raise SmallvilleError("--format live needs a terminal; use --format text in pipes and scripts")
+            raise UsageError("--format live needs a terminal; use --format text in pipes and scripts")
         from smallville.replay.live import play
 
         play(run, since, args.agent, args.speed, args.paused)
@@ -270,16 +271,12 @@ def _replay(args) -> int:
 
 def _continue(args) -> int:
     """`resume` and `fork`."""
-    import json
-
     from smallville import continuation, render
+    from smallville.replay.record import read_manifest
     from smallville.timefmt import parse_datetime
 
-    try:
-        manifest = json.loads((args.run_dir / "manifest.json").read_text(encoding="utf-8"))
-        start = parse_datetime(manifest["sim_start"])
-    except (OSError, ValueError, KeyError):
-        raise SmallvilleError(f"{args.run_dir} is not a run directory: no readable manifest.json") from None
+    manifest = read_manifest(args.run_dir)
+    start = parse_datetime(manifest["sim_start"])
     if args.command == "resume":
         until = manifest["duration_s"] + (args.duration or 0.0)
 
@@ -287,10 +284,7 @@ def _continue(args) -> int:
             return continuation.resume_run(args.run_dir, extend=args.duration, on_start=on_start, on_step=on_step,
                                            budget=_budget(args))
     else:
-        try:
-            at = (parse_datetime(args.at) - start).total_seconds()
-        except ValueError as exc:
-            raise SmallvilleError(f"--at: {exc}") from None
+        at = _seconds_since(start, args.at, "--at")
         until = at + args.duration if args.duration else manifest["duration_s"]
 
         def go(on_start, on_step):
@@ -324,9 +318,8 @@ def _ask(args) -> int:
 
     run = load_run(args.run_dir)
     agent = getattr(args, "agent", None)
-    if agent and agent not in run.agents:
-        raise SmallvilleError(f"unknown agent {agent!r} in {args.run_dir}: it has {', '.join(sorted(run.agents))}")
-    sim = simulate_to(args.run_dir, _sim_time(run, args.at, "--at"))
+    _known_agent(run, agent)
+    sim = simulate_to(args.run_dir, _sim_time(run, args.at, "--at"))        # it refuses a time outside the run
     if args.command == "interview":
         out = look.interview(sim, args.agent, args.question)
     elif agent:
@@ -343,16 +336,33 @@ def _ask(args) -> int:
     return 0
 
 
-def _sim_time(run, text: str | None, flag: str) -> float | None:
-    """Seconds since the run's start of a `YYYY-MM-DD HH:MM` given on the command line."""
+def _known_agent(run, agent: str | None) -> None:
+    if agent and agent not in run.agents:
+        raise UsageError(f"unknown agent {agent!r} in {run.path}: it has {', '.join(sorted(run.agents))}")
+
+
+def _sim_time(run, text: str | None, flag: str, within: bool = False) -> float | None:
+    """Seconds since the run's start of a `YYYY-MM-DD HH:MM` given on the command line;
+    `within`: it must lie in the time the run covers."""
     if text is None:
         return None
     from smallville.timefmt import parse_datetime
 
+    first = run.manifest["sim_start"]
+    last = run.manifest.get("sim_reached") or (run.events[-1]["time"] if run.events else first)
+    seconds = _seconds_since(parse_datetime(first), text, flag)
+    if within and not parse_datetime(first) <= parse_datetime(text) <= parse_datetime(last):
+        raise UsageError(f"{flag} {text}: {run.path} covers {first} to {last}")
+    return seconds
+
+
+def _seconds_since(start, text: str, flag: str) -> float:
+    from smallville.timefmt import parse_datetime
+
     try:
-        return (parse_datetime(text) - parse_datetime(run.manifest["sim_start"])).total_seconds()
+        return (parse_datetime(text) - start).total_seconds()
     except ValueError as exc:
-        raise SmallvilleError(f"{flag}: {exc}") from None
+        raise UsageError(f"{flag}: {exc}") from None
 
 
 def _metrics(args) -> int:

@@ -10,28 +10,22 @@ that was never interrupted.
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from smallville.errors import RunError
-from smallville.runner import (MANIFEST_SCHEMA, RunResult, _embedder_spec, _Sink, apply_fork, execute,
+from smallville.errors import RunError, UsageError
+from smallville.runner import (RunResult, _embedder_spec, _Sink, apply_fork, execute,
                                keep_scenario, new_run_dir, write_json_atomic)
 from smallville.timefmt import format_sim
 
 
 def _load(run_dir: Path) -> tuple[dict, object]:
+    from smallville.replay.record import read_manifest
     from smallville.scenario import load_scenario
 
-    try:
-        manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise RunError(f"{run_dir} is not a run directory: no readable manifest.json") from None
-    if manifest.get("schema") != MANIFEST_SCHEMA:
-        raise RunError(f"{run_dir}: run format schema {manifest.get('schema')!r} is not supported "
-                       f"(this smallville reads schema {MANIFEST_SCHEMA})")
+    manifest = read_manifest(run_dir)
     copies = sorted((run_dir / "scenario").glob("*.yaml"))
     if not copies:
         raise RunError(f"{run_dir} keeps no copy of its scenario (it was written by an older smallville)")
@@ -70,10 +64,15 @@ def _embedder(manifest: dict):
     return make_embedder(_embedder_spec(manifest) or "use")
 
 
-def _truncate(path: Path, size: int) -> None:
-    if path.exists():
-        with open(path, "r+b") as f:
-            f.truncate(size)
+def _truncate(path: Path, size: int) -> tuple[int, int]:
+    """Cut a log back to `size` bytes: (whole lines cut, torn lines cut, 0 or 1)."""
+    if not path.exists():
+        return 0, 0
+    with open(path, "r+b") as f:
+        f.seek(size)
+        tail = f.read()
+        f.truncate(size)
+    return tail.count(b"\n"), int(bool(tail) and not tail.endswith(b"\n"))
 
 
 def resume_run(run_dir: str | Path, *, extend: float | None = None, on_start=None, on_step=None,
@@ -86,15 +85,15 @@ def resume_run(run_dir: str | Path, *, extend: float | None = None, on_start=Non
     run_dir = Path(run_dir)
     manifest, scenario = _load(run_dir)
     if manifest.get("status") == "completed" and not extend:
-        raise RunError(f"{run_dir} has completed; to go on, give how much longer: smallville resume {run_dir} --for 1d")
+        raise UsageError(f"{run_dir} has completed; to go on, give how much longer: smallville resume {run_dir} --for 1d")
     sizes = {name: (run_dir / name).stat().st_size if (run_dir / name).exists() else 0
              for name in ("events.jsonl", "answers.jsonl")}
     usable = [c for c in checkpoints(run_dir) if all(c["files"].get(n, 0) <= sizes[n] for n in sizes)]
     last = usable[-1] if usable else None       # one whose files reach past a lost tail is no good
     start = last["t"] if last else 0.0
     files = last["files"] if last else {}
-    _truncate(run_dir / "events.jsonl", files.get("events.jsonl", 0))
-    _truncate(run_dir / "answers.jsonl", files.get("answers.jsonl", 0))
+    events, torn_event = _truncate(run_dir / "events.jsonl", files.get("events.jsonl", 0))
+    answers, torn_answer = _truncate(run_dir / "answers.jsonl", files.get("answers.jsonl", 0))
     for folder in (run_dir / "checkpoints").glob("*"):
         if folder.name == "memory" or folder.name.startswith(".") or float(folder.name) > start:
             shutil.rmtree(folder)
@@ -102,8 +101,10 @@ def resume_run(run_dir: str | Path, *, extend: float | None = None, on_start=Non
     until = manifest["duration_s"] + (extend or 0.0)
     manifest.pop("budget_stop", None)
     manifest.update(status="running", duration_s=until, sim_end=format_sim(scenario.start, until))
-    manifest.setdefault("resumed", []).append({"from": format_sim(scenario.start, start),
-                                               "wall": datetime.now().isoformat(timespec="seconds")})
+    manifest.setdefault("resumed", []).append({
+        "from": format_sim(scenario.start, start), "wall": datetime.now().isoformat(timespec="seconds"),
+        "checkpoint": last is not None, "restored": None,        # re-simulated from the start to `from`
+        "cut": {"events": events, "answers": answers, "torn": torn_event + torn_answer}})
     manifest["wall"] = {"started": datetime.now().isoformat(timespec="seconds")}
     write_json_atomic(run_dir / "manifest.json", manifest)
     return execute(scenario, brain, _embedder(manifest), manifest["seed"], run_dir, manifest, until,
@@ -118,19 +119,20 @@ def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject:
     goes its own way: with another seed, and thoughts injected into agents' heads."""
     run_dir = Path(run_dir)
     parent, scenario = _load(run_dir)
-    reached = (datetime.fromisoformat(parent["sim_reached"]) - scenario.start).total_seconds()
+    reached = _reached(run_dir, parent, scenario)
     if not 0 < at <= reached:
-        raise RunError(f"cannot fork {run_dir} at {format_sim(scenario.start, at)}: it covers "
-                       f"{parent['sim_start']} to {parent['sim_reached']}")
+        raise UsageError(f"cannot fork {run_dir} at {format_sim(scenario.start, at)}: it covers "
+                         f"{parent['sim_start']} to {format_sim(scenario.start, reached)}")
     ids = {a.id for a in scenario.agents}
     for agent_id, _ in inject:
         if agent_id not in ids:
-            raise RunError(f"--inject: unknown agent {agent_id!r}; the run has {', '.join(sorted(ids))}")
+            raise UsageError(f"--inject: unknown agent {agent_id!r}; the run has {', '.join(sorted(ids))}")
     brain, ledger = _brain(parent, run_dir, budget)        # the fork's own spending, from nothing
     until = at + duration if duration else parent["duration_s"]
     path = new_run_dir(Path(runs_dir) if runs_dir else run_dir.parent, f"{run_dir.name}-fork", seed or parent["seed"])
     fork = {"t": at, "at": format_sim(scenario.start, at), "seed": seed, "inject": [list(i) for i in inject],
-            "parent": {"run_id": parent["run_id"], "path": str(run_dir)}}
+            "parent": {"run_id": parent["run_id"], "path": str(run_dir)},
+            "restored": None}                                   # re-simulated from the start to `at`
     manifest = {k: v for k, v in parent.items() if k in ("schema", "scenario", "seed", "brain", "embedder",
                                                          "agents", "sim_start", "smallville_version", "python")}
     manifest.update(run_id=path.name, status="running", fork=fork, duration_s=until,
@@ -142,6 +144,17 @@ def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject:
                    on_start=on_start, on_step=on_step, checkpoint_every=checkpoint_every, fork=fork)
 
 
+def _reached(run_dir: Path, manifest: dict, scenario) -> float:
+    """Seconds since the start that the run covers: where it ended, or, for a run that died
+    without saying (killed, a power cut), its last checkpoint: all before it is on record."""
+    from smallville.checkpoint import checkpoints
+
+    if manifest.get("sim_reached"):
+        return (datetime.fromisoformat(manifest["sim_reached"]) - scenario.start).total_seconds()
+    saved = checkpoints(run_dir)
+    return saved[-1]["t"] if saved else 0.0
+
+
 def simulate_to(run_dir: str | Path, at: float | None = None, strict: bool = False):
     """The run's simulation at `at` seconds since its start (default: where the run got to),
     re-simulated in memory: nothing of the run is written or changed. `strict`: answers
@@ -151,11 +164,11 @@ def simulate_to(run_dir: str | Path, at: float | None = None, strict: bool = Fal
 
     run_dir = Path(run_dir)
     manifest, scenario = _load(run_dir)
-    reached = (datetime.fromisoformat(manifest["sim_reached"]) - scenario.start).total_seconds()
+    reached = _reached(run_dir, manifest, scenario)
     at = reached if at is None else at
     if not 0 <= at <= reached:
-        raise RunError(f"{run_dir} covers {manifest['sim_start']} to {manifest['sim_reached']}; "
-                       f"{format_sim(scenario.start, at)} is outside it")
+        raise UsageError(f"{format_sim(scenario.start, at)} is outside the time {run_dir} covers: "
+                         f"{manifest['sim_start']} to {format_sim(scenario.start, reached)}")
     if strict:
         from smallville.brain.record import Replaying
 

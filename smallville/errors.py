@@ -1,8 +1,11 @@
-"""The exception tree.
+"""The exception tree, and the exit status of each branch on the command line.
 
-    SmallvilleError            anything the user can fix; the CLI prints it in one line
-     +-- ScenarioError         a scenario or agent file breaks the format (exit 2)
-     +-- RunError              a run directory is missing, unreadable or incompatible
+    SmallvilleError            something the user can act on; the CLI prints it in one line
+     |                         (exit 1: the run or the machine failed)
+     +-- UsageError            bad input from the user (exit 2): an unknown agent, a malformed
+     |    |                    time or one outside the run, a path that is not a run, ...
+     |    +-- ScenarioError    a scenario or agent file breaks the format (exit 2)
+     +-- RunError              a run directory is damaged, unreadable or incompatible
      +-- BrainError            a brain cannot answer at all (unreachable model, bad config)
 """
 
@@ -10,15 +13,19 @@ from __future__ import annotations
 
 
 class SmallvilleError(Exception):
-    """An error the user caused and can fix: reported as one line, no traceback."""
+    """An error the user can act on: reported as one line, no traceback."""
 
     exit_code = 1
 
 
-class ScenarioError(SmallvilleError):
-    """One or more problems in scenario or agent files; `problems` lists them all."""
+class UsageError(SmallvilleError):
+    """The user asked for something that cannot be: fix the command line and try again."""
 
     exit_code = 2
+
+
+class ScenarioError(UsageError):
+    """One or more problems in scenario or agent files; `problems` lists them all."""
 
     def __init__(self, problems: list) -> None:
         self.problems = list(problems)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from smallville.brain import requests as rq
-from smallville.errors import BrainError, RunError
+from smallville.errors import BrainError, UsageError
 
 SPREAD = 0.2                     # +- for requests and prompt tokens
 VERBOSITY = (0.5, 2.0)           # completion tokens, without a recorded run
@@ -146,7 +146,7 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
     from smallville.sim.log import EventLog
 
     if settings.is_offline:
-        raise BrainError("estimate needs a model: --brain MODEL (the offline brain costs nothing)")
+        raise UsageError("estimate needs a model: --brain MODEL (the offline brain costs nothing)")
     began = time.perf_counter()
     litellm = import_litellm()
     try:
@@ -192,5 +192,5 @@ def _recorded_completions(run_dir: Path) -> dict[str, float]:
     try:
         usage = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))["usage"]["by_kind"]
     except (OSError, ValueError, KeyError):
-        raise RunError(f"--from {run_dir}: not a run on a model (its manifest has no usage by request kind)") from None
+        raise UsageError(f"--from {run_dir}: not a run on a model (its manifest has no usage by request kind)") from None
     return {kind: row["completion_tokens"] / row["calls"] for kind, row in usage.items() if row.get("calls")}

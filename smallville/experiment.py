@@ -46,7 +46,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from smallville.errors import SmallvilleError
+from smallville.errors import UsageError
 
 ABLATIONS = {"memory": "retrieval", "retrieval": "retrieval", "reflection": "reflection",
              "planning": "planning", "sharing": "sharing"}
@@ -55,8 +55,8 @@ SUMMARY_COLUMNS = ("known_end", "density_end", "attended", "told_and_attended", 
                    "replans", "memories_per_agent")
 
 
-class ExperimentError(SmallvilleError):
-    exit_code = 2
+class ExperimentError(UsageError):
+    """An experiment file or its flags cannot be run as written (exit 2)."""
 
 
 class Rows(list):
@@ -218,7 +218,9 @@ def _condition(name: str, spec: dict, default_brain, path: Path) -> Condition:
 
 
 def slot_name(condition: str, seed: int) -> str:
-    return f"{condition}-seed{seed}"
+    from smallville.runner import seed_label
+
+    return f"{condition}-{seed_label(seed)}"
 
 
 FINISHED = ("completed", "budget_exhausted")      # a run stopped by its budget is finished too
@@ -288,15 +290,16 @@ def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | N
 
     executor "process" runs them in a local pool of `workers` processes; "ray" as Ray tasks, on
     the cluster at `address` (else RAY_ADDRESS, else a local Ray of `workers` CPUs)."""
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from smallville.tables import make_console
 
     if address and executor != "ray":
         raise ExperimentError(f"a Ray address ({address}) is for the ray executor: add --executor ray")
     out = Path(out) if out is not None else exp.out
     out.mkdir(parents=True, exist_ok=True)
     workers = workers or exp.workers or 1
-    console = console or Console(stderr=True)
+    console = console or make_console(stderr=True)
     jobs, skipped = [], []
     for cond, seed in exp.slots():
         slot = slot_name(cond.name, seed)
@@ -475,10 +478,9 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
 
 
 def print_summary(summary: list[dict], console=None) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from smallville.tables import Table, make_console, print_table
 
-    console = console or Console()
+    console = console or make_console()
     keys: list[str] = []
     for r in summary:
         for k in r:
@@ -488,12 +490,12 @@ def print_summary(summary: list[dict], console=None) -> None:
     table = Table(title="Summary: mean ± standard deviation per condition")
     table.add_column("metric")
     for r in summary:
-        table.add_column(r["condition"], justify="right", overflow="fold")
+        table.add_column(r["condition"], justify="right")
     table.add_row("runs", *(str(r["runs"]) for r in summary))
     for k in keys:
         table.add_row(k.replace("_", " "),
                       *(f"{r[k + '_mean']:.2f} ± {r[k + '_std']:.2f}" if k + "_mean" in r else "" for r in summary))
-    console.print(table)
+    print_table(console, table)
 
 
 def load_results(path: str | Path) -> Rows:

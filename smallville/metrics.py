@@ -378,13 +378,14 @@ def _pandas():
 
 def print_metrics(m: RunMetrics, console=None) -> None:
     """The metrics of a run as rich tables."""
-    from rich.console import Console
-    from rich.table import Table
+    from rich.markup import escape
 
-    console = console or Console()
+    from smallville.tables import Table, make_console, print_table
+
+    console = console or make_console()
     info = m.info
-    console.print(f"[bold]{info.get('scenario') or m.run}[/]: run {info.get('run_id')}, seed {info.get('seed')}, "
-                  f"{len(info.get('agents', []))} agents, {info.get('hours')} simulated hours, "
+    console.print(f"[bold]{escape(str(info.get('scenario') or m.run))}[/]: run {info.get('run_id')}, "
+                  f"seed {info.get('seed')}, {len(info.get('agents', []))} agents, {info.get('hours')} simulated hours, "
                   f"status {info.get('status')}")
     n = len(info.get("agents", []))
     table = Table(title="Diffusion of information")
@@ -394,7 +395,7 @@ def print_metrics(m: RunMetrics, console=None) -> None:
         longest = max(d["chains"].values(), key=len, default=[])
         table.add_row(name, str(len(d["start"])), str(len(d["end"])), str(n),
                       " <- ".join(longest) if longest else "")
-    console.print(table)
+    print_table(console, table)
     for name, d in m.diffusion.items():
         if not d["learned"]:
             continue
@@ -404,7 +405,7 @@ def print_metrics(m: RunMetrics, console=None) -> None:
         for r in d["learned"]:
             table.add_row(r["agent"], r["time"] or str(r["t"]), r["via"] or "", r["from"] or "",
                           " <- ".join(d["chains"][r["agent"]]))
-        console.print(table)
+        print_table(console, table)
         step = max(1, len(d["curve"]) // 24)
         console.print(f"{name}: knowers per simulated hour: "
                       + " ".join(f"{h}h:{c}" for h, c in d["curve"][::step]))
@@ -419,7 +420,7 @@ def print_metrics(m: RunMetrics, console=None) -> None:
         for ev in m.coordination:
             table.add_row(ev["what"], ev["start"], ev["end"], str(len(ev["told"])), str(len(ev["planned"])),
                           str(len(ev["attended"])), ", ".join(ev["told_and_attended"]))
-        console.print(table)
+        print_table(console, table)
     act = m.activity
     table = Table(title="Activity")
     cols = ("conversations", "reflections", "reflect_sessions", "replans", "memories", "actions")
@@ -428,8 +429,8 @@ def print_metrics(m: RunMetrics, console=None) -> None:
         table.add_column(col.replace("_", " "), justify="right")
     for agent, row in sorted(act["per_agent"].items()):
         table.add_row(agent, *(str(row.get(c, 0)) for c in cols))
-    table.add_row("[bold]total[/]", *(str(act["totals"].get(c, 0)) for c in cols))
-    console.print(table)
+    table.add_row("total", *(str(act["totals"].get(c, 0)) for c in cols), style="bold")
+    print_table(console, table)
     requests = ", ".join(f"{k} {v}" for k, v in sorted(act["requests"].items()))
     console.print(f"Brain requests: {act['requests_total']}" + (f" ({requests})" if requests else ""))
     if act.get("usage"):

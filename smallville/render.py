@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.markup import escape
+from rich.text import Text
 
+from smallville.opening import count, opening
 from smallville.runner import RunResult, run_scenario
+from smallville.tables import Table, make_console, print_table
 from smallville.timefmt import format_sim
 
 
@@ -32,20 +35,20 @@ def run_with_progress(scenario, args, console: Console | None = None) -> RunResu
 def with_progress(go, start, duration: float, quiet: bool, console: Console | None = None) -> RunResult:
     """Call `go(on_start, on_step)` (a run, resume or fork) with a progress bar over simulated
     time, then print the summary and where the run is."""
-    console = console or Console(stderr=True)
+    console = console or make_console(stderr=True)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                        TimeElapsedColumn(), console=console, disable=quiet, transient=True)
+                        TimeElapsedColumn(), console=console, disable=quiet or not console.is_terminal,
+                        transient=True)
     seen: dict = {"sim": None, "free_until": 0.0}
 
     with progress:
         task = progress.add_task("starting", total=duration)
 
-        def on_start(sim, path) -> None:
+        def on_start(sim, path, manifest) -> None:
             seen["sim"] = sim
             if not quiet:
-                console.print(f"[bold]{sim.scenario.name}[/]: {len(sim.agents)} agents, "
-                              f"until {format_sim(start, duration)} from {format_sim(start, 0)}, seed {sim.seed}, "
-                              f"brain {sim.brain.name}, embedder {sim.embedder.name}; writing {path}")
+                console.print(opening(manifest, path, sim.brain.name, sim.embedder.name), markup=False,
+                              highlight=False)
             note = (sim.brain.describe().get("structured_check") or {}).get("note")
             if note:                            # the preflight chose another structured-output mode
                 console.print(note, markup=False, highlight=False)
@@ -56,16 +59,16 @@ def with_progress(go, start, duration: float, quiet: bool, console: Console | No
 
         result = go(on_start, on_step)
     if not quiet:
-        console.print(summary(result))
+        print_table(console, summary(result))
         if "usage" in result.manifest and result.manifest["usage"].get("by_kind"):
-            console.print(usage_table(result.manifest))
-            console.print(agent_usage_table(result.manifest))
+            print_table(console, usage_table(result.manifest))
+            print_table(console, agent_usage_table(result.manifest))
     status = result.manifest["status"]
     style = "green" if status == "completed" else "yellow"
     if quiet:
         print(f"{status}: run written to {result.path}")
     else:
-        console.print(f"[{style}]{status}[/]: run written to {result.path}")
+        console.print(Text.assemble((status, style), f": run written to {result.path}"), highlight=False)
     return result
 
 
@@ -146,8 +149,8 @@ def agent_usage_table(manifest: dict, top: int = 10) -> Table:
 
 def print_estimate(est: dict, scenario, latency: float, concurrency: int, console: Console | None = None) -> None:
     """`smallville estimate` for people: a table by request kind, the totals with their
-    range, and the expected wall time."""
-    console = console or Console()
+    range (a row for each end, so every figure stays whole), and the expected wall time."""
+    console = console or make_console()
     hours = est["window_s"] / 3600
     table = Table(title=f"{scenario.name} on {est['model']}: {hours:g} simulated hours, {len(scenario.agents)} agents "
                         f"(estimated offline in {est['seconds']:.1f} s)")
@@ -163,54 +166,67 @@ def print_estimate(est: dict, scenario, latency: float, concurrency: int, consol
     table.add_row("total", f"{est['requests']:,}", f"{est['prompt_tokens']:,}", f"{est['completion_tokens']:,}",
                   usd(est["cost_usd"]), style="bold")
     r = est["range"]
-    table.add_row("range", *(f"{lo:,}-{hi:,}" for lo, hi in (r["requests"], r["prompt_tokens"], r["completion_tokens"])),
-                  "unknown" if r["cost_usd"] is None else f"{r['cost_usd'][0]:.4f}-{r['cost_usd'][1]:.4f}", style="dim")
-    console.print(table)
+    for end, name in enumerate(("range low", "range high")):
+        table.add_row(name, *(f"{r[k][end]:,}" for k in ("requests", "prompt_tokens", "completion_tokens")),
+                      usd(None if r["cost_usd"] is None else r["cost_usd"][end]), style="dim")
+    print_table(console, table)
     console.print(f"completions sized from {est['completion_from']}; "
                   + ("cost unknown for this model: set price_prompt and price_completion\n"
                      if est["cost_usd"] is None else "")
                   + f"in order, {est['rounds']:,} rounds of calls at {latency:g} s a call and up to {concurrency} at "
-                    f"once take about {est['wall_s'] / 60:.0f} min (run-ahead can do better)")
+                    f"once take about {est['wall_s'] / 60:.0f} min (run-ahead can do better)", markup=False)
 
 
 def print_inspection(command: str, out, console: Console | None = None) -> None:
     """`smallville inspect` and `interview` for people."""
-    console = console or Console()
+    console = console or make_console()
     if command == "interview":
-        console.print(f"[bold]{out['name']}[/], {out['time']} ({out['brain']} brain)")
-        console.print(f"[dim]Q:[/] {out['question']}")
-        console.print(f"[dim]A:[/] {out['answer']}")
+        console.print(f"[bold]{escape(out['name'])}[/], {out['time']} ({escape(out['brain'])} brain)")
+        console.print(f"[dim]Q:[/] {escape(out['question'])}")
+        console.print(f"[dim]A:[/] {escape(out['answer'])}")
         for m in out["memories"]:
-            console.print(f"   [dim]#{m['id']}[/] {m['text']}")
+            console.print(f"   [dim]#{m['id']}[/] {escape(m['text'])}")
         return
     if isinstance(out, list):
         table = Table("agent", "where", "doing")
         for row in out:
             table.add_row(row["agent"], row["area"], row["activity"])
-        console.print(table)
+        print_table(console, table)
         return
-    console.print(f"[bold]{out['name']}[/] at {out['time']}: {out['activity']} ({out['status']}), "
-                  f"{out['area']} {out['tile']}; {out['memories']} memories; knows: {', '.join(out['knows']) or '-'}")
+    console.print(f"[bold]{escape(out['name'])}[/] at {out['time']}: {escape(out['activity'])} ({out['status']}), "
+                  f"{escape(out['area'])} {escape(str(out['tile']))}; {out['memories']} memories; "
+                  f"knows: {escape(', '.join(out['knows'])) or '-'}")
     if out["plan"]:
         console.print("[bold]Plan[/]")
-        groups: list[list] = []
-        for start, end, activity, where in out["plan"]:
-            now = bool(out["now"]) and out["now"][0] == start
-            if groups and groups[-1][2] == activity and groups[-1][1] == start:
-                groups[-1][1] = end
-                groups[-1][4] = groups[-1][4] or now
-            else:
-                groups.append([start, end, activity, where, now])
-        for start, end, activity, where, now in groups:
-            console.print(f" {'▶' if now else ' '} {start}-{end} {activity} [dim]{where}[/]")
-    recall = Table("score", "rec", "imp", "rel", "kind", "memory", title=f"Recalled for: {out['query']}")
+        for start, end, activity, where, now in _plan_groups(out):
+            place = f" [dim]({escape(where)})[/]" if where else ""
+            console.print(f" {'▶' if now else ' '} {start}-{end} {escape(activity)}{place}")
+    recall = Table("score", "rec", "imp", "rel", "kind", "memory", title=f"Recalled for: {escape(out['query'])}")
     for m in out["recall"]:
         recall.add_row(f"{m['score']:.2f}", f"{m['recency']:.2f}", f"{m['importance']:.2f}",
                        f"{m['relevance']:.2f}", m["kind"], m["text"])
-    console.print(recall)
+    print_table(console, recall)
     if out["reflections"]:
         console.print("[bold]Reflections[/]")
         for r in out["reflections"]:
-            console.print(f" • {r['text']}")
+            console.print(f" • {escape(r['text'])}")
             for b in r["because"]:
-                console.print(f"     [dim]<- #{b['id']} {b['text']}[/]")
+                console.print(f"     [dim]<- #{b['id']} {escape(b['text'])}[/]")
+    if out["relationships"]:
+        console.print("[bold]Relationships[/]")
+        for other, r in out["relationships"].items():
+            talks = f" [dim](talked {count(r['talks'], 'time')})[/]" if r["talks"] else ""
+            console.print(f" • {escape(r.get('name') or other)}: {escape(r['view'])}{talks}")
+
+
+def _plan_groups(out: dict) -> list[list]:
+    """The plan's blocks, neighbours with the same activity joined: [start, end, activity, where, now]."""
+    groups: list[list] = []
+    for start, end, activity, where in out["plan"]:
+        now = bool(out["now"]) and out["now"][0] == start
+        if groups and groups[-1][2] == activity and groups[-1][1] == start:
+            groups[-1][1] = end
+            groups[-1][4] = groups[-1][4] or now
+        else:
+            groups.append([start, end, activity, where, now])
+    return groups

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from smallville import __version__
-from smallville.errors import BrainError, RunError
+from smallville.errors import RunError, SmallvilleError, UsageError
 from smallville.timefmt import format_sim
 
 MANIFEST_SCHEMA = 1
@@ -34,10 +34,16 @@ def write_json_atomic(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def seed_label(seed: int) -> str:
+    """`seed7`, and `seed_neg7` for -7: a run id's parts are split by hyphens, and `seed-7`
+    would read as seed 7."""
+    return f"seed{seed}" if seed >= 0 else f"seed_neg{-seed}"
+
+
 def new_run_dir(runs_dir: Path, stem: str, seed: int) -> Path:
     """A fresh, unique run folder named after the scenario, seed and wall-clock time."""
     runs_dir.mkdir(parents=True, exist_ok=True)
-    base = f"{stem}-seed{seed}-{datetime.now():%Y%m%d-%H%M%S}"
+    base = f"{stem}-{seed_label(seed)}-{datetime.now():%Y%m%d-%H%M%S}"
     path, n = runs_dir / base, 1
     while True:
         try:
@@ -113,8 +119,8 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
             embedder_api_base = settings.embedding_api_base or settings.api_base
     try:
         the_embedder = make_embedder(embedder, api_base=embedder_api_base)
-    except ValueError as exc:
-        raise BrainError(str(exc)) from None
+    except ValueError as exc:                # an unknown --embedder
+        raise UsageError(str(exc)) from None
     dim = the_embedder.dim                  # a remote embedder is reached here, before any file is written
     path = new_run_dir(Path(runs_dir), Path(scenario.path).stem, seed)
     manifest = {
@@ -187,7 +193,8 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
     changes history at its time. `config` (a SimConfig) defaults to the one the manifest
     records, if any (a resumed or forked run keeps its parent's knobs), else the paper's.
     `ceiling` (model runs) caps each agent's requests per simulated hour; by default the
-    brain settings' `max_requests_per_agent_hour` the manifest records."""
+    brain settings' `max_requests_per_agent_hour` the manifest records. `on_start(sim, path,
+    manifest)` is called once the simulation is built, before it runs."""
     from smallville.brain.budget import BudgetExhausted, Spend
     from smallville.brain.record import RECORD, Recording
     from smallville.brain.wrappers import ModelUnusable
@@ -219,7 +226,7 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
         manifest["config"] = sim.config.to_dict()
         sim.ledger = ledger                            # for live spend in progress displays
         if on_start:
-            on_start(sim, path)
+            on_start(sim, path, manifest)
 
         def step(now: float) -> None:
             if replay_to and now == replay_to:
@@ -338,12 +345,12 @@ def _final(sim) -> dict:
 
 def _recorded_manifest(run_dir: str | Path) -> dict:
     """The manifest of a run to replay (its seed, duration and embedder are the defaults)."""
-    path = Path(run_dir) / "manifest.json"
+    from smallville.replay.record import read_manifest
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RunError(f"cannot replay from {run_dir}: no readable manifest ({path}): "
-                       f"{getattr(exc, 'strerror', None) or exc}") from None
+        return read_manifest(run_dir)
+    except SmallvilleError as exc:
+        raise type(exc)(f"--replay-from: {exc}") from None
 
 
 def _embedder_spec(manifest: dict) -> str | None:

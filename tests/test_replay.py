@@ -52,7 +52,7 @@ def test_timeline_for_one_agent_from_a_time(trio_run):
     assert lines and all("12:00" <= line[11:16] <= "14:00" for line in lines)
     assert all("Klaus Mueller" in line for line in lines)
     unknown = replay(trio_run, "--agent", "nobody")
-    assert unknown.returncode == 1 and "unknown agent 'nobody'" in unknown.stderr
+    assert unknown.returncode == 2 and "unknown agent 'nobody'" in unknown.stderr
 
 
 def test_a_torn_last_line_is_ignored_and_foreign_schemas_refused(trio_run, tmp_path):
@@ -210,7 +210,7 @@ def test_interview_answers_from_memories_and_cites_them(trio_run):
     assert "Valentine" not in json.loads(before.stdout)["answer"]
     unknown = subprocess.run([sys.executable, "-m", "smallville", "interview", str(trio_run), "nobody", "hi?"],
                              cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert unknown.returncode == 1 and "unknown agent 'nobody'" in unknown.stderr
+    assert unknown.returncode == 2 and "unknown agent 'nobody'" in unknown.stderr
 
 
 def replay_cli(*args):

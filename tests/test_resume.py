@@ -81,7 +81,7 @@ def test_a_completed_run_is_extended_as_if_it_had_been_longer(tmp_path, whole):
     result, run = start(tmp_path, 5)
     assert result.returncode == 0
     again = smallville("resume", run, "--quiet")
-    assert again.returncode == 1 and "has completed" in again.stderr and again.stderr.count("\n") == 1
+    assert again.returncode == 2 and "has completed" in again.stderr and again.stderr.count("\n") == 1
     longer = smallville("resume", run, "--for", "3h", "--quiet")
     assert longer.returncode == 0, longer.stderr
     assert (run / "events.jsonl").read_bytes() == (whole / "events.jsonl").read_bytes()
@@ -110,6 +110,6 @@ def test_a_fork_with_another_seed_diverges_and_bad_forks_are_refused(tmp_path, w
     (fork,) = tmp_path.iterdir()
     assert (fork / "events.jsonl").read_bytes() != (whole / "events.jsonl").read_bytes()
     late = smallville("fork", whole, "--at", "2023-02-20 09:00")
-    assert late.returncode == 1 and "cannot fork" in late.stderr
+    assert late.returncode == 2 and "cannot fork" in late.stderr
     nobody = smallville("fork", whole, "--at", "2023-02-13 09:00", "--inject", "nobody", "hi")
-    assert nobody.returncode == 1 and "unknown agent 'nobody'" in nobody.stderr
+    assert nobody.returncode == 2 and "unknown agent 'nobody'" in nobody.stderr

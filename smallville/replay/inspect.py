@@ -7,12 +7,12 @@ Both work on a re-simulation in memory (`continuation.simulate_to`), never on th
 from __future__ import annotations
 
 from smallville.brain import requests as rq
-from smallville.errors import SmallvilleError
+from smallville.errors import UsageError
 
 
 def _agent(sim, agent_id: str):
     if agent_id not in sim.agents:
-        raise SmallvilleError(f"unknown agent {agent_id!r}; the run has {', '.join(sorted(sim.agents))}")
+        raise UsageError(f"unknown agent {agent_id!r}; the run has {', '.join(sorted(sim.agents))}")
     return sim.agents[agent_id]
 
 
@@ -37,7 +37,8 @@ def inspect_agent(sim, agent_id: str, query: str | None = None, k: int = 10) -> 
                     "relevance": round(h.relevance, 4)} for h in hits],
         "reflections": [{"id": m.id, "text": m.text, "because": [{"id": i, "text": stream[i].text} for i in m.links]}
                         for m in reversed(reflections)],
-        "relationships": {other: {"view": view, "talks": agent.talks.get(other, 0)}
+        "relationships": {other: {"name": sim.agents[other].name if other in sim.agents else None,
+                                  "view": view, "talks": agent.talks.get(other, 0)}
                           for other, view in sorted(agent.relationships.items())},
         "knows": sorted(agent.knows),
         "memories": len(stream),

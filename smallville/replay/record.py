@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from smallville.errors import RunError, ScenarioError
+from smallville.errors import RunError, ScenarioError, UsageError
 
 SUPPORTED_SCHEMAS = (1,)
 
@@ -27,20 +27,28 @@ class RunRecord:
         return {a: a for a in self.manifest.get("agents", [])}
 
 
-def load_run(path: str | Path) -> RunRecord:
-    """Read a run directory; a torn last line of the event log (a crash mid-write) is ignored."""
+def read_manifest(path: str | Path) -> dict:
+    """The manifest of the run directory `path`. Not a run directory: UsageError (the user
+    named the wrong folder); an unreadable manifest or a foreign schema: RunError."""
     path = Path(path)
     manifest_path = path / "manifest.json"
     if not manifest_path.is_file():
-        raise RunError(f"{path} is not a run directory: it has no manifest.json")
+        raise UsageError(f"{path} is not a run directory: it has no manifest.json")
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise RunError(f"{manifest_path}: cannot read the manifest: {exc}") from None
-    schema = manifest.get("schema")
+    schema = manifest.get("schema") if isinstance(manifest, dict) else None
     if schema not in SUPPORTED_SCHEMAS:
         raise RunError(f"{path}: run format schema {schema!r} is not supported by this smallville "
                        f"(it reads schema {', '.join(map(str, SUPPORTED_SCHEMAS))}); use the version that wrote it")
+    return manifest
+
+
+def load_run(path: str | Path) -> RunRecord:
+    """Read a run directory; a torn last line of the event log (a crash mid-write) is ignored."""
+    path = Path(path)
+    manifest = read_manifest(path)
     events = _read_events(path / "events.jsonl")
     scenario, note = _find_scenario(path, manifest)
     return RunRecord(path, manifest, events, scenario, note)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from smallville.opening import count
 from smallville.replay.record import RunRecord
 
 QUIET_KINDS = {"object", "relationship"}     # shown with --all only
 QUIET_MEMORIES = {"observation", "chat", "plan", "seed"}
 
 
-def describe(event: dict, names: dict[str, str]) -> str:
-    """One line of text for an event."""
+def describe(event: dict, names: dict[str, str], was: str | None = None) -> str:
+    """One line of text for an event; `was`: the area the agent was in before it."""
     d, kind = event["data"], event["kind"]
     who = names.get(event["agent"], event["agent"] or "")
     if kind == "plan":
@@ -22,15 +23,18 @@ def describe(event: dict, names: dict[str, str]) -> str:
                 last = activity
         return f"{who} plans {d['date']}: " + "; ".join(broad)
     if kind == "action":
-        return f"{who} is {d['action']} ({d['area']}) until {d['until']}"
+        return f"{who} is {d['action']} in {d['area']} until {d['until']}"
     if kind == "move":
-        return f"{who} walks to {d['area']} ({d['tiles']} tiles, arrives {d['arrive']})"
+        verb = "moves within" if d["area"] == was else "walks to"
+        return f"{who} {verb} {d['area']} ({count(d['tiles'], 'tile')}, arrives {d['arrive']})"
+    if kind == "spawn":
+        return f"{who} starts in {d['area']}"
     if kind == "say":
         return f"{who} to {names.get(d['to'], d['to'])}: {d['text']}"
     if kind == "talk_start":
         return f"{who} starts talking with {names.get(d['with'], d['with'])} in {d['area']}"
     if kind == "talk_end":
-        return f"{who} and {names.get(d['with'], d['with'])} part after {d['lines']} lines"
+        return f"{who} and {names.get(d['with'], d['with'])} part after {count(d['lines'], 'line')}"
     if kind == "replan":
         return f"{who} re-plans: {d['reason']}"
     if kind == "reflect":
@@ -50,18 +54,29 @@ def describe(event: dict, names: dict[str, str]) -> str:
     if kind == "learned":
         return f"{who} now knows the {d['probe']!r} news"
     if kind == "relationship":
-        return f"{who} has talked with {names.get(d['with'], d['with'])} {d['talks']} time(s)"
+        return f"{who} has talked with {names.get(d['with'], d['with'])} {count(d['talks'], 'time')}"
     if kind == "object":
         return f"{d['object']} ({d['area']}) is {d['state']}"
-    return f"{who} {kind}: {d}"
+    if kind == "brain_fallback":
+        return f"the model failed {who}'s {d['kind']} request ({d['error']}); the safe default was used"
+    if kind == "brain_refused":
+        return f"{who}'s {d['kind']} request was not sent: over {d['ceiling']} requests this simulated hour"
+    return f"{who} {kind}: " + ", ".join(f"{k} {v}" for k, v in d.items())
 
 
 def timeline(run: RunRecord, agent: str | None = None, since: float = 0.0, until: float | None = None,
              everything: bool = False) -> Iterator[str]:
-    """Lines `YYYY-MM-DD HH:MM  text` for the run's events, optionally for one agent's eyes only."""
+    """Lines `YYYY-MM-DD HH:MM  text` for the run's events, optionally for one agent's eyes only.
+    A walk within the room the agent is in shows with `everything` only."""
     names = run.agents
+    areas: dict[str, str] = {}                   # where each agent is, from its spawn and moves
     for event in run.events:
+        was = areas.get(event["agent"])
+        if event["kind"] in ("spawn", "move"):
+            areas[event["agent"]] = event["data"]["area"]
         if event["t"] < since or (until is not None and event["t"] > until):
+            continue
+        if event["kind"] == "move" and event["data"]["area"] == was and not everything:
             continue
         if agent and agent not in (event["agent"], event["data"].get("to"), event["data"].get("with")) \
                 and agent not in event["data"].get("present", ()):
@@ -70,4 +85,4 @@ def timeline(run: RunRecord, agent: str | None = None, since: float = 0.0, until
             continue
         if event["kind"] == "memory" and not everything and event["data"]["kind"] in QUIET_MEMORIES:
             continue
-        yield f"{event['time'][:16]}  {describe(event, names)}"
+        yield f"{event['time'][:16]}  {describe(event, names, was)}"

@@ -78,12 +78,14 @@ def _open(path: str, label: str, problems: list[Problem]) -> _Opened | None:
     try:
         data = Path(path).read_bytes()
     except OSError as error:
-        problems.append(Problem(label, 1, 1, f"cannot read file: {error.strerror or error}"))
+        problems.append(Problem(label, 0, 0, f"cannot read file: {error.strerror or error}"))
         return None
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        problems.append(Problem(label, 1, 1, f"the file is not UTF-8 text (byte {error.start})"))
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        problems.append(Problem(label, line, column, f"the file is not UTF-8 text (byte {error.start})"))
         return None
     reader = Reader(label, text, problems)
     top = reader.compose()

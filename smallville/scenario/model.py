@@ -24,7 +24,8 @@ def area_prefixes(path: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong in a scenario or agent file, with its place (1-based line and column)."""
+    """One thing wrong in a scenario or agent file, with its place (1-based line and column;
+    0 and 0 when it is about the file as a whole, e.g. a file that cannot be read)."""
 
     file: str
     line: int
@@ -34,7 +35,8 @@ class Problem:
 
     def __str__(self) -> str:
         where = f" (at {self.key})" if self.key else ""
-        return f"{self.file}:{self.line}:{self.column}: {self.message}{where}"
+        place = f":{self.line}:{self.column}" if self.line else ""
+        return f"{self.file}{place}: {self.message}{where}"
 
 
 @dataclass(frozen=True)

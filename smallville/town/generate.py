@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from smallville.errors import SmallvilleError
+from smallville.errors import UsageError
 from smallville.town.layout import Building, Room, draw
 from smallville.town.people import TASKS, TRAITS, Person, hhmm, name_people, routine_for, tie
 
@@ -41,10 +41,8 @@ SUFFIX = {"cafe": "Cafe", "pub": "Arms", "market": "Market", "park": "Park", "of
           "workshop": "Workshop", "clinic": "Clinic"}
 
 
-class TownExists(SmallvilleError):
+class TownExists(UsageError):
     """Writing the town would overwrite files (exit 2, like other bad arguments)."""
-
-    exit_code = 2
 
 
 @dataclass
@@ -58,7 +56,7 @@ class Town:
 def generate_town(n: int, seed: int = 0) -> Town:
     """A town of `n` agents; the same (n, seed) gives the same text, byte for byte."""
     if n < 1:
-        raise SmallvilleError(f"a town needs at least one agent, got {n}")
+        raise UsageError(f"a town needs at least one agent, got {n}")
     rng = random.Random(f"town:{n}:{seed}")
     town = TOWNS[seed % len(TOWNS)]
     names = name_people(n, rng)
