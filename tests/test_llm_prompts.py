@@ -245,3 +245,21 @@ def test_actions_are_cut_to_their_block_and_talk_needs_someone_there():
     assert repair(react, rq.Reaction("talk", "bob")) == (rq.Reaction("talk", "bob"), ())
     reaction, notes = repair(react, rq.Reaction("talk", None, "hi"))
     assert reaction == rq.Reaction("continue", None, "hi") and notes == ("talk to None, who is not here to talk: carry on",)
+
+
+def test_numbers_out_of_their_bounds_are_clamped_not_refused():
+    """Some servers' grammars ignore a schema's minimum and maximum (llama.cpp's did)."""
+    from smallville.brain.repair import repair
+
+    templates = load_templates()
+    request = rq.Decompose("a", "Ann", "reading", "Library", 600, 900, (), ())
+    assert templates["decompose"].schema_for(request)["properties"]["steps"]["items"]["properties"]["minutes"] == {
+        "type": "integer", "description": "duration 1..180", "minimum": 1, "maximum": 180}
+    answer = templates["decompose"].parse(request, '{"steps": [{"minutes": 0, "description": "x", "object": null},'
+                                                   ' {"minutes": 400, "description": "y", "object": null}]}')
+    actions, notes = repair(request, answer)
+    assert [s.minutes for s in actions.steps] == [1, 180] and len(notes) == 2
+    plan = rq.PlanDay("a", "Ann", "", "Monday", ((420, "wake up", ""),), (), ())
+    answer = templates["plan_day"].parse(plan, '{"blocks": [{"start": 420, "end": 3456, "activity": "work", "where": ""}]}')
+    fixed, notes = repair(plan, answer)
+    assert [(b.start, b.end) for b in fixed.blocks] == [(420, 2880)] and "clamped" in notes[0]

@@ -1,9 +1,10 @@
 """The JSON schema a request's answer must follow: the template's schema, narrowed to the
 request. It is the whole contract: everything the answer's parser checks is said here (one
-score per memory, the places, objects and people that may be named, counts and ranges), so
-a model that obeys the schema it is sent always gives a valid answer. What a schema cannot
-say (a plan's blocks in order without overlaps, steps that fit their block) is repaired
-afterwards (`repair.py`), never retried.
+score per memory, the places, objects and people that may be named, counts), so a model
+that obeys the schema it is sent always gives a valid answer. What a schema cannot say (a
+plan's blocks in order without overlaps, steps that fit their block), and the numeric
+bounds it says but some servers' grammars ignore, are repaired afterwards (`repair.py`),
+never retried.
 """
 
 from __future__ import annotations
@@ -26,6 +27,17 @@ def schema_for(schema: dict, request: rq.Message) -> dict:
     out = copy.deepcopy(schema)
     narrow(out["properties"], request)
     return out
+
+
+def loosened(schema: dict) -> dict:
+    """`schema` without its numeric bounds: what an answer is checked against. A number out
+    of its bounds (a server whose grammar ignores them) is clamped by `repair.py` and logged,
+    not asked again."""
+    if isinstance(schema, dict):
+        return {k: loosened(v) for k, v in schema.items() if k not in ("minimum", "maximum")}
+    if isinstance(schema, list):
+        return [loosened(v) for v in schema]
+    return schema
 
 
 def from_model(request: rq.Message, data: dict) -> dict:

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from smallville.brain import requests as rq
-from smallville.brain.contract import from_model, schema_for, to_model
+from smallville.brain.contract import from_model, loosened, schema_for, to_model
 
 STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
 ECHO_MARK = "REQUEST_JSON: "
@@ -97,7 +97,8 @@ class Template:
         import jsonschema
 
         data = _json_in(reply or "")
-        error = jsonschema.exceptions.best_match(self._validator_class(self.schema_for(request)).iter_errors(data))
+        schema = loosened(self.schema_for(request))
+        error = jsonschema.exceptions.best_match(self._validator_class(schema).iter_errors(data))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "answer"
             message = f"{where}: {error.message}"

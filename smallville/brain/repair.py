@@ -7,11 +7,13 @@ from a small model), such answers are repaired here, deterministically, from the
 alone. Every repair is named, and the engine logs them as a `brain_repair` event: never
 silent. An answer that needs nothing comes back as it is, with no notes.
 
-    plan_day   blocks that end before they start are dropped; blocks are sorted; an overlap
+    plan_day   times are clamped to the two days a plan may span; blocks that end before
+               they start are dropped; blocks are sorted; an overlap
                is cut from the later block; a place not in the list becomes the closest
                one named (or "" to stay put); gaps, and the rest of the day up to the next
                wake-up, are filled from the persona's routine
-    decompose  no steps: the whole block is one action; steps past the block's end are cut
+    decompose  minutes are clamped to 1..180; no steps: the whole block is one action; steps
+               past the block's end are cut
     react      "talk" to no one present: carry on
 """
 
@@ -48,6 +50,10 @@ def _plan(request: rq.PlanDay, plan: rq.DayPlan, note: Callable[[str], None]) ->
     places = {p.lower(): p for p in known}
     blocks = []
     for b in plan.blocks:
+        start, end = min(max(b.start, 0), 2 * DAY - 1), min(max(b.end, 1), 2 * DAY)
+        if (start, end) != (b.start, b.end):
+            note(f"{b.activity!r} {b.start}-{b.end} clamped to {_hhmm(start)}-{_hhmm(end)} of the plan's two days")
+            b = replace(b, start=start, end=end)
         if b.end <= b.start:
             note(f"dropped {b.activity!r} {_hhmm(b.start)}-{_hhmm(b.end)}: it ends before it starts")
             continue
@@ -111,6 +117,13 @@ def _closest(name: str, places) -> str:
 
 def _actions(request: rq.Decompose, actions: rq.Actions, note: Callable[[str], None]) -> rq.Actions:
     total = max(1, request.end - request.start)
+    clamped = []
+    for step in actions.steps:
+        if not 1 <= step.minutes <= 180:
+            note(f"{step.description!r} lasting {step.minutes} min clamped to 1..180")
+            step = replace(step, minutes=min(max(step.minutes, 1), 180))
+        clamped.append(step)
+    actions = rq.Actions(tuple(clamped))
     if not actions.steps:
         note("no actions: the whole block is one")
         return rq.Actions((rq.Step(min(180, total), request.activity),))
