@@ -3,8 +3,12 @@ a local OpenAI-compatible server (tests/llmserver.py, in a process of its own) t
 every call after a fixed latency. Everything goes through litellm and HTTP on 127.0.0.1;
 no model, no network.
 
-    python benchmarks/llm_brain.py [--latency 0.2] [--for 1h] [--concurrency 32] [--sequential]
+    python benchmarks/llm_brain.py [--latency 0.2] [--for 1h] [--concurrency N] [--sequential]
+    python benchmarks/llm_brain.py --town 250          # a generated town of 250 agents
     python benchmarks/llm_brain.py --bounds --for 1d
+
+Without --concurrency the brain's default settings hold: the calls in flight are found as
+the run goes (from 8, up to 64).
 
 Runs the hour twice, in order (one batch of the clock at a time) and with run-ahead, checks
 that both wrote the same event log, and prints for each: requests, model calls and tokens
@@ -39,7 +43,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("OPENAI_API_KEY", "sk-local-benchmark")
 
 from smallville.brain import LLMConfig  # noqa: E402
 from smallville.runner import run_scenario  # noqa: E402
@@ -176,13 +179,15 @@ def warm_up() -> None:
 
     server = Server(0, 0.0)
     try:
-        litellm.completion(model="openai/bench", api_base=server.api_base, max_tokens=4,
+        from smallville.brain.keys import PLACEHOLDER
+
+        litellm.completion(model="openai/bench", api_base=server.api_base, max_tokens=4, api_key=PLACEHOLDER,
                            messages=[{"role": "user", "content": "warm up"}])
     finally:
         server.close()
 
 
-def measure(scenario, duration: float, latency: float, concurrency: int, lookahead: float,
+def measure(scenario, duration: float, latency: float, concurrency: int | None, lookahead: float,
             hours: Hours | None = None) -> dict:
     server = Server(scenario.seed, latency)
     try:
@@ -211,8 +216,10 @@ def report(name: str, run: dict, agents: int, hours: float, latency: float, boun
     usage = run["usage"]
     total = usage["total"]
     one_at_a_time = total["calls"] * latency
+    limit = usage.get("concurrency", {})
     print(f"\n{name}: wall {run['wall']:.1f} s; calls in flight {usage['in_flight']:.1f} on average "
-          f"(server: {run['server']['mean_in_flight']:.1f}), {run['server']['max_in_flight']} at most")
+          f"(server: {run['server']['mean_in_flight']:.1f}), {run['server']['max_in_flight']} at most; "
+          f"limit {'found' if limit.get('adaptive') else 'pinned'}: reached {limit.get('reached')}")
     print(f"  lower bound {bound:.1f} s (wall / bound {run['wall'] / bound:.2f}); one call at a time "
           f"(calls x latency) {one_at_a_time:.1f} s; speed-up {one_at_a_time / run['wall']:.1f}x")
     print(f"  CPU: {run['cpu']:.1f} s in this process, {run['copies_cpu']:.1f} s in run-ahead copies, "
@@ -249,11 +256,19 @@ def main() -> None:
     parser.add_argument("--scenario", default=str(ROOT / "scenarios" / "the_ville.yaml"))
     parser.add_argument("--for", dest="duration", default="1h")
     parser.add_argument("--latency", type=float, default=0.2, help="seconds the server takes per call")
-    parser.add_argument("--concurrency", type=int, default=32, help="max calls in flight")
+    parser.add_argument("--concurrency", type=int, default=None,
+                        help="pin the calls in flight (default: found as the run goes, the brain's default)")
+    parser.add_argument("--town", type=int, metavar="N", help="a generated town of N agents instead of --scenario")
     parser.add_argument("--lookahead", default="1h", help="how far copies run ahead (run-ahead run)")
     parser.add_argument("--sequential", action="store_true", help="also measure one call at a time")
     parser.add_argument("--bounds", action="store_true", help="only the chains per game hour (no timing)")
     args = parser.parse_args()
+    if args.town:
+        from smallville.town import generate_town, write_town
+
+        folder = Path(tempfile.mkdtemp(prefix="smallville-town-"))
+        write_town(generate_town(args.town, 1), folder / "town.yaml")
+        args.scenario = str(folder / "town.yaml")
     scenario = load_scenario(args.scenario)
     duration = parse_duration(args.duration)
     if args.bounds:
@@ -262,7 +277,9 @@ def main() -> None:
         return
     hours, agents = duration / 3600, len(scenario.agents)
     print(f"{scenario.name}: {agents} agents, {args.duration} simulated, server latency "
-          f"{args.latency * 1000:.0f} ms, up to {args.concurrency} calls in flight; {os.cpu_count()} cores")
+          f"{args.latency * 1000:.0f} ms, "
+          f"{f'up to {args.concurrency}' if args.concurrency else 'an adaptive number of'} calls in flight; "
+          f"{os.cpu_count()} cores")
     warm_up()
     watched = Hours()
     in_order = measure(scenario, duration, args.latency, args.concurrency, 0.0, watched)
