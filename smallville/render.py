@@ -166,11 +166,21 @@ def print_estimate(est: dict, scenario, latency: float, concurrency: int, consol
     table.add_row("range", *(f"{lo:,}-{hi:,}" for lo, hi in (r["requests"], r["prompt_tokens"], r["completion_tokens"])),
                   "unknown" if r["cost_usd"] is None else f"{r['cost_usd'][0]:.4f}-{r['cost_usd'][1]:.4f}", style="dim")
     console.print(table)
-    console.print(f"completions sized from {est['completion_from']}; "
+    console.print(_basis(est) + "; "
                   + ("cost unknown for this model: set price_prompt and price_completion\n"
                      if est["cost_usd"] is None else "")
                   + f"in order, {est['rounds']:,} rounds of calls at {latency:g} s a call and up to {concurrency} at "
                     f"once take about {est['wall_s'] / 60:.0f} min (run-ahead can do better)")
+
+
+def _basis(est: dict) -> str:
+    """Whose behaviour an estimate assumes, in a line."""
+    if est["basis"] != "pilot":
+        return ("assumes the offline brain's behaviour, completions sized from its answers (a model that acts "
+                "otherwise sends otherwise: estimate --from a short run on it)")
+    pilot = est["pilot"]
+    return (f"at the rates of pilot {pilot['run']} ({pilot['agents']} agents, {pilot['hours']:g} simulated hours) "
+            "per agent-hour by request kind, plus the first instant simulated offline")
 
 
 def print_inspection(command: str, out, console: Console | None = None) -> None:
