@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="simulated time, e.g. 2h or 1d (default: the scenario's duration)")
     estimate.add_argument("--seed", type=int, help="random seed (default: the scenario's seed)")
     estimate.add_argument("--from", dest="from_run", type=Path, metavar="RUN_DIR",
-                          help="expect completions of the sizes a recorded run on a model had")
+                          help="a short run on the model (a pilot): scale its calls and tokens per agent-hour")
     estimate.add_argument("--latency", type=float, default=2.0, metavar="SECONDS",
                           help="seconds a call takes, for the expected wall time (default 2)")
     estimate.add_argument("--concurrency", type=_positive, metavar="N",

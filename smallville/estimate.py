@@ -5,14 +5,19 @@ there is rendered from the same templates the LLM brain uses (`Template.render`)
 same structured-output mode, and its prompt counted with the model's tokenizer (litellm's
 token counter, offline). A rating whose texts the agent rated before is not sent, as
 `RatingMemo` would not send it. Completions are expected at the size of the offline answer
-written as the model's JSON, or at a recorded run's average per request kind (`from_run`).
-Prices come from the brain settings or litellm's bundled price map. No network, no key.
+written as the model's JSON. Prices come from the brain settings or litellm's bundled price
+map. No network, no key.
 
-The offline brain is not the model: a model's answers change what the agents do next, and
-models write longer answers than the minimal JSON. So totals come with a range: requests
-and prompt tokens -20%..+20% (the estimate landed within 10% of a run against the local
-test server, see benchmarks/estimate.py; the margin is for a model that behaves otherwise),
-completion tokens 0.5x..2x (unknown verbosity; -20%..+20% with a recorded run's averages).
+That assumes the model behaves as the offline brain does. Models do not: their answers
+change what the agents do next, and they write longer or shorter answers than the minimal
+JSON. Against the local test server's random valid answers, the estimate of a 3-hour window
+came to 0.9x-3.8x the calls really sent and 2.8x-11x the completion tokens (cafe_trio and
+the 25-agent town, 20 model/seed cases; see benchmarks/estimate.py). So the range, requests
+and prompt tokens -20%..+20% and completion tokens 0.5x..2x, holds only for a model that
+acts like the offline brain (`basis`). A pilot (`from_run`: a short run on the model, see
+`smallville.pilot`) puts the model's own rates per agent-hour in its place: in the same 20
+cases a 2-hour pilot predicted 3 hours within 0.71x-1.18x and 4 hours within 0.63x-1.32x, so
+the range is +-30% up to twice the pilot's window and 0.5x..2x beyond (a day: 0.43x-2.48x).
 """
 
 from __future__ import annotations
@@ -27,8 +32,11 @@ from pathlib import Path
 from smallville.brain import requests as rq
 from smallville.errors import BrainError, UsageError
 
-SPREAD = 0.2                     # +- for requests and prompt tokens
-VERBOSITY = (0.5, 2.0)           # completion tokens, without a recorded run
+SPREAD = 0.2                     # +- for requests and prompt tokens, assuming the offline brain's behaviour
+VERBOSITY = (0.5, 2.0)           # completion tokens, assuming it
+PILOT_SPREAD = 0.3               # +- for everything, with a pilot, up to twice the pilot's window
+FAR = (0.5, 2.0)                 # with a pilot, beyond twice its window
+OFFLINE = "offline brain"
 
 
 @dataclass
@@ -40,32 +48,44 @@ class Estimate:
     wall_s: float | None = None                    # expected wall time, in order (given latency and concurrency)
     cost_known: bool = True
     completion_from: str = "offline answers"
+    basis: str = OFFLINE                           # whose behaviour the figures assume: OFFLINE or "pilot"
+    pilot: dict | None = None                      # the pilot's run, agents and hours (`Pilot.describe`)
     seconds: float = 0.0                           # how long estimating took
     _costs: dict = field(default_factory=dict, repr=False)   # kind -> prompt and completion cost
 
     def total(self, name: str) -> float:
         return sum(row[name] for row in self.by_kind.values())
 
+    def spreads(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """(low, high) factors for requests and prompt tokens, and for completion tokens."""
+        if self.pilot is None:
+            return (1 - SPREAD, 1 + SPREAD), VERBOSITY
+        near = self.window_s <= 2 * self.pilot["hours"] * 3600
+        both = (1 - PILOT_SPREAD, 1 + PILOT_SPREAD) if near else FAR
+        return both, both
+
     def to_dict(self) -> dict:
         requests, prompt, completion = (self.total(n) for n in ("requests", "prompt_tokens", "completion_tokens"))
-        low_c, high_c = (1 - SPREAD, 1 + SPREAD) if self.completion_from != "offline answers" else VERBOSITY
+        (low, high), (low_c, high_c) = self.spreads()
         cost = self.total("cost_usd") if self.cost_known else None
         out = {
-            "model": self.model, "window_s": self.window_s,
+            "model": self.model, "window_s": self.window_s, "basis": self.basis,
             "requests": int(requests), "prompt_tokens": int(prompt), "completion_tokens": int(completion),
             "cost_usd": None if cost is None else round(cost, 6),
             "range": {
-                "requests": [int(requests * (1 - SPREAD)), math.ceil(requests * (1 + SPREAD))],
-                "prompt_tokens": [int(prompt * (1 - SPREAD)), math.ceil(prompt * (1 + SPREAD))],
+                "requests": [int(requests * low), math.ceil(requests * high)],
+                "prompt_tokens": [int(prompt * low), math.ceil(prompt * high)],
                 "completion_tokens": [int(completion * low_c), math.ceil(completion * high_c)],
-                "cost_usd": None if cost is None else [round(self._cost(1 - SPREAD, low_c), 6),
-                                                       round(self._cost(1 + SPREAD, high_c), 6)],
+                "cost_usd": None if cost is None else [round(self._cost(low, low_c), 6),
+                                                       round(self._cost(high, high_c), 6)],
             },
             "by_kind": {k: {n: (round(v, 6) if n == "cost_usd" else int(v)) for n, v in row.items()}
                         for k, row in sorted(self.by_kind.items())},
             "rounds": self.rounds, "wall_s": None if self.wall_s is None else round(self.wall_s, 1),
             "completion_from": self.completion_from, "seconds": round(self.seconds, 1),
         }
+        if self.pilot is not None:
+            out["pilot"] = self.pilot
         if not self.cost_known:
             for row in out["by_kind"].values():
                 row["cost_usd"] = None
@@ -79,10 +99,9 @@ class Estimate:
 class _Meter:
     """The offline brain, counting what the LLM brain would send for each batch."""
 
-    def __init__(self, inner, settings, templates, litellm, completion_avg: dict | None) -> None:
+    def __init__(self, inner, settings, templates, litellm) -> None:
         self.inner, self.settings, self.templates, self.litellm = inner, settings, templates, litellm
         self.name = inner.name
-        self.completion_avg = completion_avg
         self.rated: set[tuple[str, str]] = set()
         self.rows: dict[str, dict] = defaultdict(lambda: dict.fromkeys(
             ("requests", "prompt_tokens", "completion_tokens"), 0))
@@ -104,11 +123,8 @@ class _Meter:
             messages = self.templates[request.kind].render(request, self.settings.structured,
                                                            self.settings.echo_request)
             row["prompt_tokens"] += self.litellm.token_counter(model=self.settings.model, messages=messages)
-            if self.completion_avg is not None and request.kind in self.completion_avg:
-                row["completion_tokens"] += self.completion_avg[request.kind]
-            else:
-                text = json.dumps(_model_json(answer), ensure_ascii=False)
-                row["completion_tokens"] += self.litellm.token_counter(model=self.settings.model, text=text)
+            text = json.dumps(_model_json(answer), ensure_ascii=False)
+            row["completion_tokens"] += self.litellm.token_counter(model=self.settings.model, text=text)
         if sent:
             self.batches.append(sent)
         return answers
@@ -136,14 +152,12 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
              from_run: str | Path | None = None, latency: float | None = None, concurrency: int | None = None,
              embedder: str = "use") -> Estimate:
     """Estimate a run of `scenario` on the model of `settings` (an `LLMConfig`) for
-    `duration` simulated seconds (default: the scenario's)."""
+    `duration` simulated seconds (default: the scenario's); with `from_run`, at the rates of
+    that pilot run on the model rather than the offline brain's."""
     from smallville.brain.llm import import_litellm
     from smallville.brain.offline import OfflineBrain
     from smallville.brain.prompts import load_templates
-    from smallville.embed import make_embedder
-    from smallville.runner import _Sink
-    from smallville.sim import Simulation
-    from smallville.sim.log import EventLog
+    from smallville.pilot import Pilot
 
     if settings.is_offline:
         raise UsageError("estimate needs a model: --brain MODEL (the offline brain costs nothing)")
@@ -156,13 +170,17 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
                          "openai/gpt-4o-mini or ollama/llama3.1") from None
     duration = scenario.duration if duration is None else duration
     seed = scenario.seed if seed is None else seed
-    completion_avg = _recorded_completions(Path(from_run)) if from_run is not None else None
-    meter = _Meter(OfflineBrain(seed), settings, load_templates(), litellm, completion_avg)
-    sim = Simulation(scenario, meter, make_embedder(embedder), seed=seed, log=EventLog(scenario.start, _Sink()))
-    sim.run(duration)
-    out = Estimate(settings.model, duration, rounds=len(meter.batches),
-                   completion_from=f"averages of {from_run}" if from_run is not None else "offline answers")
-    for kind, row in meter.rows.items():
+    pilot = Pilot.load(from_run) if from_run is not None else None
+    meter = _Meter(OfflineBrain(seed), settings, load_templates(), litellm)
+    first = _simulate(scenario, meter, embedder, seed, duration)
+    out = Estimate(settings.model, duration)
+    rows, scale = meter.rows, 1.0
+    if pilot is not None:
+        rows = pilot.project(first, len(scenario.agents), duration / 3600)
+        scale = _calls(rows) / max(1, _calls(meter.rows))      # rounds: as many more or fewer as the calls
+        out.basis, out.pilot, out.completion_from = "pilot", pilot.describe(), f"averages of {pilot.path}"
+    out.rounds = round(len(meter.batches) * scale)
+    for kind, row in rows.items():
         prompt_cost, completion_cost = _prices(litellm, settings, row["prompt_tokens"], row["completion_tokens"])
         if prompt_cost is None:
             out.cost_known = False
@@ -171,9 +189,27 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
         out.by_kind[kind] = {**row, "cost_usd": prompt_cost + completion_cost}
     if latency is not None:
         limit = concurrency or settings.max_concurrency or settings.concurrency_start
-        out.wall_s = sum(math.ceil(n / limit) for n in meter.batches) * latency
+        out.wall_s = sum(math.ceil(n / limit) for n in meter.batches) * latency * scale
     out.seconds = time.perf_counter() - began
     return out
+
+
+def _simulate(scenario, meter: _Meter, embedder: str, seed: int, duration: float) -> dict:
+    """Run the window through `meter`; what the first instant sent, by kind."""
+    from smallville.embed import make_embedder
+    from smallville.runner import _Sink
+    from smallville.sim import Simulation
+    from smallville.sim.log import EventLog
+
+    sim = Simulation(scenario, meter, make_embedder(embedder), seed=seed, log=EventLog(scenario.start, _Sink()))
+    sim.run(min(scenario.tick, duration))
+    first = {kind: dict(row) for kind, row in meter.rows.items()}
+    sim.run(duration)
+    return first
+
+
+def _calls(rows: dict) -> int:
+    return sum(row["requests"] for kind, row in rows.items() if kind != "preflight")
 
 
 def _prices(litellm, settings, prompt: int, completion: int) -> tuple[float | None, float | None]:
@@ -186,11 +222,3 @@ def _prices(litellm, settings, prompt: int, completion: int) -> tuple[float | No
         return None, None
     return float(cost_in), float(cost_out)
 
-
-def _recorded_completions(run_dir: Path) -> dict[str, float]:
-    """Completion tokens per call, by request kind, of a recorded run."""
-    try:
-        usage = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))["usage"]["by_kind"]
-    except (OSError, ValueError, KeyError):
-        raise UsageError(f"--from {run_dir}: not a run on a model (its manifest has no usage by request kind)") from None
-    return {kind: row["completion_tokens"] / row["calls"] for kind, row in usage.items() if row.get("calls")}

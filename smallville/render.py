@@ -170,11 +170,21 @@ def print_estimate(est: dict, scenario, latency: float, concurrency: int, consol
         table.add_row(name, *(f"{r[k][end]:,}" for k in ("requests", "prompt_tokens", "completion_tokens")),
                       usd(None if r["cost_usd"] is None else r["cost_usd"][end]), style="dim")
     print_table(console, table)
-    console.print(f"completions sized from {est['completion_from']}; "
+    console.print(_basis(est) + "; "
                   + ("cost unknown for this model: set price_prompt and price_completion\n"
                      if est["cost_usd"] is None else "")
                   + f"in order, {est['rounds']:,} rounds of calls at {latency:g} s a call and up to {concurrency} at "
                     f"once take about {est['wall_s'] / 60:.0f} min (run-ahead can do better)", markup=False)
+
+
+def _basis(est: dict) -> str:
+    """Whose behaviour an estimate assumes, in a line."""
+    if est["basis"] != "pilot":
+        return ("assumes the offline brain's behaviour, completions sized from its answers (a model that acts "
+                "otherwise sends otherwise: estimate --from a short run on it)")
+    pilot = est["pilot"]
+    return (f"at the rates of pilot {pilot['run']} ({pilot['agents']} agents, {pilot['hours']:g} simulated hours) "
+            "per agent-hour by request kind, plus the first instant simulated offline")
 
 
 def print_inspection(command: str, out, console: Console | None = None) -> None:
