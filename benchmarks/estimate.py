@@ -37,8 +37,9 @@ def compare(path: Path, hours: float) -> None:
     est = estimate(scenario, config, duration=hours * 3600, embedder="lexical").to_dict()
     took = time.perf_counter() - began
     with LLMServer(seed=scenario.seed) as server, tempfile.TemporaryDirectory() as runs:
+        # In order: run-ahead would add calls fetched but never used, as timing has it.
         live = LLMConfig(model="openai/bench", api_base=server.api_base, echo_request=True, preflight=False,
-                         max_concurrency=16)
+                         max_concurrency=16, lookahead=0)
         run_scenario(scenario, runs_dir=runs, duration=hours * 3600, brain=live, embedder="lexical")
         actual = sent(server)
     print(f"\n{scenario.name}, {len(scenario.agents)} agents, {hours:g} simulated hours (estimated in {took:.1f} s)")

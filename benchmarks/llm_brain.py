@@ -227,7 +227,8 @@ def report(name: str, run: dict, agents: int, hours: float, latency: float, boun
     if "run_ahead" in usage:
         ra = usage["run_ahead"]
         print(f"  run-ahead: {ra.get('forks', 0)} copies forked, {ra.get('sent', 0)} requests fetched, "
-              f"{ra.get('unused', 0)} fetched but never used")
+              f"{ra.get('unused', 0)} fetched but never used, {ra.get('failed_forks', 0)} copies failed; "
+              f"up to {ra.get('most_ahead_s', 0) / 60:.0f} simulated minutes ahead")
 
 
 def bounds(scenario, duration: float, concurrency: int) -> None:

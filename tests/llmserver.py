@@ -69,6 +69,9 @@ class LLMServer:
         self.usages: list[dict] = []                   # the usage of every chat answer sent
         self.headers: list[dict] = []                  # each request's, names lower-cased (HTTP ignores their case)
         self._srv: ThreadingHTTPServer | None = None
+        self.gate = threading.Condition()              # hold(): answers go out on release()
+        self.holding: str | None = None
+        self.held = 0                                  # chat requests held so far
 
     # ---- control ----------------------------------------------------------------------
 
@@ -91,6 +94,31 @@ class LLMServer:
             if mode:
                 self.injected[mode] += 1
             return mode
+
+    # ---- holding answers: the test, not the clock, decides when they go out -----------
+
+    def hold(self, match: str) -> None:
+        """Hold the answer of every chat request whose prompt contains `match` until `release()`."""
+        with self.gate:
+            self.holding = match
+
+    def release(self) -> None:
+        with self.gate:
+            self.holding = None
+            self.gate.notify_all()
+
+    def wait_for(self, predicate, timeout: float) -> bool:
+        """Wait until `predicate(server)` holds, looking again as each chat request comes in;
+        False if it does not within `timeout` seconds (a bound for a test that fails)."""
+        with self.gate:
+            return self.gate.wait_for(lambda: predicate(self), timeout)
+
+    def _hold(self, prompt: str) -> None:
+        with self.gate:
+            self.gate.notify_all()                     # a request came: waiters look again
+            if self.holding is not None and self.holding in prompt:
+                self.held += 1
+                self.gate.wait_for(lambda: self.holding is None)
 
     # ---- serving ----------------------------------------------------------------------
 
@@ -156,6 +184,7 @@ class LLMServer:
 
     def stop(self) -> None:
         self.released.set()
+        self.release()                      # no handler left waiting
         if self._srv is not None:
             self._srv.shutdown()
             self._srv.server_close()
@@ -185,6 +214,7 @@ class LLMServer:
         kind = (fmt.get("json_schema") or {}).get("name")
         with self.lock:
             self.prompts.append({"kind": kind, "system": body["messages"][0]["content"], "user": prompt, "mode": mode})
+        self._hold(prompt)
         echoed = ECHO_MARK in prompt
         failure = self._failure(prompt, echoed or (schema is not None and PREFLIGHT not in prompt))
         if self.latency:

@@ -121,7 +121,6 @@ def test_experiment_command(tiny, tmp_path, capsys):
 
 
 def test_experiment_plots_compare_the_conditions(tiny, tmp_path, capsys):
-    pytest.importorskip("matplotlib")
     from smallville.cli import main
 
     out = tmp_path / "plotted"
@@ -135,26 +134,25 @@ def test_experiment_plots_compare_the_conditions(tiny, tmp_path, capsys):
         assert 400 <= width <= 3000 and 300 <= height <= 2000
 
 
-def test_optional_extras_say_what_to_install(tiny, tmp_path):
+def test_optional_extras_say_what_to_install(tiny, tmp_path, monkeypatch):
+    """The test extra installs matplotlib and ray; without them (as after `pip install
+    smallville`), plots and --executor ray say what to install."""
+    import sys
+
     from smallville.plots import plot_summary
 
     summary = [{"condition": "full", "runs": 2, "party_known_end_mean": 3.0, "party_known_end_std": 0.5}]
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        with pytest.raises(ImportError, match=r"smallville\[plot\]"):
-            plot_summary(summary, tmp_path / "summary.png")
-    else:
-        assert plot_summary(summary, tmp_path / "summary.png").read_bytes()[:4] == b"\x89PNG"
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        with pytest.raises(ExperimentError, match=r"smallville\[ray\]"):
-            run_experiment(tiny, workers=2, out=tmp_path / "ray", quiet=True, executor="ray")
+    assert plot_summary(summary, tmp_path / "summary.png").read_bytes()[:4] == b"\x89PNG"
+    for name in [n for n in sys.modules if n.split(".")[0] in ("matplotlib", "ray")] + ["matplotlib", "ray"]:
+        monkeypatch.setitem(sys.modules, name, None)              # as if it were not installed
+    with pytest.raises(ImportError, match=r"smallville\[plot\]"):
+        plot_summary(summary, tmp_path / "none.png")
+    with pytest.raises(ExperimentError, match=r"smallville\[ray\]"):
+        run_experiment(tiny, workers=2, out=tmp_path / "ray", quiet=True, executor="ray")
+    assert not (tmp_path / "none.png").exists()
 
 
 def test_a_ray_address_where_no_head_answers_is_a_user_error(tiny, tmp_path):
-    pytest.importorskip("ray")
     import socket
 
     with socket.socket() as s:                          # a local port that nothing listens on
@@ -172,8 +170,9 @@ def metric_rows(out: Path) -> list[dict]:
 
 
 def test_ray_tasks_give_the_process_pool_results_and_resume_the_same(tmp_path, capfd, monkeypatch):
-    ray = pytest.importorskip("ray")
     import logging
+
+    import ray
 
     from smallville.cli import main
 

@@ -232,7 +232,7 @@ def test_least_cosine_found_among_rows_added_after_a_search(monkeypatch):
     assert approx._approx.far.trained_at == len(approx._table)  # 4x grown: trained again
 
 
-def test_same_result_with_and_without_the_helper_thread(monkeypatch):
+def test_same_result_with_and_without_the_helper_thread(monkeypatch, one_faiss_thread):
     """The negated query's search runs on a helper thread where there are two or more
     CPUs; without one it runs first. The hits are the same either way."""
     from smallville.memory import hnsw
@@ -286,7 +286,7 @@ def test_a_search_begins_where_the_last_one_ended(monkeypatch):
     assert np.mean(found) >= 0.95
 
 
-def test_cosines_computed_ahead_change_no_result(monkeypatch):
+def test_cosines_computed_ahead_change_no_result(monkeypatch, one_faiss_thread):
     """The helper thread computes, during the graph search, the cosines of the recent
     memories the last search's bound selects. A good guess, a poor one and none give
     the same hits and scores."""

@@ -251,10 +251,9 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 def test_metrics_plot_draws_diffusion_network_and_attendance_beside_the_run(party_run, tmp_path):
-    from smallville.cli import main
-
-    pytest.importorskip("matplotlib")
     import matplotlib.image
+
+    from smallville.cli import main
 
     assert main(["metrics", str(party_run), "--plot"]) == 0
     names = ("diffusion.png", "network.png", "attendance.png")
@@ -270,7 +269,6 @@ def test_metrics_plot_draws_diffusion_network_and_attendance_beside_the_run(part
 
 
 def test_a_run_with_no_scheduled_event_has_no_attendance_plot(chain_run, tmp_path):
-    pytest.importorskip("matplotlib")
     from smallville.metrics import compute
     from smallville.plots import plot_run
 

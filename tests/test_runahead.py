@@ -4,6 +4,8 @@ the simulation, with the outcome of the in-order run, byte for byte."""
 from __future__ import annotations
 
 import json
+import re
+import threading
 
 import pytest
 
@@ -34,23 +36,58 @@ def town_hour(tmp_path, server, name, **settings):
                         embedder="lexical")
 
 
-def test_the_town_run_ahead_writes_exactly_the_in_order_run(tmp_path, server):
+def test_the_town_run_ahead_writes_exactly_the_in_order_run(tmp_path, server, monkeypatch):
+    """The server holds Isabella's first breaking down of a block into actions, asked at
+    minute N of the day, so the run cannot pass minute N. A breaking down asked for minute
+    N + 10 or later can then reach the server only by run-ahead. Once one has, her answer
+    goes out, and the run ends as the in-order run did."""
+    from smallville.sim import runahead
+
+    monkeypatch.setattr(runahead._report, "__defaults__", (600.0,))   # no copy is given up for being slow
     in_order = town_hour(tmp_path, server, "in_order", lookahead=0)
-    calls_in_order = server.chats
-    ahead = town_hour(tmp_path, server, "ahead", lookahead=3600)
+    calls_in_order, first = server.chats, len(server.bodies)
+    held = "Character: Isabella Rodriguez\nActivity:"
+    server.hold(held)
+
+    def asked_ten_minutes_later(s) -> bool:
+        asked = decompositions(s.bodies[first:])
+        mine = [minute for prompt, minute in asked if held in prompt]
+        return bool(s.held) and any(minute >= mine[0] + 10 for _, minute in asked)
+
+    seen = {}
+
+    def release_once_asked_later():
+        seen["later"] = server.wait_for(asked_ten_minutes_later, timeout=300)
+        server.release()
+
+    watcher = threading.Thread(target=release_once_asked_later)
+    watcher.start()
+    try:
+        ahead = town_hour(tmp_path, server, "ahead", lookahead=3600, timeout=600)
+    finally:
+        server.release()
+        watcher.join()
+    assert seen["later"], decompositions(server.bodies[first:])
+    assert server.held == 1
     for name in ("events.jsonl", "answers.jsonl"):
         assert (ahead.path / name).read_bytes() == (in_order.path / name).read_bytes(), name
     assert sorted(p.name for p in ahead.path.iterdir()) == sorted(p.name for p in in_order.path.iterdir())
     stats = ahead.manifest["usage"]["run_ahead"]
     assert "run_ahead" not in in_order.manifest["usage"]
     assert stats["forks"] > 0 and stats.get("failed_forks", 0) == 0
-    assert stats["most_ahead_s"] >= 600          # some request went out ten simulated minutes early
-    # A copy can guess wrong only in the order agents act within one instant (a missing
-    # agent can change it); such a call is wasted, never used: a few in a hundred at most.
+    assert stats["most_ahead_s"] >= 600
+    # A copy can guess wrong (in the order agents act within one instant, which a missing
+    # agent can change): such a call is wasted, never used. How many is a matter of timing
+    # (benchmarks/llm_brain.py reports it); every other call is one the in-order run made.
     calls = ahead.manifest["usage"]["total"]["calls"]
     assert stats["sent"] - stats["unused"] == in_order.manifest["usage"]["total"]["requests"]
-    assert stats["unused"] <= 0.05 * stats["sent"], stats
     assert server.chats - calls_in_order == calls >= calls_in_order
+
+
+def decompositions(bodies) -> list[tuple[str, int]]:
+    """(prompt, minute of the day it was asked at) of each request to break a block down."""
+    prompts = [b["messages"][-1]["content"] for b in list(bodies) if "messages" in b]
+    return [(p, int(m.group(1))) for p in prompts if (m := re.search(r"from minute (\d+) to minute", p))]
 
 
 def test_run_ahead_survives_failing_calls_and_accounts_for_each(tmp_path, server):
