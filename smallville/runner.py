@@ -268,6 +268,10 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
         finally:
             sim.log.flush()
             manifest.update(_final(sim))
+            if manifest["status"] == "interrupted":   # Ctrl-C may land between an event's line and its count
+                out.flush()
+                with open(path / "events.jsonl", "rb") as written:
+                    manifest["counts"]["events"] = sum(1 for _ in written)
             if hasattr(brain, "ahead"):
                 brain.ahead.close()
             if ledger is not None and ledger.by_kind:

@@ -58,7 +58,7 @@ class LLMServer:
         self.lock = threading.Lock()
         self.gathered = threading.Condition(self.lock)
         self.hold_for: int = 0                     # answers wait until this many calls are in flight
-        self.gate = 0                              # times that many were
+        self.gathered_times = 0                    # times that many were
         self.released = threading.Event()          # ends every "hang" (set when the server stops)
         self.injected: Counter[str] = Counter()
         self.chats = 0
@@ -137,12 +137,12 @@ class LLMServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     server.flight_log.append((time.perf_counter(), server.in_flight))
-                    gate = server.gate
+                    times = server.gathered_times
                     if server.in_flight >= server.hold_for:     # enough have come: all of them go on
-                        server.gate += 1
+                        server.gathered_times += 1
                         server.gathered.notify_all()
                     else:
-                        server.gathered.wait_for(lambda: server.gate > gate, timeout=60)
+                        server.gathered.wait_for(lambda: server.gathered_times > times, timeout=60)
                 try:
                     if self.path.endswith("/embeddings"):
                         server.embeddings += 1
