@@ -244,6 +244,9 @@ class LLMServer:
             content = json.dumps({"answer": "I'd rather not say"})
         elif failure == "cutoff":
             content, finish = content[: len(content) // 2], "length"
+        limit = body.get("max_tokens") or body.get("max_completion_tokens")
+        if limit and not echoed and len(content) // 4 + 1 > limit:    # cut off where a model would be
+            content, finish = content[: (limit - 1) * 4], "length"
         usage = {"prompt_tokens": count_tokens(body["messages"], body["model"]), "completion_tokens": len(content) // 4 + 1}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         with self.lock:

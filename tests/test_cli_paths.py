@@ -187,8 +187,8 @@ def model_config(tmp_path, server, **more) -> str:
     """Brain settings for the test server. It answers at whatever length, never cut at
     `max_tokens` as a model would be: so `max_tokens` is above its longest answer (a day's
     plan), or a token limit could be passed by what no model would have sent."""
-    settings = {"model": "openai/test-model", "api_base": server.api_base, "echo_request": True,
-                "preflight": False, "max_tokens": 1000, **more}
+    settings = {"model": "openai/test-model", "api_base": server.api_base, "preflight": False, "max_tokens": 1000,
+                **more}
     path = tmp_path / "brain.yaml"
     path.write_text(yaml.safe_dump(settings))
     return str(path)
@@ -200,7 +200,7 @@ def model_run(tmp_path, server, name, *flags, config=None, check=True):
     before = len(server.usages)
     out = smallville("run", CAFE_TRIO, "--for", "2h", "--embedder", "lexical", "--quiet",
                      "--brain-config", config or model_config(tmp_path, server), "--runs-dir", tmp_path / name,
-                     *flags, env=clean_env(tmp_path, OPENAI_API_KEY="sk-test"), check=check)
+                     *flags, env=clean_env(tmp_path), check=check)
     return out, server.usages[before:]
 
 

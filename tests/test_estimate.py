@@ -22,13 +22,18 @@ CLI = [sys.executable, "-c", "from smallville.cli import main; raise SystemExit(
 
 @pytest.fixture
 def server(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     with LLMServer(seed=load_scenario(CAFE_TRIO).seed) as s:
         yield s
 
 
 def settings(server=None, **more) -> LLMConfig:
+    """The one place tests send `echo_request` prompts: the estimate assumes the offline
+    brain's behaviour, so it is held to what a model that behaves as the offline brain
+    would be sent, and only a server told the request can answer as the offline brain
+    (the estimate renders the same prompts, REQUEST_JSON line included). Against models
+    that act otherwise, see test_estimate_pilot.py."""
     return LLMConfig(model="openai/test-model", api_base=server.api_base if server else None, echo_request=True,
                      preflight=False, **more)
 

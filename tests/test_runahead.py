@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from conftest import ROOT
-from llmserver import LLMServer
+from llmserver import SOCIABLE, LLMServer
 from smallville.brain import LLMConfig
 from smallville.runner import run_scenario
 from smallville.scenario import load_scenario
@@ -23,30 +23,33 @@ pytestmark = pytest.mark.skipif(not can_fork(), reason="run-ahead needs os.fork"
 
 @pytest.fixture
 def server(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    with LLMServer(seed=load_scenario(THE_VILLE).seed) as s:
+    # A model whose people keep to where they are and act in 5-15 minute steps: copies of
+    # the town can run far ahead of one who waits, as they do when people keep apart.
+    with LLMServer(seed=load_scenario(THE_VILLE).seed, prefer={"minutes": SOCIABLE["minutes"], "where": ""}) as s:
         yield s
 
 
 def town_hour(tmp_path, server, name, **settings):
-    brain = LLMConfig(model="openai/test-model", api_base=server.api_base, echo_request=True, preflight=False,
+    brain = LLMConfig(model="openai/test-model", api_base=server.api_base, preflight=False,
                       max_concurrency=16, **settings)
     return run_scenario(load_scenario(THE_VILLE), runs_dir=tmp_path / name, duration=3600, brain=brain,
                         embedder="lexical")
 
 
 def test_the_town_run_ahead_writes_exactly_the_in_order_run(tmp_path, server, monkeypatch):
-    """The server holds Isabella's first breaking down of a block into actions, asked at
-    minute N of the day, so the run cannot pass minute N. A breaking down asked for minute
-    N + 10 or later can then reach the server only by run-ahead. Once one has, her answer
-    goes out, and the run ends as the in-order run did."""
+    """The server holds the first breaking down of a block into actions that one agent asks
+    for, at minute N of the day, so the run cannot pass minute N. A breaking down asked for
+    minute N + 10 or later can then reach the server only by run-ahead. Once one has, the
+    held answer goes out, and the run ends as the in-order run did."""
     from smallville.sim import runahead
 
     monkeypatch.setattr(runahead._report, "__defaults__", (600.0,))   # no copy is given up for being slow
     in_order = town_hour(tmp_path, server, "in_order", lookahead=0)
     calls_in_order, first = server.chats, len(server.bodies)
-    held = "Character: Isabella Rodriguez\nActivity:"
+    (prompt, _), *_ = decompositions(server.bodies)         # the first breaking down the town asked for
+    held = prompt.split("\n", 2)[0] + "\nActivity:"         # "Character: NAME\nActivity:"
     server.hold(held)
 
     def asked_ten_minutes_later(s) -> bool:
