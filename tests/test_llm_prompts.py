@@ -263,3 +263,15 @@ def test_numbers_out_of_their_bounds_are_clamped_not_refused():
     answer = templates["plan_day"].parse(plan, '{"blocks": [{"start": 420, "end": 3456, "activity": "work", "where": ""}]}')
     fixed, notes = repair(plan, answer)
     assert [(b.start, b.end) for b in fixed.blocks] == [(420, 2880)] and "clamped" in notes[0]
+
+
+def test_prices_written_as_yaml_people_write_them_are_numbers(tmp_path):
+    from smallville.brain.config import load_config
+
+    settings = tmp_path / "brain.yaml"
+    settings.write_text("model: openai/x\nprice: {prompt: 2e-6, completion: 8.0e-6}\n")   # YAML 1.1: 2e-6 is a string
+    config = load_config(file=settings)
+    assert (config.price_prompt, config.price_completion) == (2e-6, 8e-6)
+    settings.write_text("model: openai/x\nprice_prompt: cheap\n")
+    with pytest.raises(BrainError, match="price_prompt='cheap': must be a number"):
+        load_config(file=settings)

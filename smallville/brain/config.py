@@ -50,6 +50,16 @@ class LLMConfig:
                 raise BrainError(f"brain setting {name}={getattr(self, name)!r}: must be a positive integer")
         if not isinstance(self.retries, int) or self.retries < 0:
             raise BrainError(f"brain setting retries={self.retries!r}: must be an integer >= 0")
+        for name in ("price_prompt", "price_completion"):
+            value = getattr(self, name)
+            if isinstance(value, str):              # YAML reads 2e-6 (no dot) as a string
+                try:
+                    object.__setattr__(self, name, float(value))
+                except ValueError:
+                    raise BrainError(f"brain setting {name}={value!r}: must be a number (USD per token)") from None
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+                raise BrainError(f"brain setting {name}={value!r}: must be a number >= 0 (USD per token)")
         for name in ("timeout", "backoff", "temperature", "lookahead"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
