@@ -64,7 +64,7 @@ def test_a_cell_that_looks_like_markup_is_shown_as_written():
 
 ESTIMATE = {
     "model": "openai/gpt-4o-mini", "window_s": 86400, "seconds": 4.4, "rounds": 1463, "wall_s": 3000.0,
-    "completion_from": "offline answers",
+    "completion_from": "offline answers", "basis": "offline brain",
     "by_kind": {"decompose": {"requests": 578, "prompt_tokens": 205618, "completion_tokens": 68699, "cost_usd": 0.0721},
                 "rate_importance": {"requests": 1384, "prompt_tokens": 192416, "completion_tokens": 12654,
                                     "cost_usd": 0.0365},
@@ -91,8 +91,10 @@ The Ville on openai/gpt-4o-mini: 24 simulated hours, 25 agents (estimated
 │ range low         │    1,597 │    358,207 │         41,261 │   0.0801 │
 │ range high        │    2,397 │    537,311 │        165,044 │   0.1794 │
 └───────────────────┴──────────┴────────────┴────────────────┴──────────┘
-completions sized from offline answers; in order, 1,463 rounds of calls at 2 s a
-call and up to 8 at once take about 50 min (run-ahead can do better)"""
+assumes the offline brain's behaviour, completions sized from its answers (a
+model that acts otherwise sends otherwise: estimate --from a short run on it);
+in order, 1,463 rounds of calls at 2 s a call and up to 8 at once take about 50
+min (run-ahead can do better)"""
 
 
 def event(t: int, kind: str, agent: str, data: dict) -> dict:
