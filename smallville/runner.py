@@ -246,10 +246,14 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
                 fault_point("kill-at", now)
             if on_step:
                 on_step(now)
+            if ctrl_c.pressed:
+                raise KeyboardInterrupt
 
         stops = tuple(t for t in (replay_to, fork["t"] if fork else 0.0) if t)
+        ctrl_c = CtrlC()
         try:
-            sim.run(until, on_step=step, stops=stops)
+            with ctrl_c:
+                sim.run(until, on_step=step, stops=stops)
             manifest["status"] = "completed"
         except BudgetExhausted as exc:
             stopped = exc
@@ -295,6 +299,38 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
     if isinstance(stopped, ModelUnusable):
         raise ModelUnusable(f"{stopped}. What ran is kept: once that is set, go on with: smallville resume {path}")
     return RunResult(path, manifest, sim)
+
+
+class CtrlC:
+    """Ctrl-C during a run: the first press stops it at the end of the step under way (every
+    15 simulated minutes, after a checkpoint if one is due), so no state is torn; a second
+    press stops it at once. Outside the main thread (no signals there) it does nothing."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._before = None
+
+    def __enter__(self) -> "CtrlC":
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self._before = signal.signal(signal.SIGINT, self._press)
+        return self
+
+    def _press(self, signum, frame) -> None:
+        import signal
+        import sys
+
+        self.pressed = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)     # the second press: at once
+        sys.stderr.write("\nsmallville: stopping at the end of this step (Ctrl-C again to stop now)\n")
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        if self._before is not None:
+            signal.signal(signal.SIGINT, self._before)
 
 
 def checkpoint_before(path: Path, t: float) -> None:
