@@ -152,3 +152,18 @@ def test_a_pinned_concurrency_stays_where_it_is_put(server):
     brain.answer([rq.RateImportance("a", "Ann", ("one more",))])
     assert ledger.to_dict()["concurrency"] == {"adaptive": False, "limit": 3, "reached": 3, "cuts": 0, "ceiling": 3}
     assert server.max_in_flight <= 3
+
+
+def test_the_preflight_is_paid_from_the_budget_like_any_call(tmp_path, server):
+    one = smallville("run", CAFE_TRIO, "--brain", "openai/local", "--api-base", server.api_base, "--embedder",
+                     "lexical", "--runs-dir", tmp_path / "one", "--max-requests", "1")
+    assert one.returncode == 3 and server.chats == 1                           # the preflight took the one
+    m = only_run(tmp_path / "one")
+    assert m["status"] == "budget_exhausted" and m["spend"]["requests"] == 1
+    assert m["usage"]["by_kind"]["preflight"]["calls"] == 1
+    assert "budget reached" in one.stderr and "--max-requests MORE" in one.stderr
+    too_few = smallville("run", CAFE_TRIO, "--brain", "openai/local", "--api-base", server.api_base, "--embedder",
+                         "lexical", "--runs-dir", tmp_path / "few", "--max-tokens", "50")
+    assert too_few.returncode == 3 and server.chats == 1                       # the probe could cost more: not sent
+    (line,) = too_few.stderr.strip().splitlines()
+    assert line.startswith("smallville: error: budget reached: 0 of --max-tokens 50 tokens spent")

@@ -145,13 +145,15 @@ class LLMBrain:
         for attempt in range(self.config.retries + 1):
             if attempt:
                 time.sleep(self.config.backoff * 2 ** (attempt - 1))
-            try:
-                with gate(messages) if gate else nullcontext():
+            with gate(messages) if gate else nullcontext():     # a budget that cannot pay stops here
+                try:
                     response = self._complete(messages, fmt, max_tokens=PROBE_TOKENS)
+                except Exception as exc:  # every provider raises its own types
+                    response, last = None, classify(exc, self._secrets())
+                    self.ledger.add("preflight", None, calls=1)
+                else:
                     self._account(None, response)
-            except Exception as exc:  # every provider raises its own types
-                self.ledger.add("preflight", None, calls=1)
-                last = classify(exc, self._secrets())
+            if response is None:
                 if last.reason == "connection":
                     break
                 if fmt is not None and names_format(last.error):
