@@ -431,7 +431,7 @@ def _estimate(args) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
-        render.print_estimate(result.to_dict(), scenario, args.latency, args.concurrency or settings.max_concurrency or settings.concurrency_start)
+        render.print_estimate(result.to_dict(), scenario, args.latency, args.concurrency or settings.concurrency_first)
     return 0
 
 

@@ -188,7 +188,7 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
         out._costs[kind] = {"prompt_cost": prompt_cost, "completion_cost": completion_cost}
         out.by_kind[kind] = {**row, "cost_usd": prompt_cost + completion_cost}
     if latency is not None:
-        limit = concurrency or settings.max_concurrency or settings.concurrency_start
+        limit = concurrency or settings.concurrency_first
         out.wall_s = sum(math.ceil(n / limit) for n in meter.batches) * latency * scale
     out.seconds = time.perf_counter() - began
     return out

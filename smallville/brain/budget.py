@@ -116,37 +116,26 @@ class Budgeted:
 
     def preflight(self) -> str | None:
         """The model's preflight, each of its calls admitted by the budget like any other."""
-        return self.inner.preflight(gate=self._admit)
+        return self.inner.preflight(gate=lambda messages: self._admitted(1, lambda: self.inner.count_tokens(messages)))
+
+    def answer(self, requests: Sequence[rq.Message]):
+        if not requests:
+            return []
+        with self._admitted(len(requests), lambda: sum(self.inner.prompt_tokens(r) for r in requests)):
+            return self.inner.answer(requests)
 
     @contextmanager
-    def _admit(self, messages: list[dict]):
-        worst = Spend(1)
+    def _admitted(self, calls: int, prompt_tokens):
+        """Calls that may go out once the budget has room for the most they could cost:
+        their prompts' tokens (`prompt_tokens()`, counted only if a limit needs them) and
+        `max_tokens` each."""
+        worst = Spend(calls)
         limits = self.budget.limits
         if "tokens" in limits or "usd" in limits:
-            prompt = self.inner.count_tokens(messages)
-            completion = self.inner.config.max_tokens
-            worst = Spend(1, prompt + completion, self.inner.price(prompt, completion) if "usd" in limits else 0.0)
+            prompt, completion = prompt_tokens(), calls * self.inner.config.max_tokens
+            worst = Spend(calls, prompt + completion, self.inner.price(prompt, completion) if "usd" in limits else 0.0)
         self.budget.reserve(worst)
         try:
             yield
         finally:
             self.budget.release(worst)
-
-    def answer(self, requests: Sequence[rq.Message]):
-        if not requests:
-            return []
-        worst = self.worst(requests)
-        self.budget.reserve(worst)
-        try:
-            return self.inner.answer(requests)
-        finally:
-            self.budget.release(worst)
-
-    def worst(self, requests: Sequence[rq.Message]) -> Spend:
-        """The most a batch could cost: its prompts' tokens and `max_tokens` each."""
-        limits = self.budget.limits
-        if "tokens" not in limits and "usd" not in limits:
-            return Spend(len(requests))
-        prompt = sum(self.inner.prompt_tokens(r) for r in requests)
-        completion = len(requests) * self.inner.config.max_tokens
-        return Spend(len(requests), prompt + completion, self.inner.price(prompt, completion) if "usd" in limits else 0.0)

@@ -71,6 +71,11 @@ class LLMConfig:
         return self.max_concurrency is None
 
     @property
+    def concurrency_first(self) -> int:
+        """The calls in flight at the start: the pinned number, or where an adaptive one starts."""
+        return self.max_concurrency or self.concurrency_start
+
+    @property
     def concurrency_limit(self) -> int:
         """The most calls that may ever be in flight at once."""
         return self.max_concurrency or max(self.concurrency_start, self.concurrency_ceiling)

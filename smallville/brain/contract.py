@@ -48,8 +48,9 @@ def from_model(request: rq.Message, data: dict) -> dict:
     return data
 
 
-def to_model(answer: rq.Message) -> dict:
-    """The inverse of `from_model`, for an answer given as the answer class holds it."""
+def to_model_json(answer: rq.Message) -> dict:
+    """An answer as a model following its request's schema would write it (the inverse of
+    `from_model`)."""
     data = _strip(answer.to_dict())
     if isinstance(answer, rq.Importance):
         data["scores"] = {str(i): s for i, s in enumerate(answer.scores)}

@@ -1,7 +1,8 @@
 """The LLM brain: each request rendered through its template, sent through litellm, and
-parsed and validated into its answer. A batch goes out at once (as many calls in flight
-as the throttle allows: `max_concurrency`, or a limit found as answers come back) and comes back in request order. A request that gets no valid answer is
-answered `Failed`; `Retrying` and `WithFallbacks` (wrappers.py) make that safe."""
+parsed and validated into its answer. A batch goes out at once (as many calls in flight as
+the throttle allows: `max_concurrency`, or a limit found as answers come back) and comes
+back in request order. A request that gets no valid answer is answered `Failed`;
+`Retrying` and `WithFallbacks` (wrappers.py) make that safe."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from smallville.brain.base import Failed
 from smallville.brain.config import LLMConfig
 from smallville.brain.keys import api_key_for
 from smallville.brain.ledger import Ledger
+from smallville.brain.prompts import STRUCTURED_MODES, AnswerError, check_reply, load_templates
 from smallville.brain.throttle import Throttle
-from smallville.brain.prompts import STRUCTURED_MODES, AnswerError, Template, load_templates
 from smallville.errors import BrainError
 
 
@@ -43,12 +44,11 @@ class LLMBrain:
         self.templates = load_templates()
         self._litellm = import_litellm()
         self.api_key = api_key_for(config.model, config.api_base, config.api_key_env)
-        self.throttle = Throttle(config.concurrency_start, config.concurrency_limit, adaptive=config.adaptive)
+        self.throttle = Throttle(config.concurrency_first, config.concurrency_limit, adaptive=config.adaptive)
         self.ledger.throttle = self.throttle
         self._pool = ThreadPoolExecutor(max_workers=config.concurrency_limit, thread_name_prefix="smallville-llm")
         self.answered = 0              # valid answers so far: an unreachable model has none
         self.mode_note: dict | None = None     # the structured-output mode the preflight chose, and why
-        self._probe_template = Template("preflight", 1, "", "", "", PROBE_SCHEMA, {})
 
     def describe(self) -> dict:
         out = {"name": "llm", **self.config.describe(),
@@ -162,7 +162,7 @@ class LLMBrain:
                     break
                 continue
             try:
-                self._probe_template.check(None, response.choices[0].message.content)
+                check_reply(PROBE_SCHEMA, response.choices[0].message.content)
                 return None
             except AnswerError as exc:
                 return str(exc)

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from smallville.brain import requests as rq
-from smallville.brain.contract import from_model, loosened, schema_for, to_model
+from smallville.brain.contract import from_model, loosened, schema_for, to_model_json  # noqa: F401 (re-exported)
 
 STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
 ECHO_MARK = "REQUEST_JSON: "
@@ -57,7 +57,7 @@ class Template:
                                                  ensure_ascii=False)
         return [{"role": "system", "content": self.system.strip()}, {"role": "user", "content": user}]
 
-    def schema_for(self, request: rq.Message | None) -> dict:
+    def schema_for(self, request: rq.Message) -> dict:
         """The schema of `request`'s answer: the contract (see `contract.py`)."""
         return schema_for(self.schema, request)
 
@@ -92,25 +92,26 @@ class Template:
         except (TypeError, ValueError) as exc:
             raise AnswerError("schema", str(exc)) from None
 
-    def check(self, request: rq.Message | None, reply: str | None) -> dict:
+    def check(self, request: rq.Message, reply: str | None) -> dict:
         """The JSON object in a reply, valid against the request's schema, or `AnswerError`."""
-        import jsonschema
-
-        data = _json_in(reply or "")
-        schema = loosened(self.schema_for(request))
-        error = jsonschema.exceptions.best_match(self._validator_class(schema).iter_errors(data))
-        if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path) or "answer"
-            message = f"{where}: {error.message}"
-            if len(message) > 200:
-                message = f"{where}: does not meet the schema's {error.validator!r}"
-            raise AnswerError("schema", message)
-        return data
+        return check_reply(loosened(self.schema_for(request)), reply, self._validator_class)
 
 
-def to_model_json(answer: rq.Message) -> dict:
-    """An answer as a model following the template's schema would write it."""
-    return to_model(answer)
+def check_reply(schema: dict, reply: str | None, validator_class=None) -> dict:
+    """The JSON object in a reply, valid against `schema`, or `AnswerError` saying where
+    it is not. `validator_class` is the schema's, if already known."""
+    import jsonschema  # lazy: a dependency of litellm, only needed on the LLM path
+
+    data = _json_in(reply or "")
+    cls = validator_class or jsonschema.validators.validator_for(schema)
+    error = jsonschema.exceptions.best_match(cls(schema).iter_errors(data))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "answer"
+        message = f"{where}: {error.message}"
+        if len(message) > 200:
+            message = f"{where}: does not meet the schema's {error.validator!r}"
+        raise AnswerError("schema", message)
+    return data
 
 
 def load_templates() -> dict[str, Template]:

@@ -117,6 +117,9 @@ def _closest(name: str, places) -> str:
 
 def _actions(request: rq.Decompose, actions: rq.Actions, note: Callable[[str], None]) -> rq.Actions:
     total = max(1, request.end - request.start)
+    if actions.steps and all(1 <= s.minutes <= 180 for s in actions.steps) and sum(
+            s.minutes for s in actions.steps) <= total:
+        return actions                                     # the usual case: nothing to do
     clamped = []
     for step in actions.steps:
         if not 1 <= step.minutes <= 180:
