@@ -140,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     interview.add_argument("--at", help="the simulated time (YYYY-MM-DD HH:MM; default: the run's end)")
     interview.add_argument("--json", action="store_true", help="print JSON")
 
+    verify = commands.add_parser("verify", help="re-simulate a run from its start and check it reproduces byte for byte")
+    verify.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+
     validate = commands.add_parser("validate", help="check scenario and agent files without running them")
     validate.add_argument("files", type=Path, nargs="+", metavar="FILE")
 
@@ -205,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
             return _ask(args)
         if args.command == "town":
             return _town(args)
+        if args.command == "verify":
+            return _verify(args)
         if args.command == "metrics":
             return _metrics(args)
         if args.command == "experiment":
@@ -222,6 +227,19 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:        # a runs folder that cannot be written, a full disk, ...
         print(f"smallville: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return 1
+
+
+def _verify(args) -> int:
+    from smallville.replay.record import read_manifest
+    from smallville.verify import verify
+
+    read_manifest(args.run_dir)                 # a folder that is not a run: one line, exit 2
+    verdict = verify(args.run_dir)
+    if verdict.difference:
+        print(f"smallville: {args.run_dir} does not reproduce: {verdict.difference}", file=sys.stderr)
+        return 1
+    print(f"{args.run_dir}: reproduced: {verdict.events:,} events and {verdict.checkpoints} checkpoints identical")
+    return 0
 
 
 def _validate(args) -> int:
@@ -309,7 +327,7 @@ def _exit_code(result) -> int:
 
 
 def _ask(args) -> int:
-    """`inspect` and `interview`: a re-simulation in memory, never a change to the run."""
+    """`inspect` and `interview`: the state rebuilt in memory from a checkpoint, never a change to the run."""
     import json
 
     from smallville.continuation import simulate_to

@@ -197,11 +197,10 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
 def _simulate(scenario, meter: _Meter, embedder: str, seed: int, duration: float) -> dict:
     """Run the window through `meter`; what the first instant sent, by kind."""
     from smallville.embed import make_embedder
-    from smallville.runner import _Sink
     from smallville.sim import Simulation
-    from smallville.sim.log import EventLog
+    from smallville.sim.log import EventLog, Nowhere
 
-    sim = Simulation(scenario, meter, make_embedder(embedder), seed=seed, log=EventLog(scenario.start, _Sink()))
+    sim = Simulation(scenario, meter, make_embedder(embedder), seed=seed, log=EventLog(scenario.start, Nowhere()))
     sim.run(min(scenario.tick, duration))
     first = {kind: dict(row) for kind, row in meter.rows.items()}
     sim.run(duration)

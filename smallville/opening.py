@@ -11,6 +11,11 @@ from datetime import datetime, timedelta
 from smallville.timefmt import format_duration, parse_datetime
 
 
+def brain_name(settings: dict) -> str:
+    """The brain a manifest's `brain` settings name: `offline`, the model, or `replay`."""
+    return settings.get("model") if settings.get("name") == "llm" else settings.get("name", "offline")
+
+
 def opening(manifest: dict, path, brain: str, embedder: str) -> str:
     """One line: the scenario, what this run is and where it starts, to when, its seed, brain,
     embedder and folder."""

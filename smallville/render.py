@@ -7,7 +7,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.markup import escape
 from rich.text import Text
 
-from smallville.opening import count, opening
+from smallville.opening import brain_name, count, opening
 from smallville.runner import RunResult, run_scenario
 from smallville.tables import Table, make_console, print_table
 from smallville.timefmt import format_sim
@@ -47,8 +47,8 @@ def with_progress(go, start, duration: float, quiet: bool, console: Console | No
         def on_start(sim, path, manifest) -> None:
             seen["sim"] = sim
             if not quiet:
-                console.print(opening(manifest, path, sim.brain.name, sim.embedder.name), markup=False,
-                              highlight=False)
+                console.print(opening(manifest, path, brain_name(manifest.get("brain") or {}), sim.embedder.name),
+                              markup=False, highlight=False)
             note = (sim.brain.describe().get("structured_check") or {}).get("note")
             if note:                            # the preflight chose another structured-output mode
                 console.print(note, markup=False, highlight=False)

@@ -11,6 +11,7 @@ import os
 import platform
 import shutil
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -157,25 +158,9 @@ def run_ahead(brain, settings):
     return Prefetched(Ahead(brain, concurrency=settings.concurrency_limit, lookahead=settings.lookahead))
 
 
-class _Sink:
-    """Where a log's lines go: nowhere while a resumed run re-simulates what is already on
-    disk (only counted), then the file."""
-
-    def __init__(self, target=None) -> None:
-        self.target, self.bytes = target, 0
-
-    def write(self, text: str) -> None:
-        self.bytes += len(text.encode("utf-8"))
-        if self.target is not None:
-            self.target.write(text)
-
-    def flush(self) -> None:
-        if self.target is not None:
-            self.target.flush()
-
-
 def apply_fork(sim, fork: dict) -> None:
-    """Change history at a fork: another seed from now on, thoughts put into heads."""
+    """Change history at a fork: another seed from now on (the fork's brain is made with
+    it), thoughts put into heads."""
     if fork.get("seed") is not None:
         sim.reseed(fork["seed"])
     for agent_id, thought in fork.get("inject", ()):
@@ -184,21 +169,22 @@ def apply_fork(sim, fork: dict) -> None:
 
 def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, until: float, *,
             ledger=None, on_start: Callable | None = None, on_step: Callable[[float], None] | None = None,
-            checkpoint_every: float = 3600.0, replay_to: float = 0.0, expected: dict | None = None,
-            fork: dict | None = None, config=None, ceiling: int | None = None) -> RunResult:
+            checkpoint_every: float = 3600.0, restore: tuple[Path, dict] | None = None,
+            fork: dict | None = None, fork_brain=None, config=None, ceiling: int | None = None) -> RunResult:
     """Simulate to `until`, appending to the run's `events.jsonl` and `answers.jsonl` and
-    checkpointing every `checkpoint_every` simulated seconds. With `replay_to`, the first
-    `replay_to` seconds are on disk already: they are re-simulated without writing, and the
-    state reached must match the checkpoint `expected`. A `fork` ({"t", "seed", "inject"})
-    changes history at its time. `config` (a SimConfig) defaults to the one the manifest
-    records, if any (a resumed or forked run keeps its parent's knobs), else the paper's.
-    `ceiling` (model runs) caps each agent's requests per simulated hour; by default the
-    brain settings' `max_requests_per_agent_hour` the manifest records. `on_start(sim, path,
-    manifest)` is called once the simulation is built, before it runs."""
+    checkpointing every `checkpoint_every` simulated seconds. With `restore` (a run folder
+    and one of its checkpoints) the simulation starts from that checkpoint's state, and the
+    logs are taken to hold everything before it. A `fork` ({"t", "seed", "inject"}) changes
+    history at its time; from then on `fork_brain` (if given) answers instead of `brain`.
+    `config` (a SimConfig) defaults to the one the manifest records, if any (a resumed or
+    forked run keeps its parent's knobs), else the paper's. `ceiling` (model runs) caps
+    each agent's requests per simulated hour; by default the brain settings'
+    `max_requests_per_agent_hour` the manifest records. `on_start(sim, path, manifest)` is
+    called once the simulation is built, before it runs."""
     from smallville.brain.budget import BudgetExhausted, Spend
-    from smallville.brain.record import RECORD, Recording
+    from smallville.brain.record import RECORD, Recording, recorded_keys, teach
     from smallville.brain.wrappers import ModelUnusable
-    from smallville.checkpoint import fault_point, digest, sim_state, write_checkpoint
+    from smallville.checkpoint import fault_point, restore as restore_checkpoint, write_checkpoint
     from smallville.sim import Simulation
     from smallville.sim.engine import SimConfig
     from smallville.sim.log import EventLog
@@ -211,45 +197,64 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
     began = time.perf_counter()
     spent_before = Spend.from_dict(manifest.get("spend"))
     stopped: BudgetExhausted | ModelUnusable | None = None
+    start = restore[1]["t"] if restore else 0.0
     with open(path / "events.jsonl", "a", encoding="utf-8") as out, open(path / RECORD, "a", encoding="utf-8") as rec:
-        events, answers = _Sink(None if replay_to else out), _Sink(None if replay_to else rec)
-        sim = Simulation(scenario, Recording(brain, answers), embedder, seed=seed,
-                         log=EventLog(scenario.start, events), config=config)
+        written = recorded_keys(path, os.fstat(rec.fileno()).st_size) if restore else set()
+        sim = Simulation(scenario, Recording(brain, rec, written), embedder, seed=seed,
+                         log=EventLog(scenario.start, out), config=config)
         if ceiling is not None:                       # the runaway guard
             sim.dispatch.ceiling = ceiling
             sim.dispatch.on_refused = lambda agent, request, limit: sim.emit(
                 "brain_refused", agent, {"kind": request.kind, "ceiling": limit})
-        if hasattr(brain, "ahead"):                   # run-ahead (sim/runahead.py)
-            from smallville.sim.runahead import RunAheadDispatcher
+        if restore:
+            restore_checkpoint(sim, *restore)
+            teach(brain, path, os.fstat(rec.fileno()).st_size)
 
-            sim.dispatch = RunAheadDispatcher(sim, brain.ahead, sim.dispatch)
+        aheads = []
+
+        def answer_with(the_brain) -> None:
+            sim.use_brain(Recording(the_brain, rec, sim.brain.written))
+            if hasattr(the_brain, "ahead"):           # run-ahead (sim/runahead.py)
+                from smallville.sim.runahead import RunAheadDispatcher
+
+                aheads.append(the_brain.ahead)
+                sim.dispatch = RunAheadDispatcher(sim, the_brain.ahead, sim.dispatch)
+
+        def fork_now() -> None:
+            apply_fork(sim, fork)
+            if fork_brain is not None:
+                rec.flush()
+                teach(fork_brain, path, os.fstat(rec.fileno()).st_size)
+                answer_with(fork_brain)
+
+        if hasattr(brain, "ahead"):
+            answer_with(brain)
+        if fork and fork["t"] == start:
+            if restore[0] != path:                    # a new fork: its first checkpoint, before it changes history
+                write_checkpoint(sim, path, {"events.jsonl": os.fstat(out.fileno()).st_size,
+                                             RECORD: os.fstat(rec.fileno()).st_size})
+            fork_now()
         manifest["config"] = sim.config.to_dict()
         sim.ledger = ledger                            # for live spend in progress displays
         if on_start:
             on_start(sim, path, manifest)
 
         def step(now: float) -> None:
-            if replay_to and now == replay_to:
-                if expected is not None and digest(sim_state(sim)) != expected["digest"]:
-                    raise RunError(f"cannot resume {path}: re-simulating to {expected['time']} did not reach the "
-                                   "state of its checkpoint (was smallville, the scenario or the model changed?)")
-                events.target, answers.target = out, rec
-            if fork and now == fork["t"]:
-                apply_fork(sim, fork)
-            if checkpoint_every and now > replay_to and now % checkpoint_every == 0:
-                for f in (out, rec):
+            if checkpoint_every and now % checkpoint_every == 0 or fork and now == fork["t"]:
+                for f in (out, rec):                  # a fork's point is a checkpoint too: its state before the fork
                     f.flush()
                     os.fsync(f.fileno())
                 write_checkpoint(sim, path, {"events.jsonl": os.fstat(out.fileno()).st_size,
                                              RECORD: os.fstat(rec.fileno()).st_size})
-            if now > replay_to:
-                fault_point("kill-at", now)
+            if fork and now == fork["t"]:
+                fork_now()
+            fault_point("kill-at", now)
             if on_step:
                 on_step(now)
             if ctrl_c.pressed:
                 raise KeyboardInterrupt
 
-        stops = tuple(t for t in (replay_to, fork["t"] if fork else 0.0) if t)
+        stops = (fork["t"],) if fork and fork["t"] > start else ()
         ctrl_c = CtrlC()
         try:
             with ctrl_c:
@@ -276,12 +281,15 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
                 out.flush()
                 with open(path / "events.jsonl", "rb") as written:
                     manifest["counts"]["events"] = sum(1 for _ in written)
-            if hasattr(brain, "ahead"):
-                brain.ahead.close()
+            for ahead in aheads:
+                ahead.close()
             if ledger is not None and ledger.by_kind:
                 manifest["usage"] = ledger.to_dict(len(sim.agents), sim.env.now / 3600)
-            if hasattr(brain, "ahead"):
-                manifest.setdefault("usage", {})["run_ahead"] = dict(sorted(brain.ahead.stats.items()))
+            if aheads:
+                stats = Counter()
+                for ahead in aheads:
+                    stats.update(ahead.stats)           # (adding Counters would drop the zeros)
+                manifest.setdefault("usage", {})["run_ahead"] = dict(sorted(stats.items()))
             if ledger is not None:
                 total = ledger.total()
                 manifest["spend"] = Spend(spent_before.requests + total["calls"],
@@ -336,8 +344,8 @@ class CtrlC:
 def checkpoint_before(path: Path, t: float) -> None:
     """Cut a run that stopped during the instant `t` back to the instant's start: the
     event log and the record lose the instant's lines, and a checkpoint at `t` (made by
-    re-simulating to `t` from the run's own record, no model asked) lets `resume` go on
-    from there."""
+    simulating from the checkpoint before to `t` with the run's own record, no model
+    asked) lets `resume` go on from there."""
     from smallville.brain.record import RECORD
     from smallville.checkpoint import checkpoints, write_checkpoint
     from smallville.continuation import simulate_to
@@ -349,7 +357,7 @@ def checkpoint_before(path: Path, t: float) -> None:
         sizes = {"events.jsonl": 0, RECORD: 0}
     else:
         sim = simulate_to(path, t, strict=True)
-        used = sum(sim.dispatch.brain._used.values())
+        used = sim.brain.served
         lines = iter(range(1, used + 2))
         sizes = {"events.jsonl": _offset(path / "events.jsonl", lambda line: json.loads(line)["t"] >= t),
                  RECORD: _offset(path / RECORD, lambda line: next(lines) > used)}   # the first `used` lines

@@ -63,6 +63,7 @@ BAD_INPUT = [
     (["interview", "RUN", "nobody", "hi?"], "smallville: error: unknown agent 'nobody' in RUN"),
     (["interview", "RUN", "ann_lee", "hi?", "--at", "2023-02-12 08:00"],
      "smallville: error: 2023-02-12 08:00:00 is outside the time RUN covers"),
+    (["verify", "NOWHERE"], "smallville: error: NOWHERE is not a run directory: it has no manifest.json"),
     (["validate", "missing.yaml"], "missing.yaml: cannot read file: No such file or directory"),
     (["replay", "RUN", "--agent", "nobody"], "smallville: error: unknown agent 'nobody' in RUN"),
     (["replay", "RUN", "--at", "2023-02-20 09:00"], "smallville: error: --at 2023-02-20 09:00: RUN covers"),

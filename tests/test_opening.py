@@ -76,12 +76,12 @@ def parent(tmp_path_factory):
 
 
 def test_fork_says_what_it_did(parent, tmp_path):
-    result = smallville("fork", parent, "--at", "2023-02-13 08:00", "--inject", "ann_lee", "Ann wants a dog.",
+    result = smallville("fork", parent, "--at", "2023-02-13 08:20", "--inject", "ann_lee", "Ann wants a dog.",
                         "--runs-dir", tmp_path)
     assert result.returncode == 0, result.stderr
     (fork,) = tmp_path.iterdir()
     assert result.stderr.splitlines()[0] == (
-        f"Tiny Town: forked from {parent.name} at 2023-02-13 08:00 (re-simulated from the start), "
+        f"Tiny Town: forked from {parent.name} at 2023-02-13 08:20 (checkpoint 08:00 + 20m re-simulated), "
         f"1 injected thought; seed 7, to 2023-02-13 10:00, brain offline, embedder lexical-512; writing {fork}")
 
 
@@ -98,12 +98,12 @@ def test_resume_says_which_checkpoint_and_what_it_cut(tmp_path):
     assert result.returncode == 0, result.stderr
     events, answers = past["events.jsonl"], past["answers.jsonl"]
     assert events > 1 and answers > 1 and result.stderr.splitlines()[0] == (
-        f"Tiny Town: resuming from the 2023-02-13 09:00 checkpoint (re-simulated from the start) to 2023-02-13 "
+        f"Tiny Town: resuming from the 2023-02-13 09:00 checkpoint (restored from its checkpoint) to 2023-02-13 "
         f"10:00; log truncated by 1 torn line, {events} events and {answers} recorded answers past the checkpoint; "
         f"seed 7, brain offline, embedder lexical-512; writing {run}")
     resumed = json.loads((run / "manifest.json").read_text())["resumed"]
     assert resumed == [{"from": "2023-02-13 09:00:00", "wall": resumed[0]["wall"], "checkpoint": True,
-                        "restored": None, "cut": {"events": events, "answers": answers, "torn": 1}}]
+                        "restored": "2023-02-13 09:00:00", "cut": {"events": events, "answers": answers, "torn": 1}}]
 
 
 def test_a_negative_seed_is_never_read_as_a_positive_one(tmp_path):

@@ -69,9 +69,12 @@ def test_checkpoints_are_whole_documented_json(whole):
     assert folders == ["000003600", "000007200", "000010800", "000014400", "000018000", "000021600",
                        "000025200", "000028800", "memory"]
     state = json.loads((whole / "checkpoints" / "000010800" / "state.json").read_text())
-    assert state["schema"] == 1 and state["t"] == 10800 and state["time"] == "2023-02-13 10:00:00"
-    assert set(state["agents"]) == {"isabella_rodriguez", "klaus_mueller", "maria_lopez"}
-    assert {"plan", "queue", "rng", "memories", "relationships"} <= set(state["agents"]["maria_lopez"])
+    assert state["schema"] == 2 and state["t"] == 10800 and state["time"] == "2023-02-13 10:00:00"
+    assert set(state["state"]["agents"]) == {"isabella_rodriguez", "klaus_mueller", "maria_lopez"}
+    maria = state["state"]["agents"]["maria_lopez"]
+    assert {"plan", "queue", "rng", "memories", "relationships", "doing"} <= set(maria)
+    assert maria["doing"]["phase"] in ("waiting", "walking", "sleeping", "talking", "listening")
+    assert maria["doing"]["until"] >= 10800
     events = (whole / "events.jsonl").read_bytes()[:state["files"]["events.jsonl"]]
     assert events.endswith(b"\n") and json.loads(events.splitlines()[-1])["t"] < 10800
     assert not any(p.suffix == ".pkl" for p in whole.rglob("*"))
@@ -113,3 +116,17 @@ def test_a_fork_with_another_seed_diverges_and_bad_forks_are_refused(tmp_path, w
     assert late.returncode == 2 and "cannot fork" in late.stderr
     nobody = smallville("fork", whole, "--at", "2023-02-13 09:00", "--inject", "nobody", "hi")
     assert nobody.returncode == 2 and "unknown agent 'nobody'" in nobody.stderr
+
+
+def test_a_killed_fork_resumes_to_the_same_bytes_and_shows_its_past(tmp_path, whole):
+    args = ("fork", whole, "--at", "2023-02-13 09:40", "--seed", "5", "--quiet")
+    assert smallville(*args, "--runs-dir", tmp_path / "clean").returncode == 0
+    killed = smallville(*args, "--runs-dir", tmp_path / "killed", env={"SMALLVILLE_FAULT": "kill-at:18000"})
+    assert killed.returncode == -9
+    (clean,), (fork,) = (tmp_path / "clean").iterdir(), (tmp_path / "killed").iterdir()
+    assert (fork / "checkpoints" / "000009600").is_dir()                   # its own first: the fork point
+    assert smallville("resume", fork, "--quiet").returncode == 0
+    assert (fork / "events.jsonl").read_bytes() == (clean / "events.jsonl").read_bytes()
+    early = [smallville("inspect", run, "--agent", "maria_lopez", "--at", "2023-02-13 08:10", "--json")
+             for run in (whole, fork)]                                    # before the fork: the parent's past
+    assert early[0].returncode == 0 and early[0].stdout == early[1].stdout

@@ -31,10 +31,10 @@ def _line(data: dict) -> str:
 class Recording:
     """Writes every request of every batch and its answer to `out` as it goes."""
 
-    def __init__(self, inner, out: IO[str]) -> None:
+    def __init__(self, inner, out: IO[str], written: set[str] | None = None) -> None:
         self.inner, self.out, self.name = inner, out, inner.name
         self.last_fallbacks: list[Fallback] = []
-        self._written: set[str] = set()
+        self.written: set[str] = set(written or ())      # keys whose request is in the record already
 
     def describe(self) -> dict:
         return self.inner.describe()
@@ -51,9 +51,9 @@ class Recording:
         for i, (request, answer) in enumerate(zip(requests, answers)):
             key = rq.request_key(request)
             entry = {"key": key, "kind": request.kind}
-            if key not in self._written:
+            if key not in self.written:
                 entry["request"] = request.to_dict()
-                self._written.add(key)
+                self.written.add(key)
             entry["answer"] = answer.to_dict()
             if i in errors:
                 entry["fallback"] = errors[i]
@@ -64,25 +64,36 @@ class Recording:
 
 class Replaying:
     """Answers from a run's record with no model. A request the record lacks is a
-    `BrainError` naming it, or goes to `fallthrough` (a live brain) when one is given."""
+    `BrainError` naming it, or goes to `fallthrough` (a live brain) when one is given.
+
+    With `start` (a byte offset of the record, such as a checkpoint's), the lines before
+    it count as answered already: replay goes on from there. `served` counts the lines
+    answered (those before `start` included)."""
 
     name = "replay"
 
-    def __init__(self, run_dir: str | Path, fallthrough=None) -> None:
+    def __init__(self, run_dir: str | Path, fallthrough=None, start: int = 0) -> None:
         self.path = Path(run_dir) / RECORD
         self.fallthrough = fallthrough
         self.last_fallbacks: list[Fallback] = []
         self._entries: dict[str, list[dict]] = defaultdict(list)
         self._used: dict[str, int] = defaultdict(int)
+        self.served = 0
+        offset = 0
         try:
-            with open(self.path, encoding="utf-8") as f:
+            with open(self.path, "rb") as f:
                 for n, line in enumerate(f, 1):
-                    if line.strip():
-                        try:
-                            entry = json.loads(line)
-                            self._entries[entry["key"]].append(entry)
-                        except (ValueError, KeyError):
-                            raise BrainError(f"{self.path}:{n}: not a record line") from None
+                    before, offset = offset, offset + len(line)
+                    if not line.strip():
+                        continue
+                    try:
+                        entry = json.loads(line)
+                        self._entries[entry["key"]].append(entry)
+                    except (ValueError, KeyError):
+                        raise BrainError(f"{self.path}:{n}: not a record line") from None
+                    if before < start:
+                        self._used[entry["key"]] += 1
+                        self.served += 1
         except OSError as exc:
             raise BrainError(f"cannot replay from {run_dir}: {exc.strerror or exc}: {self.path}") from None
         self.missing = 0
@@ -112,6 +123,7 @@ class Replaying:
                 continue
             entry = entries[min(self._used[key], len(entries) - 1)]
             self._used[key] += 1
+            self.served += 1
             out[i] = rq.Message.registry[entry["answer"]["kind"]].from_dict(entry["answer"])
             if learn is not None:        # the live brain goes on knowing what the record answered
                 learn(request, out[i])
@@ -125,6 +137,33 @@ class Replaying:
             self.last_fallbacks += [Fallback(live[f.index], f.kind, f.key, f.error) for f in fallbacks_of(self.fallthrough)]
             self.last_fallbacks.sort(key=lambda f: f.index)
         return out  # type: ignore[return-value]
+
+
+def teach(brain, run_dir: str | Path, size: int) -> None:
+    """Let a brain that takes a run over know what the first `size` bytes of the run's
+    record rated (its rating memo), as if it had asked for those ratings itself."""
+    learn = getattr(brain, "learn", None)
+    if learn is None or size == 0:
+        return
+    requests: dict[str, dict] = {}
+    with open(Path(run_dir) / RECORD, "rb") as f:
+        for line in f.read(size).splitlines():
+            if b'"kind":"rate_importance"' not in line[:60]:
+                continue
+            entry = json.loads(line)
+            requests.setdefault(entry["key"], entry.get("request"))
+            if requests[entry["key"]] is not None:
+                learn(rq.RateImportance.from_dict(requests[entry["key"]]), rq.Importance.from_dict(entry["answer"]))
+
+
+def recorded_keys(run_dir: str | Path, size: int) -> set[str]:
+    """The request keys in the first `size` bytes of a run's record."""
+    keys = set()
+    with open(Path(run_dir) / RECORD, "rb") as f:
+        for line in f.read(size).splitlines():
+            if line.startswith(b'{"key":"'):
+                keys.add(line[8:24].decode())
+    return keys
 
 
 class Caching:

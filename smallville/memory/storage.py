@@ -114,8 +114,10 @@ def _remove(target: str) -> None:
 # -- loading ----------------------------------------------------------------------------
 
 
-def load(cls: type[MemoryStream], path: str, embedder: Embedder | None) -> MemoryStream:
-    """The stream saved in directory `path` by `save` (schema 2, or an older schema 1)."""
+def load(cls: type[MemoryStream], path: str, embedder: Embedder | None, *, count: int | None = None,
+         accessed: np.ndarray | None = None) -> MemoryStream:
+    """The stream saved in directory `path` by `save` (schema 2, or an older schema 1).
+    With `count` (schema 2), only its first `count` memories, last accessed at `accessed`."""
     path = os.fspath(path)
     v1 = not os.path.exists(os.path.join(path, MANIFEST))
     name = V1_JSON if v1 else MANIFEST
@@ -130,7 +132,10 @@ def load(cls: type[MemoryStream], path: str, embedder: Embedder | None) -> Memor
                        f"(or 1, in {V1_JSON}); it was written by another version of "
                        f"smallville")
     try:
-        stream = (_load_v1 if v1 else _load_v2)(cls, path, state, embedder)
+        if count is not None and not v1:
+            stream = _load_v2(cls, path, state, embedder, count, accessed)
+        else:
+            stream = (_load_v1 if v1 else _load_v2)(cls, path, state, embedder)
     except OSError as exc:
         raise RunError(f"cannot read memory stream in {path}: {exc}") from exc
     except (KeyError, TypeError, ValueError, IndexError) as exc:
@@ -148,26 +153,36 @@ def _new_stream(cls, state: dict, embedder: Embedder | None, index: str) -> Memo
     return stream
 
 
-def _load_v2(cls, path: str, state: dict, embedder: Embedder | None) -> MemoryStream:
+def _load_v2(cls, path: str, state: dict, embedder: Embedder | None, count: int | None = None,
+             accessed: np.ndarray | None = None) -> MemoryStream:
     n, u, dim = state["count"], state["rows"], state["dim"]
+    if count is not None and count > n:
+        raise ValueError(f"it holds {n} memories, not the {count} asked for")
     stream = _new_stream(cls, state, embedder, state.get("index", "exact"))
-    rows = np.fromfile(os.path.join(path, ROWS), dtype="<f4", count=u * dim)
-    if len(rows) != u * dim:
-        raise ValueError(f"{ROWS} holds {len(rows) // dim} rows, expected {u}")
     with open(os.path.join(path, RECORDS), "rb") as f:
         data = f.read(state["records_bytes"])
     lines = data.split(b"\n")[:-1]  # bytes past the manifest's count are not read
     if len(lines) != n or len(data) != state["records_bytes"]:
         raise ValueError(f"{RECORDS} holds {len(lines)} complete records, expected {n}")
+    if count is not None and count < n:     # a prefix: rows are added as first used, so theirs are a prefix too
+        lines = lines[:count]
+        n = count
     records = json.loads(b"[" + b",".join(lines) + b"]") if n else []
-    accessed = np.load(os.path.join(path, ACCESSED), allow_pickle=False)
+    if count is not None and n < state["count"]:
+        u = max((r["row"] for r in records), default=-1) + 1
+    rows = np.fromfile(os.path.join(path, ROWS), dtype="<f4", count=u * dim)
+    if len(rows) != u * dim:
+        raise ValueError(f"{ROWS} holds {len(rows) // dim} rows, expected {u}")
+    if accessed is None:
+        accessed = np.load(os.path.join(path, ACCESSED), allow_pickle=False)
     if accessed.shape[0] < n:
         raise ValueError(f"{ACCESSED} has {accessed.shape[0]} times, expected {n}")
     if [r["id"] for r in records] != list(range(n)):
         raise ValueError(f"expected ids 0..{n - 1} in order")
     stream._table.extend(rows.reshape(u, dim))
-    stream._bulk_append(records, accessed[:n].astype(np.float64))
-    stream._disk = {**state, "path": os.path.realpath(path)}
+    stream._bulk_append(records, np.asarray(accessed[:n], dtype=np.float64))
+    if n == state["count"]:                 # saving again appends; a prefix is written afresh
+        stream._disk = {**state, "path": os.path.realpath(path)}
     return stream
 
 

@@ -327,6 +327,9 @@ class MemoryStream:
         storage.save(self, path)
 
     @classmethod
-    def load(cls, path: str, embedder: Embedder | None = None) -> MemoryStream:
-        """The stream saved at `path`; `embedder` must be the one it was built with."""
-        return storage.load(cls, path, embedder)
+    def load(cls, path: str, embedder: Embedder | None = None, *, count: int | None = None,
+             accessed: np.ndarray | None = None) -> MemoryStream:
+        """The stream saved at `path`; `embedder` must be the one it was built with. With
+        `count`, only its first `count` memories (the stream as it was when it held that
+        many), with `accessed` as their last-access times."""
+        return storage.load(cls, path, embedder, count=count, accessed=accessed)

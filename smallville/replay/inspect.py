@@ -1,7 +1,8 @@
 """An agent's mind at a moment of a run: where it is, what it plans, what it would recall,
 what it has concluded and why; and interviews, answered from its memories.
 
-Both work on a re-simulation in memory (`continuation.simulate_to`), never on the stored run.
+Both work on the run's state rebuilt in memory from its nearest checkpoint
+(`continuation.simulate_to`), never on the stored run.
 """
 
 from __future__ import annotations

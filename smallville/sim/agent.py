@@ -1,10 +1,15 @@
-"""An agent's state: who they are, where they are going, and what they remember."""
+"""An agent's state: who they are, where they are going, and what they remember.
+
+All of it is data: `get_state()` gives it as JSON (the memory stream is saved on its
+own), and `set_state()` puts it back, so a checkpoint can bring an agent back to life in
+the middle of whatever it was doing (`Doing`).
+"""
 
 from __future__ import annotations
 
 import random
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from smallville.memory import MemoryStream
 
@@ -29,6 +34,60 @@ class Action:
     object: str | None
 
 
+@dataclass(frozen=True)
+class Doing:
+    """What an agent is in the middle of while simulated time passes, and what comes after.
+
+    `phase` is `waiting` (idle or acting, open to a conversation), `walking`, `sleeping`,
+    `talking` (leading a conversation, between lines) or `listening` (drawn into one).
+    `until` is when it next wakes (None while listening: the conversation's end wakes it)
+    and `order` the engine's count of waits when it began: agents that wake at the same
+    time go on in that order. A walk says what follows it (`then`: "live", "use" the object
+    `thing`, or "sleep" in the bed `thing`); `where` is the area a sleep began in; `talk`
+    names the conversation."""
+
+    phase: str
+    until: float | None = None
+    order: int = 0
+    tile: tuple[int, int] | None = None
+    then: str = "live"
+    thing: int | None = None            # index into world.things
+    where: str = ""
+    talk: str | None = None
+
+    def to_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Doing":
+        return cls(**{**data, "tile": tuple(data["tile"]) if data.get("tile") else None})
+
+
+@dataclass
+class Conversation:
+    """A conversation under way: `a` began it with `b`; `lines` are (speaker name, text)
+    so far, `turn` counts them, and `ending` says why it will end after the pause that
+    follows the last line (`goodbye`, `repeat`), or None. `done` (a SimPy event, not state)
+    succeeds when it is over."""
+
+    id: str
+    a: str
+    b: str
+    lines: list[tuple[str, str]] = field(default_factory=list)
+    turn: int = 0
+    ending: str | None = None
+    done: object = None
+
+    def get_state(self) -> dict:
+        return {"id": self.id, "a": self.a, "b": self.b, "lines": [list(x) for x in self.lines],
+                "turn": self.turn, "ending": self.ending}
+
+    @classmethod
+    def from_state(cls, state: dict, done) -> "Conversation":
+        return cls(state["id"], state["a"], state["b"], [tuple(x) for x in state["lines"]],
+                   state["turn"], state["ending"], done)
+
+
 @dataclass
 class Agent:
     """Everything the engine tracks about one person; behaviour lives in `life`."""
@@ -39,10 +98,13 @@ class Agent:
     rng: random.Random
     plan: list[PlanBlock] = field(default_factory=list)
     plan_day: int = -1                  # day index (0 = the scenario's first date) of `plan`
-    block: PlanBlock | None = None
+    block: PlanBlock | None = None      # always one of `plan`'s blocks, or None
     queue: deque = field(default_factory=deque)
+    action: Action | None = None        # the action under way (or last done)
     activity: str = "settling in"
     status: str = "idle"                # idle | acting | walking | sleeping | talking
+    doing: Doing | None = None
+    holding: int | None = None          # the object (index into world.things) in use
     free_to_talk: bool = False
     process: object = None
     since_reflection: float = 0.0
@@ -70,3 +132,48 @@ class Agent:
 
     def next_block(self, t: float) -> PlanBlock | None:
         return next((b for b in self.plan if b.start > t), None)
+
+    # ---- state ----------------------------------------------------------------------
+
+    def get_state(self) -> dict:
+        """Everything but the memory stream, as JSON (`memories`: how many it holds)."""
+        rng = self.rng.getstate()
+        return {
+            "plan": [[b.start, b.end, b.activity, b.where] for b in self.plan],
+            "plan_day": self.plan_day,
+            "block": next((i for i, b in enumerate(self.plan) if b is self.block), None),
+            "queue": [[a.start, a.end, a.description, a.object] for a in self.queue],
+            "action": [self.action.start, self.action.end, self.action.description, self.action.object]
+            if self.action else None,
+            "activity": self.activity, "status": self.status,
+            "doing": self.doing.to_dict() if self.doing else None, "holding": self.holding,
+            "free_to_talk": self.free_to_talk, "since_reflection": self.since_reflection,
+            "relationships": dict(sorted(self.relationships.items())), "talks": dict(sorted(self.talks.items())),
+            "last_talk": dict(sorted(self.last_talk.items())),
+            "earlier_lines": dict(sorted(self.earlier_lines.items())),
+            "seen": dict(sorted(self.seen.items())), "knows": sorted(self.knows),
+            "reason": self.reason, "alerts": list(self.alerts),
+            "memories": len(self.stream),
+            "rng": [rng[0], list(rng[1]), rng[2]],
+        }
+
+    def set_state(self, state: dict) -> None:
+        """Put back what `get_state` gave (the stream is restored separately)."""
+        self.plan = [PlanBlock(*b) for b in state["plan"]]
+        self.plan_day = state["plan_day"]
+        self.block = self.plan[state["block"]] if state["block"] is not None else None
+        self.queue = deque(Action(*a) for a in state["queue"])
+        self.action = Action(*state["action"]) if state["action"] else None
+        self.activity, self.status = state["activity"], state["status"]
+        self.doing = Doing.from_dict(state["doing"]) if state["doing"] else None
+        self.holding = state["holding"]
+        self.free_to_talk, self.since_reflection = state["free_to_talk"], state["since_reflection"]
+        self.relationships = dict(state["relationships"])
+        self.talks = dict(state["talks"])
+        self.last_talk = dict(state["last_talk"])
+        self.earlier_lines = {k: list(v) for k, v in state["earlier_lines"].items()}
+        self.seen = dict(state["seen"])
+        self.knows = set(state["knows"])
+        self.reason, self.alerts = state["reason"], list(state["alerts"])
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))

@@ -72,6 +72,20 @@ class Dispatcher:
             self.on_repair(agent, request, notes)
         return answer
 
+    def get_state(self) -> dict:
+        """The counters, as JSON: requests by kind, batches, each agent's sequence number,
+        and what the runaway guard has counted this simulated hour."""
+        hour = int(self.env.now // 3600)
+        return {"requests": dict(sorted(self.requests.items())), "batches": self.batches,
+                "seq": dict(sorted(self._seq.items())),
+                "asked": sorted([a, h, n] for (a, h), n in self._asked.items() if h >= hour)}
+
+    def set_state(self, state: dict) -> None:
+        self.requests = Counter(state["requests"])
+        self.batches = state["batches"]
+        self._seq = Counter(state["seq"])
+        self._asked = Counter({(a, h): n for a, h, n in state["asked"]})
+
     def guard(self, batch, count: bool = True) -> tuple[list[int], list[int]]:
         """The runaway guard: positions in `batch` to ask the brain, and those past the
         agent's `ceiling` of requests in this simulated hour (they get the safe default and

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 import simpy
@@ -14,7 +14,7 @@ from smallville.brain.base import Brain
 from smallville.brain.requests import Message, request_key
 from smallville.memory import MemoryStream
 from smallville.sim import life
-from smallville.sim.agent import Agent
+from smallville.sim.agent import Agent, Conversation, Doing
 from smallville.sim.dispatch import Dispatcher
 from smallville.sim.log import EventLog
 from smallville.world import World
@@ -54,6 +54,9 @@ class SimConfig:
         return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in (data or {}).items() if k in known})
 
 
+STATE_SCHEMA = 2
+
+
 class Simulation:
     """A scenario brought to life: call `run(until)` to advance simulated time."""
 
@@ -84,6 +87,9 @@ class Simulation:
             self.agents[spec.id] = agent
             self.world.place(spec.id, self.pick_tile(agent, spec.start_at or spec.home))
         self.probe_start: dict[str, list[str]] = {}
+        self.conversations: dict[str, Conversation] = {}
+        self.waits = 0                          # waits begun so far: ties in wake-up time go in this order
+        self.pending_events: dict[int, int] = {}   # scenario event (index) -> order of its wait
         self._started = False
 
     # ---- running --------------------------------------------------------------------
@@ -109,15 +115,15 @@ class Simulation:
         self.env.process(life.remember(self, self.agents[agent_id], [thought], "thought"))
 
     def reseed(self, seed: int) -> None:
-        """Draw every random choice from now on from `seed` (a fork with another seed)."""
+        """Draw every agent's random choices from now on from `seed` (a fork with another
+        seed; its brain is made with that seed too)."""
         self.seed = seed
         for agent in self.agents.values():
             agent.rng = random.Random(f"{seed}:agent:{agent.id}")
-        brain = self.brain
-        while brain is not None:               # through recording and retry wrappers
-            if hasattr(brain, "seed"):
-                brain.seed = seed
-            brain = getattr(brain, "inner", None)
+
+    def use_brain(self, brain: Brain) -> None:
+        """Have `brain` answer from now on (a fork goes its own way from its parent's record)."""
+        self.brain = self.dispatch.brain = brain
 
     def _begin(self):
         seeding = [self.env.process(self._seed(agent)) for agent in self.agents.values()]
@@ -127,9 +133,9 @@ class Simulation:
             self.emit("spawn", agent.id, {"tile": list(self.world.position(agent.id)),
                                           "area": self.world.area_of(agent.id)})
             agent.process = self.env.process(life.live(self, agent))
-        for event in self.scenario.events:
+        for i, event in enumerate(self.scenario.events):
             if event.at >= 0:
-                self.env.process(self._world_event(event))
+                self.env.process(self._world_event(i))
 
     def _seed(self, agent: Agent):
         """Store an agent's seed memories, oldest first, those without an importance rated
@@ -139,8 +145,14 @@ class Simulation:
         yield from life.remember(self, agent, [s.text for s in seeds], "seed", [s.importance for s in seeds],
                                  created=[s.at or 0.0 for s in seeds])
 
-    def _world_event(self, event):
-        yield self.env.timeout(event.at)
+    def _world_event(self, index: int, order: int | None = None):
+        event = self.scenario.events[index]
+        if order is None:
+            self.waits += 1
+            order = self.waits
+        self.pending_events[index] = order
+        yield self.env.timeout(event.at - self.env.now)
+        del self.pending_events[index]
         if event.agent:
             self.emit("event", event.agent, {"what": event.what, "whisper": True})
             yield from life.remember(self, self.agents[event.agent], [event.what], "thought")
@@ -153,6 +165,24 @@ class Simulation:
                                for a in present])
 
     # ---- services for agents ---------------------------------------------------------
+
+    def wait(self, agent: Agent, doing: Doing, order: int | None = None) -> simpy.Event:
+        """An event at `doing.until`, with `doing` recorded as what the agent is in the
+        middle of. `order` is given only by a restored agent going on with its wait."""
+        if order is None:
+            self.waits += 1
+            order = self.waits
+        agent.doing = replace(doing, order=order)
+        return self.env.timeout(doing.until - self.env.now)
+
+    def begin_talk(self, a: Agent, b: Agent) -> Conversation:
+        talk = Conversation(f"{self.env.now:g}:{a.id}:{b.id}", a.id, b.id, done=self.env.event())
+        self.conversations[talk.id] = talk
+        return talk
+
+    def end_talk(self, talk: Conversation) -> None:
+        del self.conversations[talk.id]
+        talk.done.succeed()
 
     def ask(self, agent: Agent, request: Message) -> simpy.Event:
         return self.dispatch.ask(agent.id, request)
@@ -219,6 +249,68 @@ class Simulation:
 
     def now_datetime(self) -> datetime:
         return self.scenario.start + timedelta(seconds=self.env.now)
+
+    # ---- state ----------------------------------------------------------------------
+
+    def get_state(self) -> dict:
+        """The whole simulation's state now, as JSON: the clock, the world, every agent
+        (memory streams aside: `memories` says how many each holds), the conversations
+        under way, the scenario events still to come, and the counters. Taken between
+        steps, when no brain request is outstanding."""
+        return {
+            "schema": STATE_SCHEMA,
+            "t": self.env.now,
+            "seed": self.seed,
+            "counts": dict(sorted(self.counts.items())),
+            "requests": dict(sorted(self.dispatch.requests.items())),
+            "dispatch": self.dispatch.get_state(),
+            "events": self.log.count,
+            "waits": self.waits,
+            "probe_start": self.probe_start,
+            "positions": {a: list(self.world.position(a)) for a in self.agents},
+            "objects": [[t.area, t.name, t.state, t.user] for t in self.world.things],
+            "world_events": sorted([i, order] for i, order in self.pending_events.items()),
+            "conversations": [c.get_state() for c in sorted(self.conversations.values(), key=lambda c: c.id)],
+            "agents": {a.id: a.get_state() for a in self.agents.values()},
+        }
+
+    def set_state(self, state: dict, streams: dict[str, MemoryStream]) -> None:
+        """Bring a new simulation to the state `get_state` gave, with each agent's memory
+        stream as it was then; every agent goes on with what it was doing."""
+        if state.get("schema") != STATE_SCHEMA:
+            raise ValueError(f"state schema {state.get('schema')!r}, expected {STATE_SCHEMA}")
+        if self._started:
+            raise RuntimeError("set_state needs a simulation that has not started")
+        self._started = True
+        self.env = simpy.Environment(initial_time=state["t"])
+        self.dispatch.env = self.env
+        self.seed = state["seed"]
+        self.counts = Counter(state["counts"])
+        self.dispatch.set_state(state["dispatch"])
+        self.log.count = state["events"]
+        self.waits = state["waits"]
+        self.probe_start = {k: list(v) for k, v in state["probe_start"].items()}
+        for thing, (_area, _name, thing_state, user) in zip(self.world.things, state["objects"]):
+            thing.state, thing.user = thing_state, user
+        for agent_id, tile in sorted(state["positions"].items()):
+            self.world.place(agent_id, tuple(tile))
+        for talk in state["conversations"]:
+            self.conversations[talk["id"]] = Conversation.from_state(talk, self.env.event())
+        starts = []                             # (order, what): processes resume in the order they waited
+        for agent_id, agent_state in state["agents"].items():
+            agent = self.agents[agent_id]
+            agent.stream = streams[agent_id]
+            agent.set_state(agent_state)
+            doing = agent.doing
+            starts.append((doing.order if doing and doing.until is not None else math.inf, agent_id, agent))
+        self.pending_events = {index: order for index, order in state["world_events"]}
+        for index, order in state["world_events"]:
+            starts.append((order, "", index))
+        for _, _, what in sorted(starts, key=lambda s: (s[0], s[1])):
+            if isinstance(what, Agent):
+                what.process = self.env.process(life.live(self, what, restored=what.doing is not None))
+            else:
+                self.env.process(self._world_event(what, order=self.pending_events[what]))
 
     # ---- output ---------------------------------------------------------------------
 

@@ -1,7 +1,10 @@
 """What an agent does with its time: perceive -> store -> reflect -> plan -> act.
 
 Each function here is a SimPy generator run inside an agent's process (`yield from`);
-`sim` is the `Simulation` that owns the clock, the world, the brain and the log.
+`sim` is the `Simulation` that owns the clock, the world, the brain and the log. Every
+wait that lets simulated time pass goes through `sim.wait`, which records in the agent's
+`Doing` what the agent is in the middle of and what follows; `carry_on` finishes that for
+an agent restored from a checkpoint, as its own process would have.
 """
 
 from __future__ import annotations
@@ -9,12 +12,14 @@ from __future__ import annotations
 import simpy
 
 from smallville.brain import requests as rq
-from smallville.sim.agent import Action, Agent, PlanBlock
+from smallville.sim.agent import Action, Agent, Doing, PlanBlock
 from smallville.world.grid import in_area
 
 
-def live(sim, agent: Agent):
+def live(sim, agent: Agent, restored: bool = False):
     """The agent's whole life: plan each day, then act it out block by block."""
+    if restored:
+        yield from carry_on(sim, agent)
     while True:
         now = sim.env.now
         if not agent.plan or now >= agent.plan[-1].end:
@@ -117,42 +122,64 @@ def decompose(sim, agent: Agent, block: PlanBlock):
 
 def act(sim, agent: Agent, action: Action):
     """Do one action: go to its object, perceive, maybe react, then wait it out."""
+    agent.action = action
     area = sim.world.area_of(agent.id)
     thing = sim.world.find_object(area, action.object)
     if thing is not None and thing.user is None:
-        yield from walk(sim, agent, thing.tile)
+        yield from walk(sim, agent, thing.tile, then="use", thing=sim.world.things.index(thing))
+        yield from use(sim, agent, thing)
+    else:
+        yield from use(sim, agent, None)
+
+
+def use(sim, agent: Agent, thing):
+    """The action itself, with the object walked to (if any, and still free)."""
+    action = agent.action
+    if thing is not None:
         if sim.env.now >= action.end:          # the walk took the whole action
             return
         if thing.user is None:                 # nobody took it while we walked over
             thing.user, thing.state = agent.id, f"in use by {agent.name}"
+            agent.holding = sim.world.things.index(thing)
             sim.emit("object", agent.id, {"object": thing.name, "area": thing.area, "state": thing.state})
         else:
             thing = None
-    else:
-        thing = None
     agent.status, agent.activity = "acting", action.description
     sim.count("actions")
     sim.emit("action", agent.id, {"action": action.description, "area": sim.world.area_of(agent.id),
                                   "object": thing.name if thing else None, "until": sim.clock(action.end)})
     if not (yield from perceive(sim, agent)) and action.end > sim.env.now:
         yield from wait_free(sim, agent, action.end)
-    if thing is not None:
+    put_down(sim, agent)
+
+
+def put_down(sim, agent: Agent) -> None:
+    """Leave the object in use (if any) as it was found."""
+    if agent.holding is not None:
+        thing = sim.world.things[agent.holding]
+        agent.holding = None
         thing.user, thing.state = None, thing.idle_state
         sim.emit("object", agent.id, {"object": thing.name, "area": thing.area, "state": thing.state})
 
 
-def wait_free(sim, agent: Agent, until: float):
+def wait_free(sim, agent: Agent, until: float, order: int | None = None):
     """Wait until `until`, open to being drawn into a conversation; returns True if one came."""
     agent.free_to_talk = True
     try:
-        yield sim.env.timeout(max(0.0, sim.align(until) - sim.env.now))
+        yield sim.wait(agent, Doing("waiting", max(sim.env.now, sim.align(until))), order)
     except simpy.Interrupt as stop:
         agent.free_to_talk = False
-        yield stop.cause                      # the conversation's end
-        agent.queue.clear()
+        yield from listen(sim, agent, stop.cause)
         return True
     agent.free_to_talk = False
     return False
+
+
+def listen(sim, agent: Agent, talk):
+    """Be drawn into the conversation `talk` until it ends."""
+    agent.doing = Doing("listening", talk=talk.id)
+    yield talk.done
+    agent.queue.clear()
 
 
 def idle(sim, agent: Agent, until: float):
@@ -160,9 +187,9 @@ def idle(sim, agent: Agent, until: float):
     yield from wait_free(sim, agent, until)
 
 
-def walk(sim, agent: Agent, tile) -> bool:
+def walk(sim, agent: Agent, tile, then: str = "live", thing: int | None = None, where: str = "") -> bool:
     """Walk to a tile: n tiles take n x tile_time, arriving on the tick grid.
-    Returns whether the agent moved."""
+    Returns whether the agent moved. `then`, `thing` and `where` say what follows."""
     here = sim.world.position(agent.id)
     path = sim.world.grid.path(here, tile)
     if not path or len(path) < 2:
@@ -172,10 +199,14 @@ def walk(sim, agent: Agent, tile) -> bool:
     agent.status, agent.activity = "walking", f"walking to {destination}"
     sim.emit("move", agent.id, {"from": list(here), "to": list(tile), "area": destination,
                                 "tiles": len(path) - 1, "arrive": sim.clock(arrive)})
-    yield sim.env.timeout(arrive - sim.env.now)
-    sim.world.place(agent.id, tile)
-    agent.status = "idle"
+    yield sim.wait(agent, Doing("walking", arrive, tile=tuple(tile), then=then, thing=thing, where=where))
+    arrived(sim, agent)
     return True
+
+
+def arrived(sim, agent: Agent) -> None:
+    sim.world.place(agent.id, agent.doing.tile)
+    agent.status = "idle"
 
 
 def sleep(sim, agent: Agent, block: PlanBlock):
@@ -183,16 +214,57 @@ def sleep(sim, agent: Agent, block: PlanBlock):
     area = sim.world.area_of(agent.id)
     bed = next((t for t in sim.world.objects_in(area) if "bed" in t.name and t.user is None), None)
     if bed is not None:
-        yield from walk(sim, agent, bed.tile)
+        yield from walk(sim, agent, bed.tile, then="sleep", thing=sim.world.things.index(bed), where=area)
+    yield from fall_asleep(sim, agent, block, bed, area)
+
+
+def fall_asleep(sim, agent: Agent, block: PlanBlock, bed, area: str):
+    if bed is not None:
         bed.user, bed.state = agent.id, f"in use by {agent.name}"
+        agent.holding = sim.world.things.index(bed)
     agent.status, agent.activity = "sleeping", "sleeping"
     sim.emit("sleep", agent.id, {"area": area, "until": sim.clock(block.end)})
     agent.seen.clear()
-    yield sim.env.timeout(max(0.0, sim.align(block.end) - sim.env.now))
-    if bed is not None:
+    yield sim.wait(agent, Doing("sleeping", max(sim.env.now, sim.align(block.end)), where=area))
+    wake_up(sim, agent, area)
+
+
+def wake_up(sim, agent: Agent, area: str) -> None:
+    if agent.holding is not None:              # the bed: no event, as for going to bed
+        bed = sim.world.things[agent.holding]
+        agent.holding = None
         bed.user, bed.state = None, bed.idle_state
     agent.status, agent.activity = "idle", "waking up"
     sim.emit("wake", agent.id, {"area": area})
+
+
+def carry_on(sim, agent: Agent):
+    """Finish what a restored agent was in the middle of (`agent.doing`), exactly as its
+    own process would have, up to where that process would loop back in `live`."""
+    doing = agent.doing
+    if doing.phase == "waiting":
+        yield from wait_free(sim, agent, doing.until, order=doing.order)
+        put_down(sim, agent)
+    elif doing.phase == "listening":
+        yield from listen(sim, agent, sim.conversations[doing.talk])
+        put_down(sim, agent)
+    elif doing.phase == "talking":
+        yield sim.wait(agent, doing, doing.order)
+        yield from talk_on(sim, sim.conversations[doing.talk])
+        put_down(sim, agent)
+    elif doing.phase == "walking":
+        yield sim.wait(agent, doing, doing.order)
+        arrived(sim, agent)
+        thing = sim.world.things[doing.thing] if doing.thing is not None else None
+        if doing.then == "use":
+            yield from use(sim, agent, thing)
+        elif doing.then == "sleep":
+            yield from fall_asleep(sim, agent, agent.block, thing, doing.where)
+    elif doing.phase == "sleeping":
+        yield sim.wait(agent, doing, doing.order)
+        wake_up(sim, agent, doing.where)
+    else:
+        raise ValueError(f"agent {agent.id} was restored doing {doing.phase!r}, which this version cannot go on with")
 
 
 # ---- perceive, store, reflect -------------------------------------------------------
@@ -276,16 +348,22 @@ def reflect(sim, agent: Agent):
 
 def converse(sim, a: Agent, b: Agent):
     """A conversation of alternating lines, one a tick; both remember every line."""
-    done = sim.env.event()
+    talk = sim.begin_talk(a, b)
     a.free_to_talk = b.free_to_talk = False
-    b.process.interrupt(done)
+    b.process.interrupt(talk)
     for x, y in ((a, b), (b, a)):
         x.status, x.activity = "talking", f"talking with {y.name}"
     sim.emit("talk_start", a.id, {"with": b.id, "area": sim.world.area_of(a.id)})
-    history: list[tuple[str, str]] = []
-    reason = "turn_limit"                     # unless someone says goodbye, or repeats a line
-    for turn in range(sim.config.max_turns):
-        speaker, listener = (a, b) if turn % 2 == 0 else (b, a)
+    yield from talk_on(sim, talk)
+
+
+def talk_on(sim, talk):
+    """The conversation's turns from where it stands, then its end: a speaker says goodbye,
+    repeats a line, or the turns run out."""
+    a, b = sim.agents[talk.a], sim.agents[talk.b]
+    history = talk.lines
+    while talk.ending is None and talk.turn < sim.config.max_turns:
+        speaker, listener = (a, b) if talk.turn % 2 == 0 else (b, a)
         query = listener.name + (" " + history[-1][1] if history else "")
         recalled = [(h.memory.text, h.memory.importance, h.memory.kind)
                     for h in sim.retrieve(speaker, query, sim.config.talk_k)] if sim.config.sharing else []
@@ -296,10 +374,10 @@ def converse(sim, a: Agent, b: Agent):
         repeated = any(_same_line(line.text, said) for _, said in history)
         history.append((speaker.name, line.text))
         sim.emit("say", speaker.id, {"to": listener.id, "text": line.text})
-        yield sim.env.timeout(sim.tick)
-        if line.end or repeated:
-            reason = "goodbye" if line.end else "repeat"
-            break
+        talk.turn += 1
+        talk.ending = "goodbye" if line.end else "repeat" if repeated else None
+        yield sim.wait(a, Doing("talking", sim.env.now + sim.tick, talk=talk.id))
+    reason = talk.ending or "turn_limit"
     lines = [f"{name} said to {(b if name == a.name else a).name}: {text}" for name, text in history]
     yield sim.env.all_of([sim.env.process(remember(sim, x, lines, "chat")) for x in (a, b)])
     for x, y in ((a, b), (b, a)):
@@ -313,7 +391,7 @@ def converse(sim, a: Agent, b: Agent):
         x.status = "idle"
     sim.count("conversations")
     sim.emit("talk_end", a.id, {"with": b.id, "lines": len(history), "reason": reason})
-    done.succeed()
+    sim.end_talk(talk)
 
 
 def _same_line(a: str, b: str) -> bool:

@@ -30,3 +30,14 @@ class EventLog:
     def flush(self) -> None:
         if self.out is not None:
             self.out.flush()
+
+
+class Nowhere:
+    """A file that forgets what is written to it: where the log of a simulation rebuilt in
+    memory goes."""
+
+    def write(self, text: str) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass

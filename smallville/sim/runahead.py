@@ -137,6 +137,10 @@ class Prefetched:
     def describe(self) -> dict:
         return {**self.inner.describe(), "run_ahead": self.ahead.lookahead}
 
+    def learn(self, request: rq.Message, answer: rq.Message) -> None:
+        if hasattr(self.inner, "learn"):
+            self.inner.learn(request, answer)
+
     def preflight(self) -> str | None:
         if hasattr(self.inner, "preflight"):
             return self.inner.preflight()
@@ -154,6 +158,7 @@ class RunAheadDispatcher(Dispatcher):
     def __init__(self, sim, ahead: Ahead, base: Dispatcher) -> None:
         super().__init__(base.env, base.brain, base.on_fallback)
         self.ceiling, self.on_refused, self.on_repair = base.ceiling, base.on_refused, base.on_repair
+        self.set_state(base.get_state())            # a restored run's counters go on
         self.sim = sim
         self.ahead = ahead
         self.walkable = walkable_mask(sim.world.grid)

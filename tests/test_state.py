@@ -1,0 +1,184 @@
+"""A run's state is data: every checkpoint brings the town back exactly, in the middle of
+whatever each agent was doing, so resume, fork, inspect and interview start from one and
+`verify` is the separate proof that a run reproduces."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+from conftest import CAFE_TRIO, ROOT, THE_VILLE
+
+from smallville.brain import make_brain
+from smallville.checkpoint import checkpoints, digest, restore
+from smallville.embed import make_embedder
+from smallville.runner import run_scenario
+from smallville.scenario import load_scenario
+from smallville.sim import SimConfig, Simulation
+from smallville.sim.log import EventLog
+
+
+@pytest.fixture(scope="module")
+def ville_day(tmp_path_factory):
+    """The default town for 26 hours with a checkpoint every 15 simulated minutes."""
+    scenario = load_scenario(THE_VILLE)
+    return run_scenario(scenario, runs_dir=tmp_path_factory.mktemp("runs"), duration=26 * 3600,
+                        embedder="lexical", checkpoint_every=900)
+
+
+def restored(result, checkpoint, out):
+    scenario = load_scenario(THE_VILLE)
+    seed = result.manifest["seed"]
+    sim = Simulation(scenario, make_brain("offline", seed), make_embedder("lexical"), seed=seed,
+                     config=SimConfig.from_dict(result.manifest["config"]), log=EventLog(scenario.start, out))
+    restore(sim, result.path, checkpoint)
+    return sim
+
+
+def test_every_checkpoint_brings_back_the_run_that_followed_it(ville_day):
+    events = (ville_day.path / "events.jsonl").read_bytes()
+    saved = checkpoints(ville_day.path)
+    assert len(saved) == 104
+    for here, there in zip(saved, saved[1:]):
+        out = io.StringIO()
+        sim = restored(ville_day, here, out)
+        assert digest(sim.get_state()) == here["digest"]
+        sim.run(there["t"])
+        assert digest(sim.get_state()) == there["digest"], here["time"]
+        span = events[here["files"]["events.jsonl"]:there["files"]["events.jsonl"]]
+        assert out.getvalue().encode() == span, here["time"]
+
+
+def test_checkpoints_catch_agents_in_every_phase(ville_day):
+    phases = Counter(agent["doing"]["phase"] for c in checkpoints(ville_day.path)
+                     for agent in c["state"]["agents"].values())
+    assert set(phases) == {"waiting", "walking", "sleeping", "talking", "listening"}
+    talks = [c["state"]["conversations"] for c in checkpoints(ville_day.path) if c["state"]["conversations"]]
+    assert talks and all(t["lines"] and t["turn"] == len(t["lines"]) for ts in talks for t in ts)
+
+
+def test_state_is_plain_json_and_set_state_gives_it_back(ville_day):
+    (checkpoint,) = [c for c in checkpoints(ville_day.path) if c["time"] == "2023-02-13 18:00:00"]
+    sim = restored(ville_day, checkpoint, io.StringIO())
+    state = sim.get_state()
+    assert json.loads(json.dumps(state)) == state == checkpoint["state"]
+    assert state["schema"] == 2 and state["t"] == checkpoint["t"]
+    assert not any(p.suffix in (".pkl", ".pickle") for p in ville_day.path.rglob("*"))
+
+
+def smallville(*args, env=None, script=None):
+    command = [sys.executable, "-c", script, *map(str, args)] if script else [sys.executable, "-m", "smallville",
+                                                                             *map(str, args)]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def trio(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("trio")
+    result = smallville("run", CAFE_TRIO, "--for", "4h", "--embedder", "lexical", "--quiet", "--runs-dir", runs)
+    assert result.returncode == 0, result.stderr
+    (run,) = runs.iterdir()
+    return run
+
+
+def test_verify_proves_a_run_and_names_the_first_difference(trio, tmp_path):
+    ok = smallville("verify", trio)
+    assert ok.returncode == 0, ok.stderr
+    assert "reproduced" in ok.stdout and "4 checkpoints identical" in ok.stdout
+    copy = tmp_path / trio.name
+    subprocess.run(["cp", "-r", str(trio), str(copy)], check=True)
+    lines = (copy / "events.jsonl").read_text().splitlines(keepends=True)
+    n = next(i for i, line in enumerate(lines) if '"kind":"say"' in line)
+    lines[n] = lines[n].replace('"text":"', '"text":"Well. ', 1)
+    (copy / "events.jsonl").write_text("".join(lines))
+    bad = smallville("verify", copy)
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1
+    assert f"events.jsonl line {n + 1} (" in bad.stderr and "does not reproduce" in bad.stderr
+
+
+CHANGED_ENGINE = """
+import sys
+from dataclasses import replace
+from smallville.brain import offline
+from smallville.brain import requests as rq
+
+from smallville.sim.engine import Simulation
+
+steps = offline.OfflineBrain._decompose
+offline.OfflineBrain._decompose = lambda self, req, rng: rq.Actions(tuple(
+    replace(s, description="carefully " + s.description) for s in steps(self, req, rng).steps))
+
+pick = Simulation.pick_tile
+Simulation.pick_tile = lambda self, agent, area: (self.world.grid.tiles_in(area) or [None])[0] or pick(
+    self, agent, area)                                                  # the first tile of a place, not a random one
+from smallville.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_run_resumes_forks_and_is_inspected_after_the_engine_changed(trio, tmp_path):
+    """A later engine that behaves differently still goes on from the run's own checkpoints;
+    only `verify` says the run no longer reproduces."""
+    run = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(trio), str(run)], check=True)
+    before = (run / "events.jsonl").read_bytes()
+    looked = smallville("inspect", run, "--agent", "maria_lopez", "--at", "2023-02-13 09:00", "--json")
+    assert looked.returncode == 0, looked.stderr
+    changed = smallville("inspect", run, "--agent", "maria_lopez", "--at", "2023-02-13 09:00", "--json",
+                         script=CHANGED_ENGINE)
+    assert changed.returncode == 0, changed.stderr
+    assert json.loads(changed.stdout) == json.loads(looked.stdout)        # the state the run had, not a new one
+
+    longer = smallville("resume", run, "--for", "1h", "--quiet", script=CHANGED_ENGINE)
+    assert longer.returncode == 0, longer.stderr
+    after = (run / "events.jsonl").read_bytes()
+    assert after.startswith(before) and b'"action":"carefully ' in after[len(before):]
+    assert b"carefully" not in before
+
+    forked = smallville("fork", run, "--at", "2023-02-13 08:30", "--runs-dir", tmp_path / "forks", "--quiet",
+                        script=CHANGED_ENGINE)
+    assert forked.returncode == 0, forked.stderr
+    (fork,) = (tmp_path / "forks").iterdir()
+    shared = [line for line in before.splitlines() if json.loads(line)["t"] < 3600]   # before the 08:00 checkpoint
+    assert (fork / "events.jsonl").read_bytes().splitlines()[:len(shared)] == shared
+
+    proof = smallville("verify", trio, script=CHANGED_ENGINE)
+    assert proof.returncode == 1 and "does not reproduce" in proof.stderr       # the proof sees the change
+
+
+def test_inspect_shows_what_the_event_log_says(trio):
+    """At a checkpoint, each agent's place and plan are those its last events gave."""
+    result = smallville("inspect", trio, "--agent", "klaus_mueller", "--at", "2023-02-13 10:00", "--json")
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    events = [json.loads(line) for line in (trio / "events.jsonl").read_text().splitlines()]
+    mine = [e for e in events if e["agent"] == "klaus_mueller" and e["t"] < 3 * 3600]
+    plan = [e for e in mine if e["kind"] == "plan"][-1]["data"]["blocks"]
+    assert shown["plan"] == plan
+    last_move = [e for e in mine if e["kind"] == "move"][-1]["data"]
+    if json.loads(json.dumps(shown["tile"])) != last_move["to"]:     # still on the way there
+        assert shown["status"] == "walking"
+    else:
+        assert shown["area"] == last_move["area"]
+
+
+def test_a_run_with_only_old_checkpoints_is_refused_in_one_line(trio, tmp_path):
+    old = tmp_path / "old"
+    subprocess.run(["cp", "-r", str(trio), str(old)], check=True)
+    with open(old / "manifest.json") as f:
+        manifest = json.load(f)
+    manifest["status"] = "interrupted"
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    for state in (old / "checkpoints").glob("*/state.json"):       # as the previous version wrote them
+        body = json.loads(state.read_text())
+        state.write_text(json.dumps({**body["state"], "schema": 1, "t": body["t"], "time": body["time"],
+                                     "digest": "", "files": body["files"]}))
+    result = smallville("resume", old)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert "written by an older smallville" in result.stderr and "schema 1" in result.stderr
