@@ -107,10 +107,11 @@ def test_retries_then_fallbacks_are_listed_and_counted():
     requests = [rq.React("a", "Ann", "reading", ("Bob is here",), (), (), ()), rq.RateImportance("b", "Bob", ("x",))]
     answers = brain.answer(requests)
     assert answers == [rq.Reaction("continue"), rq.Importance((5,))]
-    assert [(f.index, f.kind, f.error) for f in brain.last_fallbacks] == [
+    assert [(f.index, f.kind, f.error) for f in answers.fallbacks] == [
         (0, "react", "server: HTTP 500"), (1, "rate_importance", "server: HTTP 500")]
     assert ledger.total()["retries"] == 4 and ledger.total()["fallbacks"] == 2
-    assert brain.answer(requests[1:]) == [rq.Importance((2,))] and brain.last_fallbacks == []
+    again = brain.answer(requests[1:])
+    assert again == [rq.Importance((2,))] and again.fallbacks == ()
 
 
 def test_retry_backoff_doubles_and_refusals_are_not_retried():

@@ -127,8 +127,8 @@ def test_a_rate_limited_retry_waits_as_long_as_the_server_asks(llm):
     retrying.sleep = waits.append
     llm.retry_after = 7
     llm.fail("429", 2)
-    [answer] = brain.answer([rq.RateImportance("klaus_mueller", "Klaus Mueller", ("a paper is due",))])
-    assert isinstance(answer, rq.Importance) and not brain.last_fallbacks
+    answers = brain.answer([rq.RateImportance("klaus_mueller", "Klaus Mueller", ("a paper is due",))])
+    assert isinstance(answers[0], rq.Importance) and not answers.fallbacks
     assert waits == [7.0, 7.0]                 # Retry-After beats the backoff of 0.5 and 1.0 s
     llm.retry_after = None
     llm.fail("429", 1)
@@ -154,7 +154,7 @@ def test_requests_of_one_batch_are_in_flight_together_and_come_back_in_order(llm
              for i in range(8)]
     answers = brain.answer(batch)
     assert llm.max_in_flight == 8
-    assert [len(a.scores) for a in answers] == list(range(1, 9)) and not brain.last_fallbacks
+    assert [len(a.scores) for a in answers] == list(range(1, 9)) and not answers.fallbacks
 
 
 def test_record_then_replay_with_the_server_stopped_is_byte_identical(tmp_path, llm):

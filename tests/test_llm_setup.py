@@ -131,7 +131,7 @@ def test_the_calls_in_flight_grow_while_answers_come_and_halve_on_a_rate_limit(s
     server.hold_for = 4
     server.fail("429", 4)                        # one round of calls, four rate limits: halved once
     answers = batch(4, "limited")
-    assert all(isinstance(a, rq.Importance) for a in answers) and not brain.last_fallbacks
+    assert all(isinstance(a, rq.Importance) for a in answers) and not answers.fallbacks
     assert (int(throttle.limit), throttle.cuts) == (8, 1)
     server.hold_for = 0
     server.fail("429", 1)

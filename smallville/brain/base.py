@@ -3,8 +3,8 @@
 A brain that reaches a model may also answer a request with `Failed` (it could not get
 a valid answer this time); wrappers retry those (`Retrying`) and replace what still fails
 with a safe default (`WithFallbacks`), recording each as a `Fallback`. A brain that hands
-answers to the engine never returns `Failed`, and may list the fallbacks it took in its
-last batch as `last_fallbacks`, which the dispatcher logs as `brain_fallback` events.
+answers to the engine never returns `Failed`; it returns `Answers`, the answers with the
+fallbacks taken among them, which the dispatcher logs as `brain_fallback` events.
 """
 
 from __future__ import annotations
@@ -59,6 +59,14 @@ class Fallback:
         return {"kind": self.kind, "key": self.key, "error": self.error}
 
 
-def fallbacks_of(brain) -> list[Fallback]:
-    """The fallbacks a brain took in its last batch (none for brains that never fall back)."""
-    return list(getattr(brain, "last_fallbacks", ()) or ())
+class Answers(list):
+    """A batch's answers in order, and the fallbacks taken among them (`fallbacks`)."""
+
+    def __init__(self, answers=(), fallbacks=()) -> None:
+        super().__init__(answers)
+        self.fallbacks: tuple[Fallback, ...] = tuple(fallbacks)
+
+
+def fallbacks_of(answers) -> list[Fallback]:
+    """The fallbacks among a batch's answers (none from brains that never fall back)."""
+    return list(getattr(answers, "fallbacks", ()))

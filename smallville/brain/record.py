@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, Sequence
 
 from smallville.brain import requests as rq
-from smallville.brain.base import Failed, Fallback, fallbacks_of
+from smallville.brain.base import Answers, Failed, Fallback, fallbacks_of
 from smallville.brain.ledger import Ledger
 from smallville.errors import BrainError
 
@@ -33,7 +33,6 @@ class Recording:
 
     def __init__(self, inner, out: IO[str], written: set[str] | None = None) -> None:
         self.inner, self.out, self.name = inner, out, inner.name
-        self.last_fallbacks: list[Fallback] = []
         self.written: set[str] = set(written or ())      # keys whose request is in the record already
 
     def describe(self) -> dict:
@@ -44,10 +43,9 @@ class Recording:
             return self.inner.preflight()
         return None
 
-    def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
+    def answer(self, requests: Sequence[rq.Message]) -> Answers:
         answers = self.inner.answer(requests)
-        self.last_fallbacks = fallbacks_of(self.inner)
-        errors = {f.index: f.error for f in self.last_fallbacks}
+        errors = {f.index: f.error for f in fallbacks_of(answers)}
         for i, (request, answer) in enumerate(zip(requests, answers)):
             key = rq.request_key(request)
             entry = {"key": key, "kind": request.kind}
@@ -75,7 +73,6 @@ class Replaying:
     def __init__(self, run_dir: str | Path, fallthrough=None, start: int = 0) -> None:
         self.path = Path(run_dir) / RECORD
         self.fallthrough = fallthrough
-        self.last_fallbacks: list[Fallback] = []
         self._entries: dict[str, list[dict]] = defaultdict(list)
         self._used: dict[str, int] = defaultdict(int)
         self.served = 0
@@ -109,7 +106,7 @@ class Replaying:
 
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
         out: list[rq.Message | None] = [None] * len(requests)
-        self.last_fallbacks = []
+        fallbacks: list[Fallback] = []
         live: list[int] = []
         learn = getattr(self.fallthrough, "learn", None)
         for i, request in enumerate(requests):
@@ -128,15 +125,15 @@ class Replaying:
             if learn is not None:        # the live brain goes on knowing what the record answered
                 learn(request, out[i])
             if "fallback" in entry:
-                self.last_fallbacks.append(Fallback(i, request.kind, key, entry["fallback"]))
+                fallbacks.append(Fallback(i, request.kind, key, entry["fallback"]))
         if live:
             self.missing += len(live)
             answers = self.fallthrough.answer([requests[i] for i in live])
             for i, answer in zip(live, answers):
                 out[i] = answer
-            self.last_fallbacks += [Fallback(live[f.index], f.kind, f.key, f.error) for f in fallbacks_of(self.fallthrough)]
-            self.last_fallbacks.sort(key=lambda f: f.index)
-        return out  # type: ignore[return-value]
+            fallbacks += [Fallback(live[f.index], f.kind, f.key, f.error) for f in fallbacks_of(answers)]
+            fallbacks.sort(key=lambda f: f.index)
+        return Answers(out, fallbacks)
 
 
 def teach(brain, run_dir: str | Path, size: int) -> None:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Callable, Sequence
 
 from smallville.brain import requests as rq
-from smallville.brain.base import Failed, Fallback
+from smallville.brain.base import Answers, Failed, Fallback
 from smallville.brain.ledger import Ledger
 from smallville.brain.text import progressive
 from smallville.errors import BrainError
@@ -77,7 +77,7 @@ class ModelUnusable(BrainError):
 
 class WithFallbacks(_Wrapper):
     """Replaces each `Failed` with the request's safe default (`safe_answer`) and lists it
-    in `last_fallbacks`. If no answer ever came and a whole batch failed to connect, the
+    among the `Answers`' fallbacks. If no answer ever came and a whole batch failed to connect, the
     model is unreachable: that is a `BrainError`, not a run of fallbacks. If more than half
     of the first `WATCH` requests fall back with the same lasting error, the model cannot
     serve this run as set up: `ModelUnusable`. Flaky faults (rate limits, timeouts, server
@@ -88,27 +88,25 @@ class WithFallbacks(_Wrapper):
     def __init__(self, inner, ledger: Ledger | None = None) -> None:
         super().__init__(inner)
         self.ledger = ledger or Ledger()
-        self.last_fallbacks: list[Fallback] = []
         self._answered = False
         self._watched = 0
         self._lasting: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
+    def answer(self, requests: Sequence[rq.Message]) -> Answers:
         answers = self.inner.answer(requests)
         failed = [a for a in answers if isinstance(a, Failed)]
         if failed and not self._answered and len(failed) == len(answers) and all(
                 f.reason == "connection" for f in failed):
             raise BrainError(f"model {self.name!r} is unreachable: {failed[0]}")
         self._answered = self._answered or len(failed) < len(answers)
-        self.last_fallbacks = []
-        out: list[rq.Message] = []
+        out, fallbacks = [], []
         for i, (request, answer) in enumerate(zip(requests, answers)):
             answer, error = self._settle(request, answer)
             if error is not None:
-                self.last_fallbacks.append(Fallback(i, request.kind, rq.request_key(request), error))
+                fallbacks.append(Fallback(i, request.kind, rq.request_key(request), error))
             out.append(answer)
-        return out
+        return Answers(out, fallbacks)
 
     def answer_one(self, request: rq.Message) -> tuple[rq.Message, str | None]:
         """One request's answer and, if it is a safe default, the last error: safe to call

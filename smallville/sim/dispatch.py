@@ -4,7 +4,7 @@ A request is a SimPy event. The first request at an instant schedules a flush be
 event already queued for that instant, so all agents that wake at a tick ask first; the
 flush then answers the whole batch and succeeds the events sorted by (agent id, sequence),
 so agents resume in a fixed order whatever the brain did inside. Fallbacks the brain took
-(`last_fallbacks`) go to `on_fallback(agent, fallback)` first, in batch order. Every answer
+(the `Answers`' fallbacks) go to `on_fallback(agent, fallback)` first, in batch order. Every answer
 is then made fit for its request (`brain/repair.py`); what a repair did goes to
 `on_repair(agent, request, notes)`.
 """
@@ -52,10 +52,11 @@ class Dispatcher:
         batch = sorted(self._pending, key=lambda p: (p[0], p[1]))
         self._pending = []
         asked, refused = self.guard(batch)
-        answers = dict(zip(asked, self.brain.answer([batch[i][2] for i in asked]) if asked else []))
+        given = self.brain.answer([batch[i][2] for i in asked]) if asked else []
+        answers = dict(zip(asked, given))
         self.batches += 1
         if self.on_fallback is not None:
-            for fallback in fallbacks_of(self.brain):
+            for fallback in fallbacks_of(given):
                 self.on_fallback(batch[asked[fallback.index]][0], fallback)
         for i in refused:
             answers[i] = safe_answer(batch[i][2])

@@ -34,7 +34,7 @@ import numpy as np
 import simpy
 
 from smallville.brain import requests as rq
-from smallville.brain.base import Fallback
+from smallville.brain.base import Answers, Fallback
 from smallville.brain.wrappers import safe_answer
 from smallville.sim.dispatch import Dispatcher
 
@@ -132,7 +132,6 @@ class Prefetched:
         self.ahead = ahead
         self.inner = ahead.brain
         self.name = ahead.brain.name
-        self.last_fallbacks: list[Fallback] = []
 
     def describe(self) -> dict:
         return {**self.inner.describe(), "run_ahead": self.ahead.lookahead}
@@ -146,9 +145,8 @@ class Prefetched:
             return self.inner.preflight()
         return None
 
-    def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
-        answers, self.last_fallbacks = self.ahead.take(requests)
-        return answers
+    def answer(self, requests: Sequence[rq.Message]) -> Answers:
+        return Answers(*self.ahead.take(requests))
 
 
 class RunAheadDispatcher(Dispatcher):
