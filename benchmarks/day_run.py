@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from smallville.runner import run_scenario  # noqa: E402
+from smallville.run import run_scenario  # noqa: E402
 from smallville.scenario import load_scenario  # noqa: E402
 from smallville.timefmt import parse_duration  # noqa: E402
 

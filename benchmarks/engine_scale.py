@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 def one(size: int, duration: float, seed: int, embedder: str) -> dict:
     """Generate, load and run one town; the measurements as a dict."""
-    from smallville.runner import run_scenario
+    from smallville.run import run_scenario
     from smallville.scenario import load_scenario
     from smallville.town import generate_town, write_town
 

@@ -26,7 +26,7 @@ os.environ.setdefault("OPENAI_API_KEY", "sk-local-benchmark")
 from llmserver import SOCIABLE, LLMServer  # noqa: E402
 from smallville.brain import LLMConfig  # noqa: E402
 from smallville.estimate import estimate  # noqa: E402
-from smallville.runner import run_scenario  # noqa: E402
+from smallville.run import run_scenario  # noqa: E402
 from smallville.scenario import load_scenario  # noqa: E402
 
 

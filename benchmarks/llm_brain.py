@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from smallville.brain import LLMConfig  # noqa: E402
-from smallville.runner import run_scenario  # noqa: E402
+from smallville.run import run_scenario  # noqa: E402
 from smallville.scenario import load_scenario  # noqa: E402
 from smallville.timefmt import parse_duration  # noqa: E402
 

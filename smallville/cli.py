@@ -289,7 +289,8 @@ def _replay(args) -> int:
 
 def _continue(args) -> int:
     """`resume` and `fork`."""
-    from smallville import continuation, render
+    from smallville import render
+    from smallville.run import fork_run, resume_run
     from smallville.replay.record import read_manifest
     from smallville.timefmt import parse_datetime
 
@@ -299,14 +300,14 @@ def _continue(args) -> int:
         until = manifest["duration_s"] + (args.duration or 0.0)
 
         def go(on_start, on_step):
-            return continuation.resume_run(args.run_dir, extend=args.duration, on_start=on_start, on_step=on_step,
+            return resume_run(args.run_dir, extend=args.duration, on_start=on_start, on_step=on_step,
                                            budget=_budget(args))
     else:
         at = _seconds_since(start, args.at, "--at")
         until = at + args.duration if args.duration else manifest["duration_s"]
 
         def go(on_start, on_step):
-            return continuation.fork_run(args.run_dir, at, seed=args.seed, inject=[tuple(i) for i in args.inject],
+            return fork_run(args.run_dir, at, seed=args.seed, inject=[tuple(i) for i in args.inject],
                                          duration=args.duration, runs_dir=args.runs_dir,
                                          on_start=on_start, on_step=on_step, budget=_budget(args))
     result = render.with_progress(go, start, until, args.quiet)
@@ -330,7 +331,7 @@ def _ask(args) -> int:
     """`inspect` and `interview`: the state rebuilt in memory from a checkpoint, never a change to the run."""
     import json
 
-    from smallville.continuation import simulate_to
+    from smallville.run import simulate_to
     from smallville.replay import inspect as look
     from smallville.replay.record import load_run
 

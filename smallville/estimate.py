@@ -3,10 +3,11 @@
 The window is simulated with the offline brain. Every request the LLM brain would have sent
 there is rendered from the same templates the LLM brain uses (`Template.render`), with the
 same structured-output mode, and its prompt counted with the model's tokenizer (litellm's
-token counter, offline). A rating whose texts the agent rated before is not sent, as
-`RatingMemo` would not send it. Completions are expected at the size of the offline answer
-written as the model's JSON. Prices come from the brain settings or litellm's bundled price
-map. No network, no key.
+token counter, offline). The requests counted are those that reach the model through the
+same wrappers a run puts around it (`brain.assembly`): a rating whose texts the agent rated
+before is not sent, since `RatingMemo` does not send it. Completions are expected at the
+size of the offline answer written as the model's JSON. Prices are the LLM brain's own
+(the brain settings, or litellm's bundled price map). No network, no key.
 
 That assumes the model behaves as the offline brain does. Models do not: their answers
 change what the agents do next, and they write longer or shorter answers than the minimal
@@ -97,12 +98,12 @@ class Estimate:
 
 
 class _Meter:
-    """The offline brain, counting what the LLM brain would send for each batch."""
+    """The model, as far as an estimate needs one: the offline brain answers, and each
+    request that reaches it is counted as the LLM brain would send it."""
 
     def __init__(self, inner, settings, templates, litellm) -> None:
         self.inner, self.settings, self.templates, self.litellm = inner, settings, templates, litellm
         self.name = inner.name
-        self.rated: set[tuple[str, str]] = set()
         self.rows: dict[str, dict] = defaultdict(lambda: dict.fromkeys(
             ("requests", "prompt_tokens", "completion_tokens"), 0))
         self.batches: list[int] = []
@@ -112,12 +113,7 @@ class _Meter:
 
     def answer(self, requests):
         answers = self.inner.answer(requests)
-        sent = 0
         for request, answer in zip(requests, answers):
-            request, answer = self._as_sent(request, answer)
-            if request is None:
-                continue
-            sent += 1
             row = self.rows[request.kind]
             row["requests"] += 1
             messages = self.templates[request.kind].render(request, self.settings.structured,
@@ -125,21 +121,9 @@ class _Meter:
             row["prompt_tokens"] += self.litellm.token_counter(model=self.settings.model, messages=messages)
             text = json.dumps(_model_json(answer), ensure_ascii=False)
             row["completion_tokens"] += self.litellm.token_counter(model=self.settings.model, text=text)
-        if sent:
-            self.batches.append(sent)
+        if requests:
+            self.batches.append(len(requests))
         return answers
-
-    def _as_sent(self, request, answer):
-        """The request as the LLM brain would send it (None: not sent) and its answer."""
-        if not (self.settings.reuse_ratings and isinstance(request, rq.RateImportance)):
-            return request, answer
-        fresh = [(t, s) for t, s in zip(request.texts, answer.scores) if (request.agent, t) not in self.rated]
-        fresh = list(dict((t, s) for t, s in fresh).items())
-        self.rated.update((request.agent, t) for t in request.texts)
-        if not fresh:
-            return None, None
-        return (replace(request, texts=tuple(t for t, _ in fresh)),
-                rq.Importance(tuple(s for _, s in fresh)))
 
 
 def _model_json(answer):
@@ -154,6 +138,7 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
     """Estimate a run of `scenario` on the model of `settings` (an `LLMConfig`) for
     `duration` simulated seconds (default: the scenario's); with `from_run`, at the rates of
     that pilot run on the model rather than the offline brain's."""
+    from smallville.brain.assembly import assemble
     from smallville.brain.llm import import_litellm
     from smallville.brain.offline import OfflineBrain
     from smallville.brain.prompts import load_templates
@@ -172,7 +157,8 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
     seed = scenario.seed if seed is None else seed
     pilot = Pilot.load(from_run) if from_run is not None else None
     meter = _Meter(OfflineBrain(seed), settings, load_templates(), litellm)
-    first = _simulate(scenario, meter, embedder, seed, duration)
+    stack = assemble(replace(settings, budget={}), seed, model=meter, run_ahead=False)
+    first = _simulate(scenario, stack.brain, meter, embedder, seed, duration)
     out = Estimate(settings.model, duration)
     rows, scale = meter.rows, 1.0
     if pilot is not None:
@@ -181,7 +167,7 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
         out.basis, out.pilot, out.completion_from = "pilot", pilot.describe(), f"averages of {pilot.path}"
     out.rounds = round(len(meter.batches) * scale)
     for kind, row in rows.items():
-        prompt_cost, completion_cost = _prices(litellm, settings, row["prompt_tokens"], row["completion_tokens"])
+        prompt_cost, completion_cost = _prices(settings, row["prompt_tokens"], row["completion_tokens"])
         if prompt_cost is None:
             out.cost_known = False
             prompt_cost = completion_cost = 0.0
@@ -194,13 +180,14 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
     return out
 
 
-def _simulate(scenario, meter: _Meter, embedder: str, seed: int, duration: float) -> dict:
-    """Run the window through `meter`; what the first instant sent, by kind."""
+def _simulate(scenario, brain, meter: _Meter, embedder: str, seed: int, duration: float) -> dict:
+    """Run the window with `brain` (the stack around `meter`); what the first instant sent,
+    by kind."""
     from smallville.embed import make_embedder
     from smallville.sim import Simulation
     from smallville.sim.log import EventLog, Nowhere
 
-    sim = Simulation(scenario, meter, make_embedder(embedder), seed=seed, log=EventLog(scenario.start, Nowhere()))
+    sim = Simulation(scenario, brain, make_embedder(embedder), seed=seed, log=EventLog(scenario.start, Nowhere()))
     sim.run(min(scenario.tick, duration))
     first = {kind: dict(row) for kind, row in meter.rows.items()}
     sim.run(duration)
@@ -211,13 +198,12 @@ def _calls(rows: dict) -> int:
     return sum(row["requests"] for kind, row in rows.items() if kind != "preflight")
 
 
-def _prices(litellm, settings, prompt: int, completion: int) -> tuple[float | None, float | None]:
-    if settings.price_prompt is not None or settings.price_completion is not None:
-        return prompt * (settings.price_prompt or 0.0), completion * (settings.price_completion or 0.0)
+def _prices(settings, prompt: int, completion: int) -> tuple[float | None, float | None]:
+    """The LLM brain's price of so many prompt and completion tokens (None: unknown)."""
+    from smallville.brain.llm import price
+
     try:
-        cost_in, cost_out = litellm.cost_per_token(model=settings.model, prompt_tokens=prompt,
-                                                   completion_tokens=completion)
-    except Exception:
+        return price(settings, prompt, 0), price(settings, 0, completion)
+    except BrainError:
         return None, None
-    return float(cost_in), float(cost_out)
 

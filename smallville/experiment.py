@@ -218,7 +218,7 @@ def _condition(name: str, spec: dict, default_brain, path: Path) -> Condition:
 
 
 def slot_name(condition: str, seed: int) -> str:
-    from smallville.runner import seed_label
+    from smallville.run import seed_label
 
     return f"{condition}-{seed_label(seed)}"
 
@@ -248,7 +248,7 @@ def _same_run(run_dir: Path, job: dict) -> bool:
 
 def _run_one(job: dict) -> dict:
     """One run, in a worker process: written under OUT/.partial/, moved to OUT/SLOT when completed."""
-    from smallville.runner import run_scenario, write_json_atomic
+    from smallville.run import run_scenario, write_json_atomic
     from smallville.scenario import load_scenario
     from smallville.sim.engine import SimConfig
 

@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from smallville.opening import brain_name, count, opening
-from smallville.runner import RunResult, run_scenario
+from smallville.run import RunResult, run_scenario
 from smallville.tables import Table, make_console, print_table
 from smallville.timefmt import format_sim
 

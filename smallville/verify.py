@@ -73,21 +73,20 @@ def verify(run_dir: str | Path) -> Verdict:
     """Re-simulate a run from its start and compare it with what it wrote."""
     from smallville.brain.record import Replaying
     from smallville.checkpoint import checkpoints, digest
-    from smallville.continuation import _embedder, _load, _reached
-    from smallville.runner import apply_fork
+    from smallville.run import Run, apply_fork
     from smallville.sim import SimConfig, Simulation
     from smallville.sim.log import EventLog
 
-    run_dir = Path(run_dir)
-    manifest, scenario = _load(run_dir)
+    run = Run.open(run_dir)
+    run_dir, scenario, manifest = run.path, run.scenario, run.manifest
     saved = {c["t"]: c for c in checkpoints(run_dir)}
     if not saved and any(True for _ in checkpoints(run_dir, schema=None)):
         raise RunError(f"{run_dir} was written by an older smallville: its checkpoints hold no state to compare")
-    until = _reached(run_dir, manifest, scenario)
+    until = run.reached()
     log = _Compare(run_dir / "events.jsonl", scenario.start)
-    sim = Simulation(scenario, Replaying(run_dir), _embedder(manifest), seed=manifest["seed"],
-                     config=SimConfig.from_dict(manifest.get("config")), log=EventLog(scenario.start, log))
-    fork = manifest.get("fork")
+    sim = Simulation(scenario, Replaying(run_dir), run.embedder(write=False), seed=manifest.seed,
+                     config=SimConfig.from_dict(manifest.config), log=EventLog(scenario.start, log))
+    fork = manifest.fork
     checked = 0
 
     def step(now: float) -> None:

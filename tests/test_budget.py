@@ -13,8 +13,8 @@ import pytest
 from conftest import CAFE_TRIO, ROOT
 from llmserver import SOCIABLE, LLMServer
 from smallville.brain import LLMConfig
-from smallville.continuation import resume_run
-from smallville.runner import run_scenario
+from smallville.run import resume_run
+from smallville.run import run_scenario
 from smallville.scenario import load_scenario
 
 

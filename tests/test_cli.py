@@ -109,7 +109,7 @@ def test_run_with_a_litellm_embedder_on_a_local_server(tmp_path, server):
     assert result.returncode == 0, result.stderr
     (run,) = tmp_path.iterdir()
     manifest = json.loads((run / "manifest.json").read_text())
-    assert manifest["embedder"] == {"name": "litellm:openai/test-embed", "dim": 8}
+    assert manifest["embedder"] == {"name": "litellm:openai/test-embed", "dim": 8, "api_base": api_base}
     assert len(requests) >= 2 and all(r["model"] == "test-embed" for r in requests)
 
 
@@ -132,3 +132,41 @@ def test_an_unwritable_runs_folder_is_one_line(tmp_path):
     result = smallville("run", TINY, "--for", "1h", "--runs-dir", blocker / "runs")
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [f"smallville: error: Not a directory: {blocker / 'runs'}"]
+
+
+def test_a_remote_embedder_is_recorded_so_a_killed_run_resumes_and_replays_with_no_server(tmp_path):
+    """Embeddings are part of the run's record: resume goes on with the run's own vectors,
+    and once the server is gone the run is inspected, verified and replayed all the same."""
+    from llmserver import LLMServer
+
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+    def smallville(*args, **more):
+        return subprocess.run([sys.executable, "-m", "smallville", *map(str, args)], capture_output=True,
+                              text=True, cwd=ROOT, env={**env, **more}, timeout=300)
+
+    with LLMServer() as srv:
+        flags = ("--for", "2h", "--quiet", "--embedder", "openai/test-embed", "--embedder-api-base", srv.api_base)
+        whole = smallville("run", TINY, *flags, "--runs-dir", tmp_path / "whole")
+        killed = smallville("run", TINY, *flags, "--runs-dir", tmp_path / "killed", SMALLVILLE_FAULT="kill-at:5400")
+        assert whole.returncode == 0 and killed.returncode == -9, whole.stderr + killed.stderr
+        (run,), (reference,) = (tmp_path / "killed").iterdir(), (tmp_path / "whole").iterdir()
+        manifest = json.loads((run / "manifest.json").read_text())
+        assert manifest["embedder"] == {"name": "litellm:openai/test-embed", "dim": 8, "api_base": srv.api_base}
+        asked = len(srv.bodies)
+        known = {json.loads(line) for line in (run / "embeddings" / "texts.jsonl").read_text().splitlines()}
+        resumed = smallville("resume", run, "--quiet")           # no key, no --embedder-api-base: the manifest's
+        assert resumed.returncode == 0, resumed.stderr
+        assert (run / "events.jsonl").read_bytes() == (reference / "events.jsonl").read_bytes()
+        embedded = {text for body in srv.bodies[asked:] for text in body["input"]}
+        assert known and not embedded & known                    # never a text the record had
+    texts = (run / "embeddings" / "texts.jsonl").read_text().splitlines()
+    assert len(texts) == len(set(texts)) == len((reference / "embeddings" / "texts.jsonl").read_text().splitlines())
+    looked = smallville("inspect", run, "--agent", "ann_lee", "--at", "2023-02-13 08:20", "--json")
+    assert looked.returncode == 0 and json.loads(looked.stdout)["recall"], looked.stderr
+    proof = smallville("verify", run)
+    assert proof.returncode == 0, proof.stderr
+    replayed = smallville("run", TINY, "--replay-from", run, "--quiet", "--runs-dir", tmp_path / "replay")
+    assert replayed.returncode == 0, replayed.stderr
+    (again,) = (tmp_path / "replay").iterdir()
+    assert (again / "events.jsonl").read_bytes() == (run / "events.jsonl").read_bytes()

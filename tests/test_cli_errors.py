@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 
 from smallville.cli import main
-from smallville.runner import run_scenario
+from smallville.run import run_scenario
 from smallville.scenario import load_scenario
 
 TINY = ROOT / "tests" / "fixtures" / "tiny_town" / "scenarios" / "tiny.yaml"

@@ -20,7 +20,7 @@ import yaml
 
 from conftest import CAFE_TRIO, ROOT, THE_VILLE
 from llmserver import LLMServer
-from smallville.runner import run_scenario
+from smallville.run import run_scenario
 from smallville.scenario import load_scenario
 
 PRICES = {"price_prompt": 2e-6, "price_completion": 8e-6}

@@ -8,7 +8,7 @@ from collections import Counter
 
 from conftest import CAFE_TRIO, ROOT, THE_VILLE, simulate
 
-from smallville.runner import run_scenario
+from smallville.run import run_scenario
 from smallville.scenario import load_scenario
 
 GOLDEN = ROOT / "tests" / "golden" / "cafe_trio_3h.jsonl"

@@ -14,7 +14,7 @@ from llmserver import LLMServer
 from smallville.brain import LLMConfig
 from smallville.errors import BrainError, RunError
 from smallville.estimate import estimate
-from smallville.runner import run_scenario
+from smallville.run import run_scenario
 from smallville.scenario import load_scenario
 
 CLI = [sys.executable, "-c", "from smallville.cli import main; raise SystemExit(main())"]

@@ -15,7 +15,7 @@ from llmserver import LLMServer
 from smallville.brain import LLMConfig
 from smallville.estimate import estimate
 from smallville.pilot import Pilot
-from smallville.runner import run_scenario
+from smallville.run import run_scenario
 from smallville.scenario import load_scenario
 
 CLI = [sys.executable, "-c", "from smallville.cli import main; raise SystemExit(main())"]

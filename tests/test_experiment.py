@@ -214,8 +214,8 @@ def test_ray_tasks_give_the_process_pool_results_and_resume_the_same(tmp_path, c
 
 
 def test_an_ablated_run_resumes_with_its_switches(tmp_path):
-    from smallville import continuation
-    from smallville.runner import run_scenario
+    from smallville import run as continuation
+    from smallville.run import run_scenario
     from smallville.scenario import load_scenario
     from smallville.sim.engine import SimConfig
 

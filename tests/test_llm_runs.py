@@ -19,7 +19,7 @@ from llmserver import FAILURES, SOCIABLE, LLMServer
 from smallville.brain import LLMConfig, make_brain
 from smallville.brain import requests as rq
 from smallville.errors import BrainError
-from smallville.runner import run_scenario
+from smallville.run import run_scenario
 from smallville.scenario import load_scenario
 
 SECRET = "sk-test-secret"
@@ -249,7 +249,7 @@ def test_keys_never_reach_the_run_or_the_output(tmp_path, llm):
 
 
 def test_an_llm_run_resumes_from_its_record_and_its_agents_can_be_interviewed(tmp_path, llm):
-    from smallville.continuation import resume_run, simulate_to
+    from smallville.run import resume_run, simulate_to
     from smallville.replay.inspect import interview
 
     whole = run(tmp_path, config(llm), hours=3, name="whole")

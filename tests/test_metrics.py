@@ -195,7 +195,7 @@ def test_an_event_with_two_invited_guests_of_whom_one_came(party_run):
 
 
 def test_metrics_of_a_real_run_agree_with_its_manifest(tmp_path):
-    from smallville.runner import run_scenario
+    from smallville.run import run_scenario
     from smallville.scenario import load_scenario
 
     result = run_scenario(load_scenario(str(ROOT / "scenarios" / "cafe_trio.yaml")), runs_dir=tmp_path,

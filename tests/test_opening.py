@@ -108,7 +108,7 @@ def test_resume_says_which_checkpoint_and_what_it_cut(tmp_path):
 
 def test_a_negative_seed_is_never_read_as_a_positive_one(tmp_path):
     from smallville.experiment import slot_name
-    from smallville.runner import seed_label
+    from smallville.run import seed_label
 
     assert [seed_label(s) for s in (7, 0, -1, -12)] == ["seed7", "seed0", "seed_neg1", "seed_neg12"]
     assert slot_name("full", -2) == "full-seed_neg2"

@@ -15,7 +15,7 @@ from conftest import CAFE_TRIO, ROOT
 from smallville.errors import RunError
 from smallville.replay import load_run
 from smallville.replay.page import page_data, render_page
-from smallville.runner import run_scenario
+from smallville.run import run_scenario
 from smallville.scenario import load_scenario
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 from llmserver import SOCIABLE, LLMServer
 from smallville.brain import LLMConfig
-from smallville.runner import run_scenario
+from smallville.run import run_scenario
 from smallville.scenario import load_scenario
 from smallville.sim.runahead import can_fork
 

@@ -88,7 +88,7 @@ def test_a_model_run_keeps_each_agent_under_the_ceiling(tmp_path, monkeypatch):
 
     from llmserver import LLMServer
     from smallville.brain import LLMConfig
-    from smallville.runner import run_scenario
+    from smallville.run import run_scenario
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     scenario = load_scenario(CAFE_TRIO)

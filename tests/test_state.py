@@ -17,7 +17,7 @@ from conftest import CAFE_TRIO, ROOT, THE_VILLE
 from smallville.brain import make_brain
 from smallville.checkpoint import checkpoints, digest, restore
 from smallville.embed import make_embedder
-from smallville.runner import run_scenario
+from smallville.run import run_scenario
 from smallville.scenario import load_scenario
 from smallville.sim import SimConfig, Simulation
 from smallville.sim.log import EventLog

@@ -205,7 +205,7 @@ Relationships
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    from smallville.runner import run_scenario
+    from smallville.run import run_scenario
     from smallville.scenario import load_scenario
 
     town = ROOT / "tests" / "fixtures" / "tiny_town" / "scenarios" / "tiny.yaml"

@@ -72,7 +72,7 @@ def test_an_unknown_kind_of_event_is_still_a_sentence():
 
 @pytest.fixture(scope="module")
 def trio(tmp_path_factory):
-    from smallville.runner import run_scenario
+    from smallville.run import run_scenario
     from smallville.scenario import load_scenario
 
     runs = tmp_path_factory.mktemp("runs")

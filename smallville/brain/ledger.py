@@ -54,6 +54,18 @@ class Ledger:
                 out[name] += value
         return out
 
+    def absorb(self, usage: dict) -> None:
+        """Add the counts of another session's usage (a manifest's `usage`, `to_dict`'s
+        form) to these: a resumed run's usage adds up."""
+        with self._lock:
+            for mine, theirs in ((self.by_kind, usage.get("by_kind", {})), (self.by_agent, usage.get("by_agent", {}))):
+                for key, row in theirs.items():
+                    for name, value in row.items():
+                        if name in FIGURES:
+                            mine[key][name] += value
+            self.batches += usage.get("rounds", 0)
+            self.cost_known = self.cost_known and usage.get("cost_known", True)
+
     def to_dict(self, agents: int = 0, hours: float = 0.0) -> dict:
         """Totals, by kind, by agent, and (given the town's size and simulated hours) calls
         and tokens per agent per game hour by kind."""

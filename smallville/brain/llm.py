@@ -34,6 +34,20 @@ def import_litellm():
     return litellm
 
 
+
+def price(config, prompt: int, completion: int) -> float:
+    """USD for so many tokens of the model of `config`: the configured price, else
+    litellm's price map; a `BrainError` when neither knows the model."""
+    if config.price_prompt is not None or config.price_completion is not None:
+        return prompt * (config.price_prompt or 0.0) + completion * (config.price_completion or 0.0)
+    try:
+        cost_in, cost_out = import_litellm().cost_per_token(model=config.model, prompt_tokens=prompt,
+                                                            completion_tokens=completion)
+    except Exception:
+        raise BrainError(f"no price known for model {config.model!r}: set price_prompt and price_completion "
+                         "(USD per token) in the brain settings to use --budget") from None
+    return float(cost_in) + float(cost_out)
+
 class LLMBrain:
     """Answers requests with a model litellm can call; see the module docstring."""
 
@@ -76,18 +90,7 @@ class LLMBrain:
         return int(self._litellm.token_counter(model=self.config.model, messages=messages))
 
     def price(self, prompt: int, completion: int) -> float:
-        """USD for so many tokens: the configured price, else litellm's price map; a
-        `BrainError` when neither knows the model."""
-        c = self.config
-        if c.price_prompt is not None or c.price_completion is not None:
-            return prompt * (c.price_prompt or 0.0) + completion * (c.price_completion or 0.0)
-        try:
-            cost_in, cost_out = self._litellm.cost_per_token(model=c.model, prompt_tokens=prompt,
-                                                             completion_tokens=completion)
-        except Exception:
-            raise BrainError(f"no price known for model {c.model!r}: set price_prompt and price_completion "
-                             "(USD per token) in the brain settings to use --budget") from None
-        return float(cost_in) + float(cost_out)
+        return price(self.config, prompt, completion)
 
     def preflight(self, gate: Callable[[list[dict]], ContextManager] | None = None) -> str | None:
         """Small structured calls before the run starts, in the configured mode and, if the

@@ -77,16 +77,25 @@ class CachedEmbedder:
         return len(self._rows)
 
 
-def make_embedder(spec: str = "use", *, api_base: str | None = None) -> CachedEmbedder:
+def make_embedder(spec: str = "use", *, api_base: str | None = None, record=None, base=(),
+                  write: bool = True) -> CachedEmbedder:
     """The cached embedder named by `spec`: "use" (default), "lexical", or any litellm
     embedding model name such as "openai/text-embedding-3-small" (`api_base` for a
-    self-hosted OpenAI-compatible server)."""
+    self-hosted OpenAI-compatible server). With `record` (a run's `embeddings/` folder, and
+    `base`, its parents'), embeddings come from the run's record first and new ones are
+    added to it (unless `write` is off): see `smallville.embed.record`."""
     if not isinstance(spec, str) or not spec.strip() or spec != spec.strip():
         raise ValueError(
             f"embedder {spec!r} is not valid: use 'use', 'lexical' or a litellm model name"
         )
     if spec == "use":
-        return CachedEmbedder(UseEmbedder())
-    if spec == "lexical":
-        return CachedEmbedder(LexicalEmbedder())
-    return CachedEmbedder(LiteLLMEmbedder(spec, api_base=api_base))
+        inner = UseEmbedder()
+    elif spec == "lexical":
+        inner = LexicalEmbedder()
+    else:
+        inner = LiteLLMEmbedder(spec, api_base=api_base)
+    if record is not None:
+        from smallville.embed.record import RecordedEmbedder
+
+        inner = RecordedEmbedder(inner, record, base, write)
+    return CachedEmbedder(inner)

@@ -2,7 +2,7 @@
 what it has concluded and why; and interviews, answered from its memories.
 
 Both work on the run's state rebuilt in memory from its nearest checkpoint
-(`continuation.simulate_to`), never on the stored run.
+(`Run.state_at`), never on the stored run.
 """
 
 from __future__ import annotations

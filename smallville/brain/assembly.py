@@ -1,0 +1,122 @@
+"""The one place a run's brain is put together, for run, resume, fork, inspect, estimate
+and experiments alike.
+
+    [Replaying(record) ->] [Prefetched(Ahead(] WithFallbacks(Retrying([Caching](
+        RatingMemo([Budgeted](model)))))) [))]
+
+`model` is the LLM brain (or, for `estimate`, a meter that counts what the model would be
+sent); the offline brain stands alone (behind a cache, if one is given). Recording wraps
+whatever this returns (the run's `answers.jsonl`). A fork's seed is given here, like any
+run's: nothing is pushed down the chain afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from smallville.brain.base import Brain
+from smallville.brain.config import LLMConfig
+from smallville.brain.ledger import Ledger
+from smallville.errors import BrainError
+
+
+@dataclass
+class Stack:
+    """A brain put together: `brain` is what the engine asks; `ahead` is run-ahead's
+    fetcher when there is one (its dispatcher needs it, and it must be closed)."""
+
+    brain: Brain
+    settings: LLMConfig
+    ledger: Ledger
+    ahead: object = None
+
+    def close(self) -> None:
+        if self.ahead is not None:
+            self.ahead.close()
+
+
+def settings_of(manifest: dict, more: dict | None = None, spent=None) -> LLMConfig:
+    """The brain settings a run's manifest recorded. `more` ({"usd", "requests", "tokens"})
+    raises its budget by that much on top of `spent` (a `Spend`: what the run has spent)."""
+    recorded = dict(manifest.get("brain") or {})
+    if recorded.get("name", recorded.get("model")) == "offline":
+        return LLMConfig()
+    known = set(LLMConfig.__dataclass_fields__)
+    config = LLMConfig().merged({k: v for k, v in recorded.items() if k in known}, "the run's manifest")
+    more = {k: v for k, v in (more or {}).items() if v is not None}
+    if more:
+        config = replace(config, budget={**config.budget,
+                                         **{k: (getattr(spent, k) if spent else 0) + v for k, v in more.items()}})
+    return config
+
+
+def assemble(settings: LLMConfig, seed: int, *, ledger: Ledger | None = None, cache: str | Path | None = None,
+             spent=None, replay: tuple[str | Path, int] | None = None, live: bool = True,
+             run_ahead: bool = True, model=None) -> Stack:
+    """The brain of `settings` answering with `seed`. `spent` (a `Spend`) counts against
+    the budget. With `replay` (a run folder and a byte offset of its record) answers come
+    from that record from the offset on; what it lacks goes to the live brain, or with
+    `live=False` is an error. `run_ahead`: fetch answers ahead of the clock when the
+    settings say so (never behind a replay). `model` stands in for the LLM brain."""
+    ledger = ledger if ledger is not None else Ledger()
+    brain = _live(settings, seed, ledger, cache, spent, model) if live else None
+    ahead = None
+    if brain is not None and replay is None and run_ahead:
+        ahead = _ahead(brain, settings)
+        if ahead is not None:
+            from smallville.sim.runahead import Prefetched
+
+            brain = Prefetched(ahead)
+    if replay is not None:
+        from smallville.brain.record import Replaying
+
+        brain = Replaying(replay[0], fallthrough=brain, start=replay[1])
+    return Stack(brain, settings, ledger, ahead)
+
+
+def _live(settings: LLMConfig, seed: int, ledger: Ledger, cache, spent, model) -> Brain:
+    if settings.is_offline and model is None:
+        from smallville.brain.offline import OfflineBrain
+
+        brain = OfflineBrain(seed)
+        if cache is not None:
+            from smallville.brain.record import Caching
+
+            return Caching(brain, cache, ledger)
+        return brain
+    from smallville.brain.wrappers import RatingMemo, Retrying, WithFallbacks
+
+    if model is None:
+        from smallville.brain.llm import LLMBrain, import_litellm
+
+        try:
+            import_litellm().get_llm_provider(settings.model, api_base=settings.api_base)
+        except Exception:
+            raise BrainError(f"unknown brain {settings.model!r}: use offline, or a litellm model name such as "
+                             "openai/gpt-4o-mini or ollama/llama3.1") from None
+        model = LLMBrain(settings, ledger)
+    inner = model
+    if settings.budget:
+        from smallville.brain.budget import Budget, Budgeted
+
+        budget = Budget(settings.budget, ledger, spent)
+        if "usd" in budget.limits:
+            inner.price(1, 1)                       # no price for the model: say so now, not mid-run
+        inner = Budgeted(inner, budget)
+    if settings.reuse_ratings:
+        inner = RatingMemo(inner, ledger)
+    if cache is not None:
+        from smallville.brain.record import Caching
+
+        inner = Caching(inner, cache, ledger)
+    return WithFallbacks(Retrying(inner, settings.retries, settings.backoff, ledger), ledger)
+
+
+def _ahead(brain, settings: LLMConfig):
+    """Run-ahead's fetcher for a model brain (`lookahead` > 0, and the platform can fork)."""
+    from smallville.sim.runahead import Ahead, can_fork
+
+    if settings.is_offline or not settings.lookahead or not can_fork() or not hasattr(brain, "answer_one"):
+        return None
+    return Ahead(brain, concurrency=settings.concurrency_limit, lookahead=settings.lookahead)

@@ -1,0 +1,64 @@
+"""A run's manifest, typed: what was run, how it ended, and its totals (docs/run-format.md).
+
+Only `Run` writes it; `to_dict` gives the JSON, in a fixed key order, leaving out what a run
+has not got (no `fork` for a run that is not one). Keys this version does not know are kept
+as they were (`extra`).
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass, field, fields
+
+from smallville import __version__
+
+MANIFEST_SCHEMA = 1
+
+
+@dataclass
+class Manifest:
+    run_id: str
+    scenario: dict                      # path, name, sha256
+    seed: int
+    brain: dict                         # the brain's settings (`describe()`)
+    embedder: dict                      # name, dim, api_base (never a key)
+    agents: list[str]
+    sim_start: str
+    sim_end: str
+    duration_s: float
+    schema: int = MANIFEST_SCHEMA
+    status: str = "running"
+    smallville_version: str = __version__
+    python: str = field(default_factory=platform.python_version)
+    wall: dict = field(default_factory=dict)
+    config: dict | None = None          # the SimConfig knobs
+    experiment: dict | None = None
+    fork: dict | None = None
+    resumed: list[dict] = field(default_factory=list)
+    sim_reached: str | None = None
+    counts: dict | None = None
+    probes: dict | None = None
+    requests: dict | None = None
+    usage: dict | None = None           # model usage over all sessions (resumes add up)
+    spend: dict | None = None
+    budget_stop: dict | None = None
+    error: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    ORDER = ("schema", "run_id", "status", "scenario", "seed", "brain", "embedder", "agents", "sim_start", "sim_end",
+             "duration_s", "sim_reached", "smallville_version", "python", "config", "experiment", "fork", "resumed",
+             "counts", "probes", "requests", "usage", "spend", "budget_stop", "error", "wall")
+
+    def to_dict(self) -> dict:
+        out = {}
+        for name in self.ORDER:
+            value = getattr(self, name)
+            if value is not None and value != []:
+                out[name] = value
+        return {**out, **self.extra}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Manifest":
+        known = {f.name for f in fields(cls)} - {"extra"}
+        return cls(**{k: v for k, v in data.items() if k in known},
+                   extra={k: v for k, v in data.items() if k not in known})

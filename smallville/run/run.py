@@ -1,0 +1,198 @@
+"""`Run`: one run folder and everything in it. It owns the typed manifest, the event log,
+the records of answers and embeddings, the checkpoints, and, while it goes, the brain stack
+and the `Simulation` (`session.go`). Every way into a run goes through it: `run`,
+`resume`, `fork`, `inspect`, `interview`, `verify`, experiments and the Python API.
+
+The way back into a run is a checkpoint: `start_point(t)` finds the nearest one at or
+before `t` (a fork's parent's, before the fork's own first), and `state_at(t)` loads it and
+simulates on to `t` with the run's recorded answers, in memory.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from smallville.errors import RunError, SmallvilleError, UsageError
+from smallville.run.folder import EMBEDDINGS, RECORD, sizes
+from smallville.run.manifest import Manifest
+from smallville.timefmt import format_sim
+
+
+class Run:
+    """A run folder: `path`, its `manifest` (typed) and its `scenario` (the copy it keeps)."""
+
+    def __init__(self, path: Path, manifest: Manifest, scenario) -> None:
+        self.path = Path(path)
+        self.manifest = manifest
+        self.scenario = scenario
+
+    @classmethod
+    def open(cls, path: str | Path) -> "Run":
+        """The run in folder `path`. Not a run: UsageError; a damaged one: RunError."""
+        from smallville.replay.record import read_manifest
+        from smallville.scenario import load_scenario
+
+        path = Path(path)
+        manifest = Manifest.from_dict(read_manifest(path))
+        copies = sorted((path / "scenario").glob("*.yaml"))
+        if not copies:
+            raise RunError(f"{path} keeps no copy of its scenario (it was written by an older smallville)")
+        return cls(path, manifest, load_scenario(str(copies[0])))
+
+    @classmethod
+    def open_for(cls, path: str | Path, flag: str) -> "Run":
+        """`open`, with `flag` (such as `--replay-from`) named in its errors."""
+        try:
+            return cls.open(path)
+        except SmallvilleError as exc:
+            raise type(exc)(f"{flag}: {exc}") from None
+
+    # ---- time -------------------------------------------------------------------------
+
+    def seconds(self, when: str) -> float:
+        return (datetime.fromisoformat(when) - self.scenario.start).total_seconds()
+
+    def when(self, t: float) -> str:
+        return format_sim(self.scenario.start, t)
+
+    def reached(self) -> float:
+        """Seconds since the start that the run covers: where it ended, or, for a run that
+        died without saying (killed, a power cut), its last checkpoint."""
+        from smallville.checkpoint import checkpoints
+
+        if self.manifest.sim_reached:
+            return self.seconds(self.manifest.sim_reached)
+        saved = checkpoints(self.path, schema=None)
+        return saved[-1]["t"] if saved else 0.0
+
+    @property
+    def seed_now(self) -> int:
+        """The seed its brain answers with now: a fork's own, else the run's."""
+        fork = self.manifest.fork or {}
+        return fork["seed"] if fork.get("seed") is not None else self.manifest.seed
+
+    def parent(self) -> "Run | None":
+        """A fork's parent run, if it is still where it was."""
+        where = ((self.manifest.fork or {}).get("parent") or {}).get("path")
+        if where and (Path(where) / "manifest.json").exists():
+            return Run.open(where)
+        return None
+
+    # ---- the way back in --------------------------------------------------------------
+
+    def start_point(self, at: float) -> tuple[Path, dict] | None:
+        """The checkpoint to start from for time `at`: the run's last at or before `at` whose
+        files are all on disk, else (a fork's time before its own first checkpoint) its
+        parent's; None: from the beginning. A run whose checkpoints are all of an older
+        format cannot be restored: a RunError says so."""
+        from smallville.checkpoint import CHECKPOINT_SCHEMA, checkpoints
+
+        on_disk = sizes(self.path)
+        usable = [c for c in checkpoints(self.path)
+                  if c["t"] <= at and all(c["files"].get(n, 0) <= on_disk[n] for n in on_disk)]
+        if usable:
+            return self.path, usable[-1]
+        fork = self.manifest.fork
+        parent = self.parent() if fork and at <= fork["t"] else None
+        if parent is not None:
+            return parent.start_point(at)
+        old = [c for c in checkpoints(self.path, schema=None) if c["t"] <= at]
+        if old:
+            raise RunError(f"{self.path} was written by an older smallville: its checkpoints (schema "
+                           f"{old[-1].get('schema')}) hold no state this version can restore (schema "
+                           f"{CHECKPOINT_SCHEMA}); run its scenario again, or use the smallville that wrote it")
+        return None
+
+    def embedder(self, write: bool = True):
+        """The run's embedder, answering from the run's record of embeddings (and its
+        parents') first; `write`: add what it computes to the record."""
+        from smallville.embed import make_embedder
+
+        spec, api_base = embedder_spec(self.manifest.embedder)
+        bases, run = [], self
+        while (run := run.parent()) is not None:
+            bases.append(run.path / EMBEDDINGS)
+        return make_embedder(spec, api_base=api_base, record=self.path / EMBEDDINGS, base=bases, write=write)
+
+    def state_at(self, at: float | None = None, strict: bool = False):
+        """The run's `Simulation` at `at` seconds since its start (default: where it got
+        to), rebuilt in memory from the nearest checkpoint before: nothing of the run is
+        written or changed. Answers come from the record of the run whose checkpoint it is;
+        what that lacks goes to the run's brain or, with `strict`, is an error."""
+        from smallville.brain.assembly import assemble, settings_of
+        from smallville.checkpoint import restore
+        from smallville.sim import SimConfig, Simulation
+        from smallville.sim.log import EventLog, Nowhere
+
+        reached = self.reached()
+        at = reached if at is None else at
+        if not 0 <= at <= reached:
+            raise UsageError(f"{self.when(at)} is outside the time {self.path} covers: "
+                             f"{self.manifest.sim_start} to {self.when(reached)}")
+        start = self.start_point(at)
+        begin = start[1]["t"] if start else 0.0
+        source = start[0] if start else self.path
+        own = source == self.path                # else the parent's history, before the fork
+        stack = assemble(settings_of(self.manifest.to_dict()), self.seed_now if own else self.manifest.seed,
+                         replay=(source, start[1]["files"].get(RECORD, 0) if start else 0), live=not strict)
+        sim = Simulation(self.scenario, stack.brain, self.embedder(write=False), seed=self.manifest.seed,
+                         config=SimConfig.from_dict(self.manifest.config), log=EventLog(self.scenario.start, Nowhere()))
+        if start:
+            restore(sim, *start)
+        fork = self.manifest.fork if own else None
+        if fork and start and fork["t"] == begin:
+            apply_fork(sim, fork)
+
+        def step(now: float) -> None:
+            if fork and now == fork["t"]:
+                apply_fork(sim, fork)
+
+        sim.run(max(at, 1e-6), on_step=step, stops=(fork["t"],) if fork and fork["t"] > begin else ())
+        return sim
+
+    def cut_back(self, t: float) -> None:
+        """Cut a run that stopped during the instant `t` back to the instant's start: the
+        logs lose the instant's lines, and a checkpoint at `t` (made by simulating from the
+        checkpoint before to `t` with the run's own record, no model asked) lets `resume`
+        go on from there."""
+        import json
+
+        from smallville.checkpoint import checkpoints, write_checkpoint
+        from smallville.run.folder import EVENTS, offset
+
+        existing = [c for c in checkpoints(self.path) if c["t"] == t]
+        if existing:
+            lengths = existing[0]["files"]
+        elif t <= 0:
+            lengths = {EVENTS: 0, RECORD: 0}
+        else:
+            sim = self.state_at(t, strict=True)
+            used = sim.brain.served
+            lines = iter(range(1, used + 2))
+            lengths = {EVENTS: offset(self.path / EVENTS, lambda line: json.loads(line)["t"] >= t),
+                       RECORD: offset(self.path / RECORD, lambda line: next(lines) > used)}   # the first `used` lines
+        for name, size in lengths.items():
+            with open(self.path / name, "r+b") as f:
+                f.truncate(size)
+        if not existing and t > 0:
+            write_checkpoint(sim, self.path, lengths)
+
+
+def apply_fork(sim, fork: dict) -> None:
+    """Change history at a fork: another seed from now on (the fork's brain is made with
+    it), thoughts put into heads."""
+    if fork.get("seed") is not None:
+        sim.reseed(fork["seed"])
+    for agent_id, thought in fork.get("inject", ()):
+        sim.inject(agent_id, thought)
+
+
+def embedder_spec(recorded: dict) -> tuple[str, str | None]:
+    """The `--embedder` value and api base that give the embedder a manifest names."""
+    name = (recorded or {}).get("name", "")
+    if name.startswith("litellm:"):
+        return name.removeprefix("litellm:"), recorded.get("api_base")
+    if name.startswith("lexical"):
+        return "lexical", None
+    return "use", None
