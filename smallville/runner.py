@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from smallville import __version__
+from smallville import __version__, events
 from smallville.errors import RunError, SmallvilleError, UsageError
 from smallville.timefmt import format_sim
 
@@ -205,7 +205,7 @@ def execute(scenario, brain, embedder, seed: int, path: Path, manifest: dict, un
         if ceiling is not None:                       # the runaway guard
             sim.dispatch.ceiling = ceiling
             sim.dispatch.on_refused = lambda agent, request, limit: sim.emit(
-                "brain_refused", agent, {"kind": request.kind, "ceiling": limit})
+                events.BRAIN_REFUSED, agent, kind=request.kind, ceiling=limit)
         if restore:
             restore_checkpoint(sim, *restore)
             teach(brain, path, os.fstat(rec.fileno()).st_size)
