@@ -24,14 +24,14 @@ _JSON_TYPES = {"str": (str,), "int": (int,), "number": (int, float), "bool": (bo
 @dataclass(frozen=True)
 class Field:
     """One key of an event's `data`: its JSON type (`str`, `int`, `number`, `bool`, `list`, or
-    two of them as `str|null`) and whether it may be absent (`optional`)."""
+    two of them as `str/null`) and whether it may be absent (`optional`)."""
 
     name: str
     type: str
     optional: bool = False
 
     def accepts(self, value: Any) -> bool:
-        types = tuple(t for name in self.type.split("|") for t in _JSON_TYPES[name])
+        types = tuple(t for name in self.type.split("/") for t in _JSON_TYPES[name])
         return isinstance(value, types) and (bool in types or not isinstance(value, bool))
 
     def empty(self) -> Any:
@@ -71,7 +71,7 @@ def _kind(name: str, agent: str, fields: str, meaning: str) -> Kind:
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
     _kind(PLAN, "who", "date str, blocks list", "the day's plan, in blocks [start, end, activity, area]"),
-    _kind(ACTION, "who", "action str, area str, object str|null, until str", "an action begins"),
+    _kind(ACTION, "who", "action str, area str, object str/null, until str", "an action begins"),
     _kind(MOVE, "who", "from list, to list, area str, tiles int, arrive str", "a walk begins"),
     _kind(OBJECT, "who changed it", "object str, area str, state str", "an object's state changed"),
     _kind(MEMORY, "whose", "id int, kind str, importance int, text str, links list?, speaker str?, "
