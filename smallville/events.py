@@ -53,6 +53,10 @@ class Kind:
     fields: tuple[Field, ...]
     meaning: str
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
     def field(self, name: str) -> Field:
         for f in self.fields:
             if f.name == name:
@@ -100,7 +104,7 @@ def data(kind: str, /, **values: Any) -> dict[str, Any]:
     An unknown kind or field, a missing field or a value of the wrong type: ValueError."""
     spec = _spec(kind)
     given = {name.removesuffix("_"): value for name, value in values.items()}
-    unknown = [name for name in given if name not in {f.name for f in spec.fields}]
+    unknown = [name for name in given if name not in spec.names]
     if unknown:
         raise ValueError(f"a {kind} event has no field {unknown[0]!r}")
     out = {}
@@ -123,12 +127,11 @@ def problems(event: dict) -> list[str]:
     if spec is None:
         return [f"unknown kind {event.get('kind')!r}"]
     found = event.get("data", {})
-    names = [f.name for f in spec.fields]
-    out = [f"{spec.name}: no field {k!r}" for k in found if k not in names]
+    out = [f"{spec.name}: no field {k!r}" for k in found if k not in spec.names]
     out += [f"{spec.name}: missing {f.name!r}" for f in spec.fields if not f.optional and f.name not in found]
     out += [f"{spec.name}: {f.name!r} is {f.type}, not {found[f.name]!r}"
             for f in spec.fields if f.name in found and not f.accepts(found[f.name])]
-    if not out and list(found) != [n for n in names if n in found]:
+    if not out and list(found) != [n for n in spec.names if n in found]:
         out.append(f"{spec.name}: fields out of order: {list(found)}")
     return out
 

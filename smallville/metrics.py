@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from smallville.events import ACTION, LEARNED, MEMORY, MOVE, PLAN, REFLECT, RELATIONSHIP, REPLAN, SPAWN, TALK_START, said
+from smallville.events import (ACTION, LEARNED, MEMORY, MOVE, PLAN, REFLECT, RELATIONSHIP, REPLAN, SPAWN,
+                               TALK_START, said)
 
 _TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 EVENT_WINDOW = 2 * 3600.0           # an event with no matching end lasts this long
