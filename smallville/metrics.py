@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-_CHAT = re.compile(r"^(.+?) said to (.+?): ")
+from smallville.events import (ACTION, LEARNED, MEMORY, MOVE, PLAN, REFLECT, RELATIONSHIP, REPLAN, SPAWN,
+                               TALK_START, said)
+
 _TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 EVENT_WINDOW = 2 * 3600.0           # an event with no matching end lasts this long
 
@@ -114,26 +116,23 @@ def compute(manifest: dict, events: list[dict], scenario=None, run: str = "") ->
 
 
 def _diffusion(events: list[dict], probes: dict, by_name: dict, end_t: float) -> dict:
-    first_spawn = next((i for i, e in enumerate(events) if e["kind"] == "spawn"), None)
-    memories = {(e["agent"], e["data"]["id"]): e for e in events if e["kind"] == "memory"}
+    first_spawn = next((i for i, e in enumerate(events) if e["kind"] == SPAWN), None)
+    memories = {(e["agent"], e["data"]["id"]): e for e in events if e["kind"] == MEMORY}
     result = {}
     for probe in probes:
         learned, source = [], {}
         start: list[str] = []
         for i, e in enumerate(events):
-            if e["kind"] != "learned" or e["data"].get("probe") != probe:
+            if e["kind"] != LEARNED or e["data"].get("probe") != probe:
                 continue
             agent = e["agent"]
             mem = memories.get((agent, e["data"].get("memory")))
             kind = mem["data"]["kind"] if mem else None
             text = mem["data"]["text"] if mem else ""
             at_start = (i < first_spawn) if first_spawn is not None else (kind == "seed" and e["t"] == 0)
-            src = None
-            m = _CHAT.match(text) if kind == "chat" else None
-            if m:
-                src = by_name.get(m.group(1))
-                if src == agent:
-                    src = None
+            src = _told_by(mem, by_name) if mem else None
+            if src == agent:
+                src = None
             if at_start:
                 start.append(agent)
             source[agent] = src
@@ -151,6 +150,17 @@ def _diffusion(events: list[dict], probes: dict, by_name: dict, end_t: float) ->
         result[probe] = {"start": sorted(start), "end": sorted(r["agent"] for r in learned), "learned": learned,
                          "chains": chains, "curve": curve}
     return result
+
+
+def _told_by(memory: dict, by_name: dict) -> str | None:
+    """The agent who said the chat line a memory holds (None for any other memory). A log
+    written before chat memories named their `speaker` has only the sentence to go by."""
+    line = said(memory)
+    if line is not None:
+        return line.speaker
+    if memory["data"]["kind"] == "chat" and " said to " in memory["data"]["text"]:
+        return by_name.get(memory["data"]["text"].split(" said to ", 1)[0])
+    return None
 
 
 # ---- network --------------------------------------------------------------------------
@@ -171,10 +181,10 @@ def _network(events: list[dict], agents: list[str], scenario) -> dict:
     talks: dict[tuple[str, str], int] = {}
     met = set()
     for e in events:
-        if e["kind"] == "talk_start" and e["agent"] and e["data"].get("with"):
+        if e["kind"] == TALK_START and e["agent"] and e["data"].get("with"):
             p = _pair(e["agent"], e["data"]["with"])
             talks[p] = talks.get(p, 0) + 1
-        elif e["kind"] == "relationship" and e["data"].get("with"):
+        elif e["kind"] == RELATIONSHIP and e["data"].get("with"):
             met.add(_pair(e["agent"], e["data"]["with"]))
     end = known | set(talks) | met
     n = len(agents)
@@ -211,7 +221,7 @@ def _coordination(events: list[dict], scenario, probes: dict, start: datetime) -
         words = [w for name, ws in probes.items() if ws and all(x in low_what for x in ws) for w in ws]
         told = set()
         for e in events:
-            if e["kind"] != "memory" or e["t"] >= t0:
+            if e["kind"] != MEMORY or e["t"] >= t0:
                 continue
             text = e["data"]["text"].lower()
             if place.lower() in text and words and all(w in text for w in words):
@@ -241,9 +251,9 @@ def _stays(events: list[dict], start: datetime) -> dict[str, list]:
     end = max((e["t"] for e in events), default=0.0) + 1
     for e in events:
         a = e["agent"]
-        if e["kind"] == "spawn":
+        if e["kind"] == SPAWN:
             current[a] = (e["t"], e["data"].get("area"))
-        elif e["kind"] == "move" and a in current:
+        elif e["kind"] == MOVE and a in current:
             since, area = current[a]
             spans.setdefault(a, []).append((since, e["t"], area))
             arrive = _arrival(e, start)
@@ -269,7 +279,7 @@ def _plan_blocks(events: list[dict], start: datetime) -> dict[str, list]:
     """Per agent: (start, end, area, planned_at) in seconds for every block of every plan."""
     plans: dict[str, list] = {}
     for e in events:
-        if e["kind"] != "plan":
+        if e["kind"] != PLAN:
             continue
         try:
             day = datetime.strptime(e["data"]["date"], "%A, %B %d, %Y")
@@ -305,24 +315,24 @@ def _activity(events: list[dict], agents: list[str], manifest: dict) -> dict:
 
     for e in events:
         kind, a = e["kind"], e["agent"]
-        if kind == "talk_start":
+        if kind == TALK_START:
             totals["conversations"] += 1
             bump(a, "conversations")
             if e["data"].get("with"):
                 bump(e["data"]["with"], "conversations")
-        elif kind == "memory":
+        elif kind == MEMORY:
             totals["memories"] += 1
             bump(a, "memories")
             if e["data"].get("kind") == "reflection":
                 totals["reflections"] += 1
                 bump(a, "reflections")
-        elif kind == "reflect":
+        elif kind == REFLECT:
             totals["reflect_sessions"] += 1
             bump(a, "reflect_sessions")
-        elif kind == "replan":
+        elif kind == REPLAN:
             totals["replans"] += 1
             bump(a, "replans")
-        elif kind == "action":
+        elif kind == ACTION:
             totals["actions"] += 1
             bump(a, "actions")
     requests = dict(manifest.get("requests") or {})

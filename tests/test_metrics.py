@@ -62,8 +62,9 @@ def clock(t):
 
 
 class Log:
-    def __init__(self):
+    def __init__(self, legacy=False):
         self.events, self.ids = [], {}
+        self.legacy = legacy            # chat memories as logs wrote them before `speaker` and `listener`
 
     def add(self, t, event_kind, agent, **data):
         h, rest = divmod(int(t), 3600)
@@ -71,10 +72,10 @@ class Log:
         time = f"2023-02-{13 + day:02d} {h:02d}:{rest // 60:02d}:{rest % 60:02d}"
         self.events.append({"t": t, "time": time, "kind": event_kind, "agent": agent, "data": data})
 
-    def memory(self, t, agent, text, kind="observation"):
+    def memory(self, t, agent, text, kind="observation", **said):
         mid = self.ids.get(agent, 0)
         self.ids[agent] = mid + 1
-        self.add(t, "memory", agent, id=mid, kind=kind, importance=5, text=text)
+        self.add(t, "memory", agent, id=mid, kind=kind, importance=5, text=text, **said)
         if "valentine" in text.lower() and "party" in text.lower() and agent not in getattr(self, "knows", set()):
             self.__dict__.setdefault("knows", set()).add(agent)
             self.add(t, "learned", agent, probe="party", memory=mid)
@@ -82,8 +83,9 @@ class Log:
     def talk(self, t, a, b, text):
         self.add(t, "talk_start", a, **{"with": b, "area": "Hobbs Cafe / cafe"})
         line = f"{NAMES[a]} said to {NAMES[b]}: {text}"
-        self.memory(t + 60, a, line, "chat")
-        self.memory(t + 60, b, line, "chat")
+        said = {} if self.legacy else {"speaker": a, "listener": b, "line": text}
+        self.memory(t + 60, a, line, "chat", **said)
+        self.memory(t + 60, b, line, "chat", **said)
         self.add(t + 60, "talk_end", a, **{"with": b, "lines": 1})
 
 
@@ -103,10 +105,9 @@ def write_run(folder: Path, log: Log, relationships: dict, probes: dict, end="20
     return folder
 
 
-@pytest.fixture
-def chain_run(tmp_path):
+def chain_log(legacy=False):
     """A knows of the party; A tells B, B tells C, C tells D."""
-    log = Log()
+    log = Log(legacy)
     log.memory(0, "ann", PARTY, "seed")
     for i, a in enumerate(sorted(NAMES)):
         log.add(0, "spawn", a, tile=[1 + i, 1], area="Hobbs Cafe / cafe")
@@ -116,7 +117,12 @@ def chain_run(tmp_path):
     log.add(5 * 3600 + 120, "replan", "dan", reason="talked with Cat", actions=[])
     log.memory(6 * 3600, "dan", "Dan thinks this matters: the party", "reflection")
     log.add(6 * 3600, "reflect", "dan", importance=150, questions=["q"])
-    return write_run(tmp_path / "chain", log, {"ann": ["bob"]},
+    return log
+
+
+@pytest.fixture
+def chain_run(tmp_path):
+    return write_run(tmp_path / "chain", chain_log(), {"ann": ["bob"]},
                      {"party": {"start": ["ann"], "end": sorted(NAMES)}})
 
 
@@ -135,6 +141,25 @@ def test_a_chain_of_three_conversations_is_traced_back_to_the_seed(chain_run):
     row = m.flat()
     assert row["party_known_start"] == 1 and row["party_known_end"] == 4
     assert row["party_longest_chain"] == 3
+
+
+def test_a_log_from_before_chat_lines_named_their_speaker_is_traced_by_its_sentences(tmp_path):
+    old = write_run(tmp_path / "old", chain_log(legacy=True), {"ann": ["bob"]},
+                    {"party": {"start": ["ann"], "end": sorted(NAMES)}})
+    assert "speaker" not in (old / "events.jsonl").read_text()
+    party = run_metrics(old).diffusion["party"]
+    assert party["chains"]["dan"] == ["dan", "cat", "bob", "ann"]
+    assert {r["agent"]: r["from"] for r in party["learned"]} == {"ann": None, "bob": "ann", "cat": "bob", "dan": "cat"}
+
+
+def test_the_speaker_field_not_the_sentence_says_who_told_whom(tmp_path):
+    """The chat line's `speaker` is the source, whatever the memory's text says."""
+    log = chain_log()
+    for e in log.events:
+        if e["kind"] == "memory" and e["data"]["kind"] == "chat":
+            e["data"]["text"] = "someone said something to someone: " + e["data"]["line"]
+    party = run_metrics(write_run(tmp_path / "run", log, {}, {})).diffusion["party"]
+    assert party["chains"]["dan"] == ["dan", "cat", "bob", "ann"]
 
 
 def test_network_density_and_activity(chain_run):

@@ -54,10 +54,6 @@ class Fallback:
     key: str         # its request_key
     error: str       # the last error, one line
 
-    def data(self) -> dict:
-        """The `data` of its `brain_fallback` event."""
-        return {"kind": self.kind, "key": self.key, "error": self.error}
-
 
 class Answers(list):
     """A batch's answers in order, and the fallbacks taken among them (`fallbacks`)."""

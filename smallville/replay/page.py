@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from smallville import events
 from smallville.errors import RunError
 from smallville.replay.record import RunRecord
 from smallville.world import Grid
@@ -26,27 +27,27 @@ def page_data(run: RunRecord) -> dict:
     speech = []
     for e in run.events:
         t, a, d, kind = e["t"], e["agent"], e["data"], e["kind"]
-        if kind == "spawn":
+        if kind == events.SPAWN:
             tracks[a].append([t, *d["tile"]])
-        elif kind == "move":
+        elif kind == events.MOVE:
             if not tracks[a]:
                 tracks[a].append([0, *d["from"]])
             path = grid.path(tuple(d["from"]), tuple(d["to"])) or [tuple(d["from"]), tuple(d["to"])]
             tracks[a].extend([t + i * spec.tile_time, c, r] for i, (c, r) in enumerate(path))
             doing[a].append([t, f"walking to {d['area']}"])
-        elif kind == "action":
+        elif kind == events.ACTION:
             doing[a].append([t, d["action"]])
-        elif kind == "sleep":
+        elif kind == events.SLEEP:
             doing[a].append([t, "sleeping"])
-        elif kind == "talk_start":
+        elif kind == events.TALK_START:
             doing[a].append([t, f"talking with {names.get(d['with'], d['with'])}"])
             doing[d["with"]].append([t, f"talking with {names.get(a, a)}"])
-        elif kind == "say":
+        elif kind == events.SAY:
             speech.append([t, a, d["to"], d["text"]])
-        elif kind == "plan":
+        elif kind == events.PLAN:
             plans[a].append([t, d["date"], d["blocks"]])
-        elif kind == "memory":
-            memories[a].append([t, d["id"], d["kind"], d["importance"], d["text"], d.get("links", [])])
+        elif kind == events.MEMORY:
+            memories[a].append([t, d["id"], d["kind"], d["importance"], d["text"], events.get(e, "links")])
     for agent_id, track in tracks.items():
         if not track:                                  # never moved: stand where they started
             spec_agent = next(s for s in run.scenario.agents if s.id == agent_id)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from smallville import events
 from smallville.opening import count
 from smallville.replay.record import RunRecord
 
-QUIET_KINDS = {"object", "relationship"}     # shown with --all only
+QUIET_KINDS = {events.OBJECT, events.RELATIONSHIP}     # shown with --all only
 QUIET_MEMORIES = {"observation", "chat", "plan", "seed"}
 
 
@@ -15,51 +16,51 @@ def describe(event: dict, names: dict[str, str], was: str | None = None) -> str:
     """One line of text for an event; `was`: the area the agent was in before it."""
     d, kind = event["data"], event["kind"]
     who = names.get(event["agent"], event["agent"] or "")
-    if kind == "plan":
+    if kind == events.PLAN:
         broad, last = [], None
         for start, _, activity, _ in d["blocks"]:
             if activity != last:
                 broad.append(f"{start} {activity}")
                 last = activity
         return f"{who} plans {d['date']}: " + "; ".join(broad)
-    if kind == "action":
+    if kind == events.ACTION:
         return f"{who} is {d['action']} in {d['area']} until {d['until']}"
-    if kind == "move":
+    if kind == events.MOVE:
         verb = "moves within" if d["area"] == was else "walks to"
         return f"{who} {verb} {d['area']} ({count(d['tiles'], 'tile')}, arrives {d['arrive']})"
-    if kind == "spawn":
+    if kind == events.SPAWN:
         return f"{who} starts in {d['area']}"
-    if kind == "say":
+    if kind == events.SAY:
         return f"{who} to {names.get(d['to'], d['to'])}: {d['text']}"
-    if kind == "talk_start":
+    if kind == events.TALK_START:
         return f"{who} starts talking with {names.get(d['with'], d['with'])} in {d['area']}"
-    if kind == "talk_end":
+    if kind == events.TALK_END:
         return f"{who} and {names.get(d['with'], d['with'])} part after {count(d['lines'], 'line')}"
-    if kind == "replan":
+    if kind == events.REPLAN:
         return f"{who} re-plans: {d['reason']}"
-    if kind == "reflect":
+    if kind == events.REFLECT:
         return f"{who} reflects: " + " ".join(d["questions"])
-    if kind == "memory":
+    if kind == events.MEMORY:
         if d["kind"] in ("reflection", "thought"):
             return f"{who} {'concludes' if d['kind'] == 'reflection' else 'thinks'}: {d['text']}"
         return f"{who} remembers ({d['kind']}, importance {d['importance']}): {d['text']}"
-    if kind == "sleep":
+    if kind == events.SLEEP:
         return f"{who} goes to sleep until {d['until']}"
-    if kind == "wake":
+    if kind == events.WAKE:
         return f"{who} wakes up"
-    if kind == "event":
-        if d.get("whisper"):
+    if kind == events.EVENT:
+        if events.get(event, "whisper"):
             return f"{who} has a thought: {d['what']}"
         return f"at {d['where']}: {d['what']}"
-    if kind == "learned":
+    if kind == events.LEARNED:
         return f"{who} now knows the {d['probe']!r} news"
-    if kind == "relationship":
+    if kind == events.RELATIONSHIP:
         return f"{who} has talked with {names.get(d['with'], d['with'])} {count(d['talks'], 'time')}"
-    if kind == "object":
+    if kind == events.OBJECT:
         return f"{d['object']} ({d['area']}) is {d['state']}"
-    if kind == "brain_fallback":
+    if kind == events.BRAIN_FALLBACK:
         return f"the model failed {who}'s {d['kind']} request ({d['error']}); the safe default was used"
-    if kind == "brain_refused":
+    if kind == events.BRAIN_REFUSED:
         return f"{who}'s {d['kind']} request was not sent: over {d['ceiling']} requests this simulated hour"
     return f"{who} {kind}: " + ", ".join(f"{k} {v}" for k, v in d.items())
 
@@ -72,17 +73,17 @@ def timeline(run: RunRecord, agent: str | None = None, since: float = 0.0, until
     areas: dict[str, str] = {}                   # where each agent is, from its spawn and moves
     for event in run.events:
         was = areas.get(event["agent"])
-        if event["kind"] in ("spawn", "move"):
+        if event["kind"] in (events.SPAWN, events.MOVE):
             areas[event["agent"]] = event["data"]["area"]
         if event["t"] < since or (until is not None and event["t"] > until):
             continue
-        if event["kind"] == "move" and event["data"]["area"] == was and not everything:
+        if event["kind"] == events.MOVE and event["data"]["area"] == was and not everything:
             continue
         if agent and agent not in (event["agent"], event["data"].get("to"), event["data"].get("with")) \
                 and agent not in event["data"].get("present", ()):
             continue
         if event["kind"] in QUIET_KINDS and not everything:
             continue
-        if event["kind"] == "memory" and not everything and event["data"]["kind"] in QUIET_MEMORIES:
+        if event["kind"] == events.MEMORY and not everything and event["data"]["kind"] in QUIET_MEMORIES:
             continue
         yield f"{event['time'][:16]}  {describe(event, names, was)}"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable
 
+from smallville import events
 from smallville.run.folder import EVENTS, RECORD, write_json_atomic
 from smallville.run.run import Run, apply_fork
 from smallville.timefmt import format_sim
@@ -63,7 +64,7 @@ def go(run: Run, stack, embedder, until: float, *, on_start: Callable | None = N
         if ceiling is not None:                       # the runaway guard
             sim.dispatch.ceiling = ceiling
             sim.dispatch.on_refused = lambda agent, request, limit: sim.emit(
-                "brain_refused", agent, {"kind": request.kind, "ceiling": limit})
+                events.BRAIN_REFUSED, agent, kind=request.kind, ceiling=limit)
         if restore:
             restore_checkpoint(sim, *restore)
             teach(stack.brain, path, os.fstat(rec.fileno()).st_size)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 
 import simpy
 
+from smallville import events
 from smallville.brain.base import Brain
 from smallville.brain.requests import Message, request_key
 from smallville.memory import MemoryStream
@@ -69,10 +70,10 @@ class Simulation:
         self.world = World.from_map(scenario.map)
         self.tick = scenario.tick
         self.log = log or EventLog(scenario.start)
-        self.dispatch = Dispatcher(self.env, brain,
-                                   on_fallback=lambda agent, fb: self.emit("brain_fallback", agent, fb.data()))
+        self.dispatch = Dispatcher(self.env, brain, on_fallback=lambda agent, fb: self.emit(
+            events.BRAIN_FALLBACK, agent, kind=fb.kind, key=fb.key, error=fb.error))
         self.dispatch.on_repair = lambda agent, request, notes: self.emit(
-            "brain_repair", agent, {"kind": request.kind, "key": request_key(request), "repairs": list(notes)})
+            events.BRAIN_REPAIR, agent, kind=request.kind, key=request_key(request), repairs=list(notes))
         self.brain = brain
         self.embedder = embedder
         self.counts: Counter[str] = Counter()
@@ -111,7 +112,7 @@ class Simulation:
 
     def inject(self, agent_id: str, thought: str) -> None:
         """A thought put into an agent's head now (a researcher's intervention)."""
-        self.emit("event", agent_id, {"what": thought, "whisper": True, "injected": True})
+        self.emit(events.EVENT, agent_id, what=thought, whisper=True, injected=True)
         self.env.process(life.remember(self, self.agents[agent_id], [thought], "thought"))
 
     def reseed(self, seed: int) -> None:
@@ -130,8 +131,8 @@ class Simulation:
         yield self.env.all_of(seeding)
         self.probe_start = self.probe_knowers()
         for agent in self.agents.values():
-            self.emit("spawn", agent.id, {"tile": list(self.world.position(agent.id)),
-                                          "area": self.world.area_of(agent.id)})
+            self.emit(events.SPAWN, agent.id, tile=list(self.world.position(agent.id)),
+                      area=self.world.area_of(agent.id))
             agent.process = self.env.process(life.live(self, agent))
         for i, event in enumerate(self.scenario.events):
             if event.at >= 0:
@@ -154,11 +155,11 @@ class Simulation:
         yield self.env.timeout(event.at - self.env.now)
         del self.pending_events[index]
         if event.agent:
-            self.emit("event", event.agent, {"what": event.what, "whisper": True})
+            self.emit(events.EVENT, event.agent, what=event.what, whisper=True)
             yield from life.remember(self, self.agents[event.agent], [event.what], "thought")
             return
         present = [a for a in self.world.agents_in(event.where) if self.agents[a].status != "sleeping"]
-        self.emit("event", None, {"what": event.what, "where": event.where, "present": present})
+        self.emit(events.EVENT, None, what=event.what, where=event.where, present=present)
         for agent_id in present:
             self.agents[agent_id].alerts.append(event.what)
         yield self.env.all_of([self.env.process(life.remember(self, self.agents[a], [event.what], "observation"))
@@ -187,8 +188,9 @@ class Simulation:
     def ask(self, agent: Agent, request: Message) -> simpy.Event:
         return self.dispatch.ask(agent.id, request)
 
-    def store(self, agent: Agent, text: str, kind: str, importance: int, links=(), created=None) -> int:
-        """Add one memory to an agent's stream, and log it."""
+    def store(self, agent: Agent, text: str, kind: str, importance: int, links=(), created=None,
+              said: events.Said | None = None) -> int:
+        """Add one memory to an agent's stream, and log it (a chat line with who `said` it to whom)."""
         at = self.env.now if created is None else created
         mid = agent.stream.add(text, importance=importance, created=at, kind=kind, links=tuple(links))
         self.count("memories")
@@ -196,13 +198,13 @@ class Simulation:
             self.count("reflections")       # insights do not count towards the next reflection
         else:
             agent.since_reflection += importance
-        self.emit("memory", agent.id, {"id": mid, "kind": kind, "importance": importance, "text": text,
-                                       **({"links": list(links)} if links else {})})
+        self.emit(events.MEMORY, agent.id, id=mid, kind=kind, importance=importance, text=text,
+                  links=list(links) or None, **(asdict(said) if said else {}))
         low = text.lower()
         for probe in self.scenario.probes:
             if probe.name not in agent.knows and all(w in low for w in probe.match):
                 agent.knows.add(probe.name)
-                self.emit("learned", agent.id, {"probe": probe.name, "memory": mid})
+                self.emit(events.LEARNED, agent.id, probe=probe.name, memory=mid)
         return mid
 
     def retrieve(self, agent: Agent, query: str, k: int):
@@ -314,8 +316,9 @@ class Simulation:
 
     # ---- output ---------------------------------------------------------------------
 
-    def emit(self, kind: str, agent: str | None, data: dict) -> None:
-        self.log.emit(self.env.now, kind, agent, data)
+    def emit(self, kind: str, agent: str | None, /, **fields) -> None:
+        """Log a `kind` event (one of `smallville.events`) now, its `data` built from `fields`."""
+        self.log.emit(self.env.now, kind, agent, events.data(kind, **fields))
 
     def count(self, what: str) -> None:
         self.counts[what] += 1

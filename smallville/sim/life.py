@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import simpy
 
+from smallville import events
 from smallville.brain import requests as rq
 from smallville.sim.agent import Action, Agent, Doing, PlanBlock
 from smallville.world.grid import in_area
@@ -69,8 +70,8 @@ def plan_day(sim, agent: Agent, day: int):
                   for b in plan.blocks]
     agent.plan_day = day
     agent.block = None
-    sim.emit("plan", agent.id, {"date": date, "blocks": [[sim.clock(b.start), sim.clock(b.end), b.activity, b.where]
-                                                         for b in agent.plan]})
+    sim.emit(events.PLAN, agent.id, date=date, blocks=[[sim.clock(b.start), sim.clock(b.end), b.activity, b.where]
+                                                       for b in agent.plan])
     broad = []
     for b in agent.plan:
         if not broad or broad[-1][1] != b.activity:
@@ -113,8 +114,8 @@ def decompose(sim, agent: Agent, block: PlanBlock):
             break
     if reason:
         sim.count("replans")
-        sim.emit("replan", agent.id, {"reason": reason, "actions": [[sim.clock(a.start), a.description]
-                                                                   for a in agent.queue]})
+        sim.emit(events.REPLAN, agent.id, reason=reason, actions=[[sim.clock(a.start), a.description]
+                                                                 for a in agent.queue])
 
 
 # ---- act ----------------------------------------------------------------------------
@@ -141,13 +142,13 @@ def use(sim, agent: Agent, thing):
         if thing.user is None:                 # nobody took it while we walked over
             thing.user, thing.state = agent.id, f"in use by {agent.name}"
             agent.holding = sim.world.things.index(thing)
-            sim.emit("object", agent.id, {"object": thing.name, "area": thing.area, "state": thing.state})
+            sim.emit(events.OBJECT, agent.id, object=thing.name, area=thing.area, state=thing.state)
         else:
             thing = None
     agent.status, agent.activity = "acting", action.description
     sim.count("actions")
-    sim.emit("action", agent.id, {"action": action.description, "area": sim.world.area_of(agent.id),
-                                  "object": thing.name if thing else None, "until": sim.clock(action.end)})
+    sim.emit(events.ACTION, agent.id, action=action.description, area=sim.world.area_of(agent.id),
+             object=thing.name if thing else None, until=sim.clock(action.end))
     if not (yield from perceive(sim, agent)) and action.end > sim.env.now:
         yield from wait_free(sim, agent, action.end)
     put_down(sim, agent)
@@ -159,7 +160,7 @@ def put_down(sim, agent: Agent) -> None:
         thing = sim.world.things[agent.holding]
         agent.holding = None
         thing.user, thing.state = None, thing.idle_state
-        sim.emit("object", agent.id, {"object": thing.name, "area": thing.area, "state": thing.state})
+        sim.emit(events.OBJECT, agent.id, object=thing.name, area=thing.area, state=thing.state)
 
 
 def wait_free(sim, agent: Agent, until: float, order: int | None = None):
@@ -197,8 +198,8 @@ def walk(sim, agent: Agent, tile, then: str = "live", thing: int | None = None, 
     arrive = sim.align(sim.env.now + (len(path) - 1) * sim.world.tile_time)
     destination = sim.world.grid.area_at(tile)
     agent.status, agent.activity = "walking", f"walking to {destination}"
-    sim.emit("move", agent.id, {"from": list(here), "to": list(tile), "area": destination,
-                                "tiles": len(path) - 1, "arrive": sim.clock(arrive)})
+    sim.emit(events.MOVE, agent.id, from_=list(here), to=list(tile), area=destination,
+             tiles=len(path) - 1, arrive=sim.clock(arrive))
     yield sim.wait(agent, Doing("walking", arrive, tile=tuple(tile), then=then, thing=thing, where=where))
     arrived(sim, agent)
     return True
@@ -223,7 +224,7 @@ def fall_asleep(sim, agent: Agent, block: PlanBlock, bed, area: str):
         bed.user, bed.state = agent.id, f"in use by {agent.name}"
         agent.holding = sim.world.things.index(bed)
     agent.status, agent.activity = "sleeping", "sleeping"
-    sim.emit("sleep", agent.id, {"area": area, "until": sim.clock(block.end)})
+    sim.emit(events.SLEEP, agent.id, area=area, until=sim.clock(block.end))
     agent.seen.clear()
     yield sim.wait(agent, Doing("sleeping", max(sim.env.now, sim.align(block.end)), where=area))
     wake_up(sim, agent, area)
@@ -235,7 +236,7 @@ def wake_up(sim, agent: Agent, area: str) -> None:
         agent.holding = None
         bed.user, bed.state = None, bed.idle_state
     agent.status, agent.activity = "idle", "waking up"
-    sim.emit("wake", agent.id, {"area": area})
+    sim.emit(events.WAKE, agent.id, area=area)
 
 
 def carry_on(sim, agent: Agent):
@@ -306,9 +307,11 @@ def perceive(sim, agent: Agent):
     return False
 
 
-def remember(sim, agent: Agent, texts: list[str], kind: str, importances=None, links=None, created=None):
+def remember(sim, agent: Agent, texts: list[str], kind: str, importances=None, links=None, created=None,
+             said=None):
     """Store memories, asking the brain to rate those without an importance (all of them
-    in one request). `links` and `created` (creation times) give one entry per text."""
+    in one request). `links`, `created` (creation times) and `said` (for chat lines: who
+    said what to whom) give one entry per text."""
     importances = list(importances) if importances is not None else [None] * len(texts)
     unrated = [t for t, imp in zip(texts, importances) if imp is None]
     if unrated:
@@ -316,7 +319,8 @@ def remember(sim, agent: Agent, texts: list[str], kind: str, importances=None, l
         scores = iter(answer.scores)
         importances = [imp if imp is not None else next(scores) for imp in importances]
     for i, (text, importance) in enumerate(zip(texts, importances)):
-        sim.store(agent, text, kind, importance, links[i] if links else (), created[i] if created else None)
+        sim.store(agent, text, kind, importance, links[i] if links else (), created[i] if created else None,
+                  said[i] if said else None)
 
 
 def reflect(sim, agent: Agent):
@@ -339,7 +343,7 @@ def reflect(sim, agent: Agent):
         for insight in answers[ask].insights:
             texts.append(insight.text)
             links.append(tuple(sorted({ev[i].id for i in insight.because if 0 <= i < len(ev)})))
-    sim.emit("reflect", agent.id, {"importance": trigger, "questions": list(questions.questions)})
+    sim.emit(events.REFLECT, agent.id, importance=trigger, questions=list(questions.questions))
     yield from remember(sim, agent, texts, "reflection", links=links)
 
 
@@ -353,7 +357,7 @@ def converse(sim, a: Agent, b: Agent):
     b.process.interrupt(talk)
     for x, y in ((a, b), (b, a)):
         x.status, x.activity = "talking", f"talking with {y.name}"
-    sim.emit("talk_start", a.id, {"with": b.id, "area": sim.world.area_of(a.id)})
+    sim.emit(events.TALK_START, a.id, with_=b.id, area=sim.world.area_of(a.id))
     yield from talk_on(sim, talk)
 
 
@@ -373,24 +377,25 @@ def talk_on(sim, talk):
             tuple(speaker.earlier_lines.get(listener.id, ())[-sim.config.earlier_lines:])))
         repeated = any(_same_line(line.text, said) for _, said in history)
         history.append((speaker.name, line.text))
-        sim.emit("say", speaker.id, {"to": listener.id, "text": line.text})
+        sim.emit(events.SAY, speaker.id, to=listener.id, text=line.text)
         talk.turn += 1
         talk.ending = "goodbye" if line.end else "repeat" if repeated else None
         yield sim.wait(a, Doing("talking", sim.env.now + sim.tick, talk=talk.id))
     reason = talk.ending or "turn_limit"
-    lines = [f"{name} said to {(b if name == a.name else a).name}: {text}" for name, text in history]
-    yield sim.env.all_of([sim.env.process(remember(sim, x, lines, "chat")) for x in (a, b)])
+    said = [events.Said(*((a.id, b.id) if name == a.name else (b.id, a.id)), text) for name, text in history]
+    lines = [f"{sim.agents[s.speaker].name} said to {sim.agents[s.listener].name}: {s.line}" for s in said]
+    yield sim.env.all_of([sim.env.process(remember(sim, x, lines, "chat", said=said)) for x in (a, b)])
     for x, y in ((a, b), (b, a)):
         x.last_talk[y.id] = sim.env.now
         x.talks[y.id] = x.talks.get(y.id, 0) + 1
         x.earlier_lines.setdefault(y.id, []).extend(text for _, text in history)
         if y.id not in x.relationships:
             x.relationships[y.id] = f"someone {x.name} met at {sim.world.area_of(x.id)}"
-        sim.emit("relationship", x.id, {"with": y.id, "talks": x.talks[y.id], "view": x.relationships[y.id]})
+        sim.emit(events.RELATIONSHIP, x.id, with_=y.id, talks=x.talks[y.id], view=x.relationships[y.id])
         x.reason = f"talked with {y.name}"
         x.status = "idle"
     sim.count("conversations")
-    sim.emit("talk_end", a.id, {"with": b.id, "lines": len(history), "reason": reason})
+    sim.emit(events.TALK_END, a.id, with_=b.id, lines=len(history), reason=reason)
     sim.end_talk(talk)
 
 

@@ -33,6 +33,7 @@ from typing import Any, Sequence
 import numpy as np
 import simpy
 
+from smallville import events
 from smallville.brain import requests as rq
 from smallville.brain.base import Answers, Fallback
 from smallville.brain.wrappers import safe_answer
@@ -278,10 +279,10 @@ class _Copy:
             self._seal()
             emit = self.sim.emit
 
-            def watching(kind, agent, data):
-                if kind == "move":
-                    self.heading[agent] = tuple(data["to"])
-                emit(kind, agent, data)
+            def watching(kind, agent, /, **fields):
+                if kind == events.MOVE:
+                    self.heading[agent] = tuple(fields["to"])
+                emit(kind, agent, **fields)
 
             self.sim.emit = watching
             self.dispatch._flush = self._flush
