@@ -127,6 +127,19 @@ def test_settings_are_checked():
     assert (hit.memory.id, hit.recency, hit.importance, hit.relevance) == (0, 0.5, 0.5, 0.5)
 
 
+def test_each_index_is_its_own_retriever():
+    """The stream hands its embeddings to the retriever its index names: the exact one keeps
+    them in a flat FAISS index, the HNSW one (smallville.memory.approx) in a graph."""
+    import faiss
+
+    from smallville.memory.approx import HNSWRetriever
+    from smallville.memory.retriever import ExactRetriever
+
+    exact, approx = MemoryStream(dim=4), MemoryStream(dim=4, index="hnsw")
+    assert isinstance(exact._retriever, ExactRetriever) and isinstance(approx._retriever, HNSWRetriever)
+    assert isinstance(exact.index, faiss.IndexFlatIP) and isinstance(approx.index, faiss.IndexHNSWFlat)
+    assert (exact.index_kind, approx.index_kind) == ("exact", "hnsw")
+
 
 def test_cosines_reused_across_rounds_are_fresh_cosines():
     """A search that reads the lists several times (small ef, large k) reuses the cosines
