@@ -160,8 +160,6 @@ class HNSWRetriever:
         return [self._search(stream, query, k, now) for query in queries]
 
     def _search(self, stream, query: np.ndarray, k: int, now: float) -> tuple:
-        if min(stream.weights) < 0:
-            raise ValueError("index='hnsw' needs non-negative weights")
         self.table.flush()
         self.order.prepare()
         u = len(self.table)
