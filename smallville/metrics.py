@@ -30,6 +30,9 @@ from smallville.events import (ACTION, LEARNED, MEMORY, MOVE, PLAN, REFLECT, REL
 
 _TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 EVENT_WINDOW = 2 * 3600.0           # an event with no matching end lasts this long
+SUMMARY_COLUMNS = ("known_end", "density_end", "attended", "told_and_attended", "conversations", "reflections",
+                   "replans", "memories_per_agent")
+"""The measures an experiment's summary shows (printed and plotted): flat metrics ending in one of these."""
 
 
 @dataclass
@@ -76,6 +79,18 @@ class RunMetrics:
     def to_pandas(self):
         """The flat row as a one-row pandas DataFrame (pandas is not a dependency of smallville)."""
         return _pandas().DataFrame([{"run": self.run, **self.flat()}])
+
+
+def summary_measures(summary: list[dict]) -> list[str]:
+    """The measures of an experiment's summary rows (`METRIC_mean`, `METRIC_std`) that it
+    shows (SUMMARY_COLUMNS), in the order first met."""
+    keys: list[str] = []
+    for r in summary:
+        for k in r:
+            base = k[:-5] if k.endswith("_mean") else None
+            if base and base not in keys and any(base.endswith(c) for c in SUMMARY_COLUMNS):
+                keys.append(base)
+    return keys
 
 
 def run_metrics(run_dir: str | Path) -> RunMetrics:

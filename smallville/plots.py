@@ -10,7 +10,7 @@ import math
 import textwrap
 from pathlib import Path
 
-from smallville.metrics import RunMetrics
+from smallville.metrics import RunMetrics, summary_measures
 
 MAX_NAMES = 60                  # more agents than this are drawn without their names
 ATTENDANCE_BARS = (("told", "told of it"), ("planned", "planned to go"), ("attended", "attended"),
@@ -158,10 +158,7 @@ def _save(fig, out: str | Path) -> Path:
 
 def plot_summary(summary: list[dict], out: str | Path) -> Path:
     """A PNG of an experiment: each summary metric's mean and standard deviation per condition."""
-    from smallville.experiment import SUMMARY_COLUMNS
-
-    keys = [k[:-5] for k in (summary[0] if summary else {}) if k.endswith("_mean")
-            and any(k[:-5].endswith(c) for c in SUMMARY_COLUMNS)]
+    keys = summary_measures(summary)
     cols = 3
     rows = max(1, math.ceil(len(keys) / cols))
     fig = figure(figsize=(4 * cols, 3.2 * rows))

@@ -97,6 +97,25 @@ def test_experiment_files_are_checked(tmp_path):
         load_experiment(bad)
 
 
+def test_public_api_and_plots_need_no_experiment():
+    """The package's names stay importable from smallville.experiment, and smallville.plots
+    imports nothing of it (they used to import each other)."""
+    import ast
+
+    import smallville.experiment as experiment
+    import smallville.plots as plots
+
+    assert sorted(experiment.__all__) == sorted([
+        "ABLATIONS", "FINISHED", "MATH_THREADS", "SUMMARY_COLUMNS", "Condition", "Experiment", "ExperimentError",
+        "ExperimentResult", "Rows", "gather", "is_completed", "load_experiment", "load_results", "plot_experiment",
+        "print_summary", "run_experiment", "run_status", "slot_name", "summarize"])
+    assert all(hasattr(experiment, name) for name in experiment.__all__)
+    tree = ast.parse(Path(plots.__file__).read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert "smallville.metrics" in imported and not [m for m in imported if m.startswith("smallville.experiment")]
+
+
 def test_the_paper_experiment_names_the_paper_ablations():
     exp = load_experiment(ROOT / "experiments" / "paper.yaml")
     assert exp.duration == 2 * 86400 and exp.seeds == [1, 2, 3, 4, 5]

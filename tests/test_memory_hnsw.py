@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from smallville.memory import MemoryStream, ordered
+from smallville.memory import MemoryStream
+from smallville.memory.approx import ordered
 
 
 def twins(seed, n, dim=16, dup=0.0, centres=None, shuffled=True, **hnsw):
@@ -126,6 +127,19 @@ def test_settings_are_checked():
     assert (hit.memory.id, hit.recency, hit.importance, hit.relevance) == (0, 0.5, 0.5, 0.5)
 
 
+def test_each_index_is_its_own_retriever():
+    """The stream hands its embeddings to the retriever its index names: the exact one keeps
+    them in a flat FAISS index, the HNSW one (smallville.memory.approx) in a graph."""
+    import faiss
+
+    from smallville.memory.approx import HNSWRetriever
+    from smallville.memory.retriever import ExactRetriever
+
+    exact, approx = MemoryStream(dim=4), MemoryStream(dim=4, index="hnsw")
+    assert isinstance(exact._retriever, ExactRetriever) and isinstance(approx._retriever, HNSWRetriever)
+    assert isinstance(exact.index, faiss.IndexFlatIP) and isinstance(approx.index, faiss.IndexHNSWFlat)
+    assert (exact.index_kind, approx.index_kind) == ("exact", "hnsw")
+
 
 def test_cosines_reused_across_rounds_are_fresh_cosines():
     """A search that reads the lists several times (small ef, large k) reuses the cosines
@@ -181,7 +195,7 @@ def test_least_cosine_does_not_depend_on_the_graph(monkeypatch):
     It comes from k-means lists of the rows, not from the graph: through a sparse graph
     (M=6) whose negated-query search found it for 19 of 30 queries, the hits' relevance
     terms equal the exact ones for nearly every query and are close for all."""
-    from smallville.memory import hnsw
+    from smallville.memory.approx import hnsw
     monkeypatch.setattr(hnsw, "SCAN_ROWS", 0)  # the lists, not the scan of small streams
     exact, approx, rng, topics = twins(5, 3000, dim=32, centres=20, hnsw_m=6,
                                        ef_construction=8)
@@ -201,7 +215,7 @@ def test_least_cosine_found_among_rows_added_after_a_search(monkeypatch):
     """Rows added after the lists were trained go into them (and past 4x growth the lists
     are trained again), so a least cosine that only new rows hold is still found: the
     relevance terms of the hits equal the exact ones."""
-    from smallville.memory import hnsw
+    from smallville.memory.approx import hnsw
     monkeypatch.setattr(hnsw, "SCAN_ROWS", 0)
     rng = np.random.default_rng(8)
     exact, approx = MemoryStream(16), MemoryStream(16, index="hnsw")
@@ -222,20 +236,20 @@ def test_least_cosine_found_among_rows_added_after_a_search(monkeypatch):
 
     add(rng.normal(size=(400, 16)) + 2 * q, 0.0)   # every row leans towards q
     check(1e5)
-    trained = approx._approx.far.trained_at
+    trained = approx._retriever.far.trained_at
     add(-q + 0.05 * rng.normal(size=(50, 16)), 1e5)  # the least cosines, added later
     check(2e5)
-    assert approx._approx.far.trained_at == trained   # taken in, not trained again
+    assert approx._retriever.far.trained_at == trained   # taken in, not trained again
     add(rng.normal(size=(1500, 16)) + 2 * q, 2e5)
     add(-q + 0.01 * rng.normal(size=(5, 16)), 4e5)
     check(5e5)
-    assert approx._approx.far.trained_at == len(approx._table)  # 4x grown: trained again
+    assert approx._retriever.far.trained_at == len(approx._table)  # 4x grown: trained again
 
 
 def test_same_result_with_and_without_the_helper_thread(monkeypatch, one_faiss_thread):
     """The negated query's search runs on a helper thread where there are two or more
     CPUs; without one it runs first. The hits are the same either way."""
-    from smallville.memory import hnsw
+    from smallville.memory.approx import hnsw
     monkeypatch.setattr(hnsw, "SCAN_ROWS", 0)
 
     def run(helper):
@@ -256,7 +270,7 @@ def test_a_search_begins_where_the_last_one_ended(monkeypatch):
     """A search that had to read the graph deeper makes the next one begin at that depth;
     after PROBE_EVERY searches in a row that ended in their first round, the next begins
     one step shallower. Recall against the exact path holds throughout."""
-    from smallville.memory import hnsw
+    from smallville.memory.approx import hnsw
     monkeypatch.setattr(hnsw, "FIRST_DEPTH", 16)
     monkeypatch.setattr(hnsw, "EXTRA_LIMIT", 64)
     exact, approx, rng, topics = twins(7, 3000, dim=16, centres=20, dup=0.1)
@@ -290,16 +304,16 @@ def test_cosines_computed_ahead_change_no_result(monkeypatch, one_faiss_thread):
     """The helper thread computes, during the graph search, the cosines of the recent
     memories the last search's bound selects. A good guess, a poor one and none give
     the same hits and scores."""
-    from smallville.memory import hnsw
+    from smallville.memory.approx import hnsw
     monkeypatch.setattr(hnsw, "SCAN_ROWS", 0)
     monkeypatch.setattr(hnsw, "_helper", lambda: True)
-    likely = hnsw.ApproxSearch._likely
+    likely = hnsw.HNSWRetriever._likely
 
     def run(shift):
         if shift is None:
-            monkeypatch.setattr(hnsw.ApproxSearch, "_likely", lambda *a: None)
+            monkeypatch.setattr(hnsw.HNSWRetriever, "_likely", lambda *a: None)
         else:
-            monkeypatch.setattr(hnsw.ApproxSearch, "_likely", lambda self, s, need, *a:
+            monkeypatch.setattr(hnsw.HNSWRetriever, "_likely", lambda self, s, need, *a:
                                 likely(self, s, None if need is None else need + shift, *a))
         exact, approx, rng, topics = twins(8, 3000, dim=32, centres=30, dup=0.1,
                                            hnsw_m=8, ef_construction=16)
@@ -319,7 +333,7 @@ def test_graph_laid_out_by_list_gives_the_same_hits(monkeypatch, one_faiss_threa
     rows near each other in memory, which makes its searches faster), and again when the
     graph has doubled. Searches still answer in rows, and the hits are those of a graph
     left in its first order, for rows added after a layout too."""
-    from smallville.memory import hnsw
+    from smallville.memory.approx import hnsw
     monkeypatch.setattr(hnsw, "SCAN_ROWS", 0)
     exact, laid, rng, topics = twins(9, 500, dim=16, centres=20)
     _, plain, _, _ = twins(9, 500, dim=16, centres=20)
@@ -353,8 +367,8 @@ def test_graph_laid_out_by_list_gives_the_same_hits(monkeypatch, one_faiss_threa
     grow(200, 4)  # doubled: laid out again, by the same lists
     same_hits(10)
     assert sorted(table._entry_rows) == list(range(1000))
-    assert laid._approx.far.trained_at == 500
+    assert laid._retriever.far.trained_at == 500
     grow(1100, 3)  # 4x grown: the lists are trained again, the graph laid out again
     same_hits(10)
     assert sorted(table._entry_rows) == list(range(2100))
-    assert laid._approx.far.trained_at == 2100
+    assert laid._retriever.far.trained_at == 2100

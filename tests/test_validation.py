@@ -127,6 +127,16 @@ def test_wrong_types(town, old, new, expected):
     assert town(TOWN.replace(old, new))[0].startswith(f"scenarios/town.yaml:{expected}")
 
 
+def test_memory_index_must_be_exact_or_hnsw(town):
+    assert town(TOWN + "memory:\n  index: hnsw\n") == []
+    assert town(TOWN + "memory:\n  index: ivf\n") == [
+        "scenarios/town.yaml:17:10: index must be one of exact, hnsw, got 'ivf' (at memory.index)"]
+    assert town(TOWN + "memory: {indx: hnsw}\n") == [
+        "scenarios/town.yaml:16:10: unknown key 'indx' (did you mean 'index'?) (at memory.indx)"]
+    assert town(TOWN + "memory: hnsw\n") == [
+        "scenarios/town.yaml:16:9: memory must be a mapping, got 'hnsw' (at memory)"]
+
+
 def test_wrong_types_in_an_agent_file(town):
     ann = "name: [Ann, Lee]\nage: thirty\nhome: Cafe\nrelationships: [bob]\n"
     assert town(ann=ann) == [

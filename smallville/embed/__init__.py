@@ -99,3 +99,10 @@ def make_embedder(spec: str = "use", *, api_base: str | None = None, record=None
 
         inner = RecordedEmbedder(inner, record, base, write)
     return CachedEmbedder(inner)
+
+
+def recorded(cached: CachedEmbedder, folder, base=(), write: bool = True) -> CachedEmbedder:
+    """`cached` answering from a run's record of embeddings first (`smallville.embed.record`)."""
+    from smallville.embed.record import RecordedEmbedder
+
+    return CachedEmbedder(RecordedEmbedder(cached.inner, folder, base, write))

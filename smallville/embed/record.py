@@ -134,13 +134,6 @@ class RecordedEmbedder:
         self.record.close()
 
 
-def recorded(cached, folder: str | Path, base=(), write: bool = True):
-    """`cached` (a `CachedEmbedder`) answering from a run's record of embeddings first."""
-    from smallville.embed import CachedEmbedder
-
-    return CachedEmbedder(RecordedEmbedder(cached.inner, folder, base, write))
-
-
 def record_dim(folder: str | Path) -> int | None:
     """The dimension of the embeddings recorded in `folder`, if it holds any."""
     return _dim_of(Path(folder))

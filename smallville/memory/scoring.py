@@ -18,16 +18,6 @@ BLOCK_ROWS = 2048
 in cache while every query is scored against it."""
 
 
-def minmax(values: np.ndarray) -> np.ndarray:
-    """`values` scaled to [0, 1] by min-max along the last axis; a constant row -> 0.5."""
-    lo = values.min(axis=-1, keepdims=True)
-    hi = values.max(axis=-1, keepdims=True)
-    span = hi - lo
-    flat = span == 0
-    scaled = (values - lo) / np.where(flat, 1.0, span)
-    return np.where(flat, CONSTANT_TERM, scaled)
-
-
 def span(lo: float, hi: float) -> tuple[float, float]:
     """(lo, hi - lo): what min-max maps to [0, 1] by `normalise`; a zero span is flat."""
     return lo, hi - lo
@@ -44,11 +34,6 @@ def recency(last_accessed: np.ndarray, now: float, decay: float) -> np.ndarray:
     """decay ** hours since each memory was last accessed (as exp, which is ~6x faster
     than np.power and equal to it within 1e-15)."""
     return np.exp((last_accessed - now) * (-math.log(decay) / 3600.0))
-
-
-def relevance(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """See `scan`: the (m, u) dot products, computed now."""
-    return scan(matrix, queries)()
 
 
 def scan(matrix: np.ndarray, queries: np.ndarray):

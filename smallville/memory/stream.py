@@ -11,28 +11,25 @@ import numpy as np
 
 from smallville.embed import Embedder
 from smallville.memory import storage
-from smallville.memory.hnsw import ApproxSearch
 from smallville.memory.record import Hit, Memory
-from smallville.memory.scoring import (CONSTANT_TERM, normalise, recency, relevance, scan, span,
-                                        top_k)
-from smallville.memory.vectors import VectorTable
+from smallville.memory.retriever import make_retriever
 
 Query = Union[str, np.ndarray, Sequence[float]]
 """A retrieval query: an embedding, or a text when the stream has an embedder."""
 
-INDEXES = ("exact", "hnsw")
-
 
 class MemoryStream:
     """One agent's memories: texts and links in lists, times and ratings in numpy arrays
-    grown by doubling (so `add` is amortised O(1)), embeddings in a FAISS index it owns
-    (`index`), each distinct embedding stored once (`smallville.memory.vectors`).
+    grown by doubling (so `add` is amortised O(1)), embeddings in a FAISS index (`index`)
+    that its retriever owns, each distinct embedding stored once
+    (`smallville.memory.vectors`).
 
     `weights` are (recency, importance, relevance); `decay` is per game hour. With an
     `embedder`, `dim` may be left out and texts may stand for embeddings. `index` is
     "exact" (default: every memory scored, one pass over the embeddings) or "hnsw"
-    (approximate, for huge streams: see `smallville.memory.hnsw`; needs non-negative
-    weights; `hnsw_m`, `ef_construction` and `ef_search` tune its graph).
+    (approximate, for huge streams: see `smallville.memory.approx`; needs non-negative
+    weights; `hnsw_m`, `ef_construction` and `ef_search` tune its graph): the retriever
+    it is built with (`smallville.memory.retriever`).
     """
 
     def __init__(
@@ -62,18 +59,15 @@ class MemoryStream:
                              f"relevance), got {weights!r}")
         if not 0.0 < float(decay) <= 1.0:
             raise ValueError(f"decay must be in (0, 1], got {decay!r}")
-        if index not in INDEXES:
-            raise ValueError(f"index must be one of {INDEXES}, got {index!r}")
-        if index == "hnsw" and min(ws) < 0:
-            raise ValueError(f"index='hnsw' needs non-negative weights, got {ws!r}")
         self.dim = int(dim)
         self.weights = ws
         self.decay = float(decay)
         self.embedder = embedder
         self.embedder_name: str | None = embedder.name if embedder is not None else None
-        self.index_kind = index
-        self._table = VectorTable(self.dim, index, hnsw_m, ef_construction)
-        self._approx = ApproxSearch(self._table, ef_search) if index == "hnsw" else None
+        self._retriever = make_retriever(index, self.dim, ws, hnsw_m=hnsw_m,
+                                         ef_construction=ef_construction, ef_search=ef_search)
+        self.index_kind = self._retriever.kind
+        self._table = self._retriever.table
         self._n = 0
         self._texts: list[str] = []
         self._kinds: list[str] = []
@@ -88,7 +82,7 @@ class MemoryStream:
     def index(self):
         """The FAISS index holding the distinct embeddings (IndexFlatIP or IndexHNSWFlat;
         an HNSW index takes the newest rows in at the next retrieval, and its entries may
-        be in an order of their own: `VectorTable.nearest` answers in rows)."""
+        be in an order of their own: `GraphTable.nearest` answers in rows)."""
         return self._table.index
 
     # -- adding -------------------------------------------------------------------------
@@ -143,8 +137,7 @@ class MemoryStream:
         self._texts.append(text)
         self._kinds.append(kind)
         self._links.append(links)
-        if self._approx is not None:
-            self._approx.add(i, row, importance, accessed)
+        self._retriever.add(i, row, importance, accessed)
         self._n += 1
         return i
 
@@ -164,8 +157,7 @@ class MemoryStream:
         self._texts.extend(str(r["text"]) for r in records)
         self._kinds.extend(str(r["kind"]) for r in records)
         self._links.extend(tuple(int(x) for x in r["links"]) for r in records)
-        if self._approx is not None:
-            self._approx.bulk_add(n, rows, importance, accessed)
+        self._retriever.bulk_add(n, rows, importance, accessed)
         self._n += m
 
     def _unit(self, vector: np.ndarray | Sequence[float], what: str) -> np.ndarray:
@@ -227,47 +219,13 @@ class MemoryStream:
         qs = self._query_matrix(list(queries))
         if self._n == 0 or k == 0:
             return [[] for _ in range(len(qs))]
-        if self._approx is not None:
-            found = [self._approx.search(self, q, int(k), float(now)) for q in qs]
-        else:
-            found = self._exact(qs, int(k), float(now))
+        found = self._retriever.search(self, qs, int(k), float(now))
         results = [[Hit(Memory(self, int(i)), float(s), float(rc), float(im), float(rl))
                     for i, s, rc, im, rl in zip(*columns)] for columns in found]
         touched = list(dict.fromkeys(int(i) for columns in found for i in columns[0]))
         self._accessed[touched] = float(now)
-        if self._approx is not None:
-            self._approx.touch(touched, float(now))
+        self._retriever.touch(touched, float(now))
         return results
-
-    def _exact(self, qs: np.ndarray, k: int, now: float) -> list[tuple]:
-        """Score every memory: one pass over the distinct embeddings for all queries,
-        then the other terms and the normalisation as whole-array operations."""
-        n, (w_rec, w_imp, w_rel) = self._n, self.weights
-        relevance = scan(self._table.matrix(), qs)     # under way while the other terms are computed
-        rec = recency(self._accessed[:n], now, self.decay)
-        rec = normalise(rec, *span(float(rec.min()), float(rec.max())))
-        importance = self._importance[:n]
-        levels = normalise(np.arange(11), *span(float(importance.min()),
-                                                float(importance.max())))
-        imp = levels[importance]
-        static = w_rec * rec + w_imp * imp
-        rel_rows = relevance()
-        shared = len(self._table) < n  # some memories share a row: map rows to memories
-        found = []
-        for rel in rel_rows:
-            lo, width = span(float(rel.min()), float(rel.max()))
-            if shared:
-                rel = rel[self._rows[:n]]
-            if width:
-                score = np.subtract(rel, lo, dtype=np.float64)
-                score *= w_rel / width
-                score += static
-            else:
-                score = static + w_rel * CONSTANT_TERM
-            best = top_k(score, k)
-            found.append((best, score[best], rec[best], imp[best],
-                          normalise(rel[best], lo, width)))
-        return found
 
     def _query_matrix(self, queries: list) -> np.ndarray:
         texts = [q for q in queries if isinstance(q, str)]

@@ -33,7 +33,7 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
                  replay_from: str | Path | None = None, replay_fallthrough: bool = False,
                  on_start: Callable | None = None, on_step: Callable[[float], None] | None = None,
                  checkpoint_every: float = 3600.0, config=None, budget: dict | None = None,
-                 experiment: dict | None = None) -> RunResult:
+                 experiment: dict | None = None, folder: str | Path | None = None) -> RunResult:
     """Simulate a loaded scenario and log it to a new run directory.
 
     `brain` is "offline" (the default), a litellm model name or an `LLMConfig`; settings
@@ -46,14 +46,15 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
     (on top of the brain settings' `budget`); a run that reaches a limit ends with status
     `budget_exhausted` at its last complete tick, with a checkpoint to resume from.
     `experiment` is recorded in the manifest (the experiment, condition and seed it is of).
+    `folder` (a new folder, whose name is the run id) instead of a new one in `runs_dir`.
 
     Ctrl-C ends the run with status `interrupted`, keeping what was written; any other
     exception marks it `failed` and propagates."""
     from smallville.brain import LLMConfig
     from smallville.brain.assembly import assemble, settings_of
     from smallville.brain.config import load_config
-    from smallville.embed import make_embedder
-    from smallville.embed.record import record_dim, recorded
+    from smallville.embed import make_embedder, recorded
+    from smallville.embed.record import record_dim
 
     recorded_run = Run.open_for(replay_from, "--replay-from") if replay_from is not None else None
     before = recorded_run.manifest if recorded_run else None
@@ -81,7 +82,11 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
     bases = [recorded_run.path / EMBEDDINGS] if recorded_run else []      # a replay's embeddings are recorded too
     dim = next((d for d in map(record_dim, bases) if d), None) or plain.dim  # else a remote embedder is reached
     #                                                                        here, before any file is written
-    path = new_run_dir(Path(runs_dir), Path(scenario.path).stem, seed)
+    if folder is not None:
+        path = Path(folder)
+        path.mkdir(parents=True)
+    else:
+        path = new_run_dir(Path(runs_dir), Path(scenario.path).stem, seed)
     described = {"name": plain.name, "dim": dim, **({"api_base": embedder_api_base} if embedder_api_base else {})}
     manifest = Manifest(
         run_id=path.name, scenario={"path": str(scenario.path), "name": scenario.name, "sha256": scenario.sha256},

@@ -20,13 +20,14 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 from smallville.errors import ScenarioError
 from smallville.scenario.agentfile import AGENT_KEYS, agent_fields, build_agent
 from smallville.scenario.mapfile import read_map
-from smallville.scenario.model import AGENT_ID, AgentSpec, Problem, Scenario
+from smallville.scenario.model import AGENT_ID, MEMORY_INDEXES, AgentSpec, Problem, Scenario
 from smallville.scenario.timeline import read_events, read_probes, read_scenario_memories
 from smallville.scenario.yamlpos import Field, Reader, child, describe, is_null
 
 SCENARIO_KEYS = ("name", "description", "start", "duration", "tick", "seed", "map", "agents",
-                 "memories", "events", "probes", "brain")
+                 "memories", "events", "probes", "brain", "memory")
 SCENARIO_REQUIRED = ("name", "start", "map", "agents")
+MEMORY_KEYS = ("index",)
 DEFAULT_DURATION = 86400.0
 DEFAULT_TICK = 60.0
 
@@ -119,6 +120,7 @@ def _read_scenario(path: str) -> tuple[Scenario | None, list[Problem]]:
         probes=read_probes(reader, fields.get("probes")),
         sha256=hashlib.sha256(opened.data + b"".join(agent_data)).hexdigest(),
         brain=_read_brain(reader, fields.get("brain")),
+        memory_index=_read_memory(reader, fields.get("memory")),
     )
     return (None, _ordered(problems)) if problems else (scenario, [])
 
@@ -222,6 +224,14 @@ def _read_brain(reader: Reader, node: Node | None) -> dict:
         reader.report(node, f"brain must be a mapping of settings, got {describe(node)}", "brain")
         return {}
     return reader.construct(node, "brain") or {}
+
+
+def _read_memory(reader: Reader, node: Node | None) -> str:
+    """The `memory:` settings: the index of every agent's memory stream (exact unless set)."""
+    if node is None or is_null(node):
+        return "exact"
+    fields = reader.mapping(node, "memory", MEMORY_KEYS) or {}
+    return reader.choice(fields.get("index"), "memory.index", MEMORY_INDEXES, default="exact") or "exact"
 
 
 def _ordered(problems: list[Problem]) -> list[Problem]:

@@ -9,6 +9,9 @@ from datetime import datetime
 WALL = "wall"
 AREA_SEPARATOR = " / "
 AGENT_ID = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$")
+MEMORY_INDEXES = ("exact", "hnsw")
+"""What `memory.index` may name: `smallville.memory.INDEXES`, repeated here so that reading a
+scenario needs no numpy or FAISS (a test keeps the two the same)."""
 
 
 def normalise_area(path: str) -> str:
@@ -153,6 +156,7 @@ class Scenario:
     probes: tuple[Probe, ...] = ()
     sha256: str = ""
     brain: dict = field(default_factory=dict)
+    memory_index: str = "exact"
 
     def areas(self) -> tuple[str, ...]:
         """Every area path on the map and each of its sectors, sorted."""

@@ -173,6 +173,14 @@ class Reader:
             return None
         return value
 
+    def choice(self, node: Node | None, key: str, choices: Sequence[str], default: str | None = None) -> str | None:
+        """One of `choices`, written as is."""
+        value = self.text(node, key, default=default)
+        if value is None or value in choices:
+            return value
+        self.report(node, f"{leaf(key)} must be one of {', '.join(choices)}, got {describe(node)}", key)
+        return None
+
     def duration(self, node: Node | None, key: str, default: float | None = None) -> float | None:
         """A positive duration such as "10m", in seconds."""
         return self._parse(node, key, timefmt.parse_duration, "a duration such as 10m", default)

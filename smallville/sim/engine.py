@@ -13,7 +13,7 @@ import simpy
 from smallville import events
 from smallville.brain.base import Brain
 from smallville.brain.requests import Message, request_key
-from smallville.memory import MemoryStream
+from smallville.memory import INDEXES, MemoryStream
 from smallville.sim import life
 from smallville.sim.agent import Agent, Conversation, Doing
 from smallville.sim.dispatch import Dispatcher
@@ -44,6 +44,11 @@ class SimConfig:
     reflection: bool = True         # off: agents never reflect
     planning: bool = True           # off: the day follows the routine, one action per block, no re-planning
     sharing: bool = True            # off: speakers are given no memories, so they pass on no news
+    index: str | None = None        # memory index, "exact" or "hnsw"; None: the scenario's (`memory.index`)
+
+    def __post_init__(self) -> None:
+        if self.index is not None and self.index not in INDEXES:
+            raise ValueError(f"index must be one of {', '.join(INDEXES)}, got {self.index!r}")
 
     def to_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -65,6 +70,8 @@ class Simulation:
                  config: SimConfig | None = None, log: EventLog | None = None) -> None:
         self.scenario = scenario
         self.config = config or SimConfig()
+        if self.config.index is None:
+            self.config = replace(self.config, index=scenario.memory_index)
         self.seed = scenario.seed if seed is None else seed
         self.env = simpy.Environment()
         self.world = World.from_map(scenario.map)
@@ -82,7 +89,7 @@ class Simulation:
         self.agents: dict[str, Agent] = {}
         for spec in sorted(scenario.agents, key=lambda s: s.id):
             stream = MemoryStream(dim=embedder.dim, weights=self.config.weights, decay=self.config.decay,
-                                  embedder=embedder)
+                                  embedder=embedder, index=self.config.index)
             agent = Agent(spec.id, spec, stream, random.Random(f"{self.seed}:agent:{spec.id}"))
             agent.relationships = dict(spec.relationships)
             self.agents[spec.id] = agent

@@ -27,7 +27,7 @@ sqrt(n) k-means lists of 8-bit codes. The negated query reads the lists (`PROBE_
 centres lie farthest from the query, and the least cosines found are recomputed exactly.
 Up to `SCAN_ROWS` rows, all rows are scanned instead. Once the lists exist, the graph's
 entries are laid out list by list, and again each time the graph has doubled (`LAYOUT`),
-so that a graph search reads nearby memory (`VectorTable.reorder`: 30% faster at 1M
+so that a graph search reads nearby memory (`GraphTable.reorder`: 30% faster at 1M
 rows). With a helper thread the negated query's search runs while the graph is searched,
 and so do the cosines of the recent memories that the last search's bound selects (most
 of step 2's). The approximation is HNSW's and the lists': a near row (or a farthest one)
@@ -43,9 +43,9 @@ from concurrent.futures import Future
 import faiss
 import numpy as np
 
-from smallville.memory.ordered import LEVELS, AccessOrder
+from smallville.memory.approx.graph import GraphTable
+from smallville.memory.approx.ordered import LEVELS, AccessOrder
 from smallville.memory.scoring import normalise, pool, recency, span, threads, top_k
-from smallville.memory.vectors import VectorTable
 
 EXTRA_LIMIT = 8192
 """Most memories read from the access logs in one round; beyond it the index is read
@@ -89,17 +89,24 @@ REBUILD = 4
 over since it was trained: amortised O(1) per add."""
 
 LAYOUT = 2
-"""The graph is laid out list by list again (`VectorTable.reorder`) when it has grown this
+"""The graph is laid out list by list again (`GraphTable.reorder`) when it has grown this
 many times over since its last layout, as rows added since keep their order of arrival (a
 graph all in that order searched 30% slower at 1M rows). The lists take in new rows between
 trainings, so a layout needs no training; amortised O(1) per add."""
 
 
-class ApproxSearch:
-    """The ordered structures of an `index="hnsw"` stream, and its threshold search."""
+class HNSWRetriever:
+    """The retriever of an `index="hnsw"` stream (`smallville.memory.retriever`): its
+    embeddings in a `GraphTable`, the ordered structures, and the threshold search.
+    Scores need non-negative weights (the bounds of step 2 assume each term only adds)."""
 
-    def __init__(self, table: VectorTable, ef_search: int = 64) -> None:
-        self.table = table
+    kind = "hnsw"
+
+    def __init__(self, dim: int, weights: tuple[float, float, float], *, hnsw_m: int = 32,
+                 ef_construction: int = 64, ef_search: int = 64) -> None:
+        if min(weights) < 0:
+            raise ValueError(f"index='hnsw' needs non-negative weights, got {weights!r}")
+        self.table = GraphTable(dim, hnsw_m, ef_construction)
         self.ef_search = ef_search
         self.order = AccessOrder()
         self.far = FarRows()
@@ -147,11 +154,12 @@ class ApproxSearch:
         order = np.argsort(mids)
         return mids[order], where[order]
 
-    def search(self, stream, query: np.ndarray, k: int, now: float):
-        """(ids, scores, recency, importance, relevance) of about the k best memories,
-        best first, with the terms normalised as in the exact path."""
-        if min(stream.weights) < 0:
-            raise ValueError("index='hnsw' needs non-negative weights")
+    def search(self, stream, queries: np.ndarray, k: int, now: float) -> list[tuple]:
+        """For each query, (ids, scores, recency, importance, relevance) of about the k
+        best memories, best first, with the terms normalised as in the exact path."""
+        return [self._search(stream, query, k, now) for query in queries]
+
+    def _search(self, stream, query: np.ndarray, k: int, now: float) -> tuple:
         self.table.flush()
         self.order.prepare()
         u = len(self.table)
@@ -296,7 +304,7 @@ class FarRows:
         self.quantizer = None  # the list centres: FAISS does not own it, so we keep it
         self.trained_at = 0
 
-    def update(self, table: VectorTable) -> bool:
+    def update(self, table: GraphTable) -> bool:
         """Take in the rows added since the last search, or train afresh (True)."""
         u = len(table)
         if self.index is None or u >= REBUILD * self.trained_at:
@@ -370,7 +378,7 @@ class _Cosines:
     and that the search owns: `clear` puts back the NaNs, so each search pays only for
     the memories it reads."""
 
-    def __init__(self, known: np.ndarray, table: VectorTable, rows: np.ndarray,
+    def __init__(self, known: np.ndarray, table: GraphTable, rows: np.ndarray,
                  query: np.ndarray) -> None:
         self.known, self.table, self.rows, self.query = known, table, rows, query
         self.touched: list[np.ndarray] = []

@@ -1,5 +1,5 @@
 """Memories ordered by importance and by last access, kept up to date in O(1) per change,
-for the threshold search of the HNSW path (`smallville.memory.hnsw`).
+for the threshold search of the HNSW path (`smallville.memory.approx.hnsw`).
 
 Importance is a rating 1..10, so "by importance" is ten levels. Within a level, memories
 are kept in an append-only log of (time, memory) entries: an add or an access appends

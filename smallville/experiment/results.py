@@ -1,0 +1,154 @@
+"""An experiment's results: which runs finished, results.csv and summary.csv, the summary
+table, reading results back, and the plots of the conditions side by side."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from pathlib import Path
+
+from smallville.experiment.spec import Experiment, ExperimentError, load_experiment, slot_name
+from smallville.metrics import run_metrics, summary_measures
+
+
+class Rows(list):
+    """Plain rows (a list of dicts), with `.to_pandas()` when pandas is installed."""
+
+    def to_pandas(self):
+        from smallville.metrics import _pandas
+
+        return _pandas().DataFrame(list(self))
+
+
+FINISHED = ("completed", "budget_exhausted")      # a run stopped by its budget is finished too
+
+
+def run_status(run_dir: Path) -> str | None:
+    """The status its manifest gives a run folder (None: no readable manifest)."""
+    try:
+        return json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")).get("status")
+    except (OSError, ValueError):
+        return None
+
+
+def is_completed(run_dir: Path) -> bool:
+    """Whether a run folder holds a finished run (completed, or stopped by its budget)."""
+    return run_status(run_dir) in FINISHED
+
+
+def gather(exp: Experiment, out: Path) -> Rows:
+    """One row per completed run: condition, seed, run, then every flat metric."""
+    rows = Rows()
+    for cond, seed in exp.slots():
+        path = out / slot_name(cond.name, seed)
+        if not is_completed(path):
+            continue
+        m = run_metrics(path)
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        rows.append({"condition": cond.name, "seed": seed, "run": path.name, "status": manifest["status"],
+                     "wall_seconds": (manifest.get("wall") or {}).get("seconds"), **m.flat()})
+    return rows
+
+
+def summarize(rows: list[dict]) -> Rows:
+    """Mean and (sample) standard deviation of every numeric metric, per condition."""
+    summary = Rows()
+    order: list[str] = []
+    for r in rows:
+        if r["condition"] not in order:
+            order.append(r["condition"])
+    for cond in order:
+        group = [r for r in rows if r["condition"] == cond]
+        row = {"condition": cond, "runs": len(group)}
+        for key in group[0]:
+            if key in ("condition", "seed", "run"):
+                continue
+            values = [r.get(key) for r in group]
+            values = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            if not values:
+                continue
+            mean = sum(values) / len(values)
+            std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+            row[f"{key}_mean"] = round(mean, 4)
+            row[f"{key}_std"] = round(std, 4)
+        summary.append(row)
+    return summary
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    columns: list[str] = []
+    for r in rows:
+        columns.extend(k for k in r if k not in columns)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns or ["condition"])
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in columns})
+    os.replace(tmp, path)
+
+
+def print_summary(summary: list[dict], console=None) -> None:
+    from smallville.tables import Table, make_console, print_table
+
+    console = console or make_console()
+    keys = summary_measures(summary)
+    table = Table(title="Summary: mean ± standard deviation per condition")
+    table.add_column("metric")
+    for r in summary:
+        table.add_column(r["condition"], justify="right")
+    table.add_row("runs", *(str(r["runs"]) for r in summary))
+    for k in keys:
+        table.add_row(k.replace("_", " "),
+                      *(f"{r[k + '_mean']:.2f} ± {r[k + '_std']:.2f}" if k + "_mean" in r else "" for r in summary))
+    print_table(console, table)
+
+
+def load_results(path: str | Path) -> Rows:
+    """The rows of an experiment's results.csv: give the CSV, the output folder or the experiment
+    file. Numbers come back as numbers; `.to_pandas()` makes a DataFrame."""
+    path = Path(path)
+    if path.suffix in (".yaml", ".yml"):
+        path = load_experiment(path).out
+    if path.is_dir():
+        path = path / "results.csv"
+    if not path.is_file():
+        raise ExperimentError(f"{path}: no results (run the experiment first)")
+    rows = Rows()
+    with open(path, encoding="utf-8", newline="") as f:
+        for raw in csv.DictReader(f):
+            rows.append({k: _number(v) if k not in ("condition", "run") else v for k, v in raw.items()})
+    return rows
+
+
+def _number(text: str):
+    if text == "" or text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+def plot_experiment(exp: Experiment, out: str | Path, summary: list[dict]) -> list[Path]:
+    """The plots of an experiment into OUT: summary.png, diffusion.png (knowers per hour, each
+    condition over its seeds) and attendance.png (when the scenario has events somewhere)."""
+    from smallville.plots import plot_attendance_by_condition, plot_diffusion_by_condition, plot_summary
+
+    out = Path(out)
+    written = [plot_summary(summary, out / "summary.png")]
+    curves: dict[str, dict[str, list]] = {}
+    for cond, seed in exp.slots():
+        path = out / slot_name(cond.name, seed)
+        if run_status(path) == "completed":
+            for probe, d in run_metrics(path).diffusion.items():
+                curves.setdefault(cond.name, {}).setdefault(probe, []).append(d["curve"])
+    if curves:
+        written.append(plot_diffusion_by_condition(curves, out / "diffusion.png"))
+    attendance = plot_attendance_by_condition(summary, out / "attendance.png")
+    return written + ([attendance] if attendance else [])

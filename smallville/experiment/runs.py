@@ -1,0 +1,215 @@
+"""Running an experiment: every (condition, seed) not yet done, in local processes or as Ray tasks."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from smallville.experiment.results import FINISHED, Rows, gather, is_completed, print_summary, summarize, write_csv
+from smallville.experiment.spec import Experiment, ExperimentError, slot_name
+
+MATH_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@dataclass
+class ExperimentResult:
+    """What `run_experiment` did: the slots it ran, skipped (done already) and saw fail, and
+    the rows it gathered."""
+
+    out: Path
+    rows: Rows
+    summary: Rows
+    ran: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+    failed: list = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def _same_run(run_dir: Path, job: dict) -> bool:
+    """Whether a completed run was made with this job's settings (an edited condition is redone)."""
+    try:
+        recorded = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")).get("experiment") or {}
+    except (OSError, ValueError):
+        return False
+    return all(recorded.get(k) == job[k] for k in ("knobs", "brain", "duration", "embedder"))
+
+
+def _run_one(job: dict) -> dict:
+    """One run, in a worker process: written under OUT/.partial/, moved to OUT/SLOT when completed."""
+    from smallville.run import run_scenario
+    from smallville.scenario import load_scenario
+    from smallville.sim.engine import SimConfig
+
+    out, slot = Path(job["out"]), job["slot"]
+    partial = out / ".partial" / slot
+    if partial.exists():
+        shutil.rmtree(partial)
+    began = time.perf_counter()
+    try:
+        result = run_scenario(load_scenario(job["scenario"]), folder=partial, seed=job["seed"],
+                              duration=job["duration"], brain=job["brain"], embedder=job["embedder"],
+                              config=SimConfig.from_dict(job["knobs"]), budget=job.get("budget"),
+                              experiment={"name": job["experiment"], "condition": job["condition"],
+                                          "seed": job["seed"], "knobs": job["knobs"], "brain": job["brain"],
+                                          "duration": job["duration"], "embedder": job["embedder"]})
+    except Exception as exc:            # noqa: BLE001 - reported, the experiment goes on
+        return {"slot": slot, "status": "failed", "error": f"{type(exc).__name__}: {exc}",
+                "seconds": round(time.perf_counter() - began, 3)}
+    status = result.manifest["status"]
+    if status in FINISHED:
+        final = out / slot
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(result.path, final)
+    return {"slot": slot, "status": status, "seconds": round(time.perf_counter() - began, 3)}
+
+
+def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | None = None, quiet: bool = False,
+                   executor: str = "process", address: str | None = None, console=None,
+                   budget: dict | None = None) -> ExperimentResult:
+    """Run every (condition, seed) not yet completed, then gather results.csv and summary.csv.
+
+    `budget` ({"usd", "requests", "tokens"}) limits each run of a model on its own; a run
+    that reaches it ends `budget_exhausted`, is listed so in results.csv and left out of the
+    summary (it covers less time than the others).
+
+    executor "process" runs them in a local pool of `workers` processes; "ray" as Ray tasks, on
+    the cluster at `address` (else RAY_ADDRESS, else a local Ray of `workers` CPUs)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from smallville.tables import make_console
+
+    if address and executor != "ray":
+        raise ExperimentError(f"a Ray address ({address}) is for the ray executor: add --executor ray")
+    out = Path(out) if out is not None else exp.out
+    out.mkdir(parents=True, exist_ok=True)
+    workers = workers or exp.workers or 1
+    console = console or make_console(stderr=True)
+    jobs, skipped = [], []
+    for cond, seed in exp.slots():
+        slot = slot_name(cond.name, seed)
+        job = {"out": str(out.resolve()), "slot": slot, "scenario": str(Path(exp.scenario).resolve()), "seed": seed,
+               "duration": exp.duration, "brain": cond.brain, "embedder": exp.embedder,
+               "knobs": cond.knobs, "experiment": exp.name, "condition": cond.name, "budget": budget}
+        if is_completed(out / slot) and _same_run(out / slot, job):
+            skipped.append(slot)
+            continue
+        jobs.append(job)
+    if not quiet:
+        console.print(f"[bold]{exp.name}[/]: {len(exp.conditions)} conditions x {len(exp.seeds)} seeds "
+                      f"= {len(exp.conditions) * len(exp.seeds)} runs of {exp.scenario}; {len(skipped)} done already, "
+                      f"{len(jobs)} to run " + ("as Ray tasks" if executor == "ray" else
+                                                f"on {min(workers, max(1, len(jobs)))} worker(s)")
+                      + f"; writing {out}")
+    done: list[dict] = []
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=console, disable=quiet, transient=True)
+    with progress:
+        task = progress.add_task("running", total=len(jobs))
+
+        def finished(report: dict) -> None:
+            done.append(report)
+            progress.advance(task)
+            if not quiet:
+                style = "green" if report["status"] == "completed" else "red"
+                console.print(f"  [{style}]{report['status']}[/] {report['slot']} ({report['seconds']:.1f} s)"
+                              + (f": {report['error']}" if report.get("error") else ""))
+
+        if executor == "ray":
+            if jobs:
+                for report in _run_ray(jobs, workers, address):
+                    finished(report)
+        elif workers <= 1 or len(jobs) <= 1:
+            for job in jobs:
+                progress.update(task, description=job["slot"])
+                finished(_run_one(job))
+        else:
+            import multiprocessing
+
+            # One math thread per worker: several workers each running multi-threaded BLAS and
+            # OpenMP on the same cores slowed runs down about sevenfold.
+            for var in MATH_THREADS:
+                os.environ.setdefault(var, "1")
+            with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = [pool.submit(_run_one, job) for job in jobs]
+                for future in as_completed(futures):
+                    finished(future.result())
+    rows = gather(exp, out)
+    summary = summarize(Rows(r for r in rows if r["status"] == "completed"))
+    write_csv(out / "results.csv", rows)
+    write_csv(out / "summary.csv", summary)
+    if not quiet:
+        print_summary(summary, console)
+        console.print(f"results: {out / 'results.csv'}, summary: {out / 'summary.csv'}")
+    failed = [r["slot"] for r in done if r["status"] not in FINISHED]
+    return ExperimentResult(out, rows, summary, [r["slot"] for r in done], skipped, failed)
+
+
+def _run_ray(jobs: list[dict], workers: int, address: str | None):
+    """Each job a Ray task; reports as tasks finish. Joins a running Ray (ray.init by the caller),
+    else the cluster at `address` or RAY_ADDRESS, else starts a local Ray of `workers` CPUs and
+    stops it afterwards."""
+    try:
+        import ray
+    except ImportError:
+        raise ExperimentError("--executor ray needs ray: pip install 'smallville[ray]'") from None
+    started = not ray.is_initialized()
+    if started:
+        _ray_init(ray, workers, address)
+    try:
+        # One math thread per task (unless set here), as in the process pool; a task holds one CPU.
+        threads = {var: os.environ.get(var, "1") for var in MATH_THREADS}
+        remote = ray.remote(_run_one).options(runtime_env={"env_vars": threads})
+        tasks = {remote.remote(job): job for job in jobs}
+        pending = list(tasks)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            job = tasks[ready[0]]
+            try:
+                report = ray.get(ready[0])
+            except ray.exceptions.RayError as exc:          # the worker died: that run failed, the rest go on
+                report = {"slot": job["slot"], "status": "failed", "seconds": 0.0,
+                          "error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"}
+            if report["status"] in FINISHED and not is_completed(Path(job["out"]) / job["slot"]):
+                report = dict(report, status="failed", error=f"it ran on a node that does not share {job['out']} "
+                                                             "with this one (see docs/experiments.md)")
+            yield report
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _ray_init(ray, workers: int, address: str | None) -> None:
+    """Join the cluster at `address` or RAY_ADDRESS, else start a local Ray; quietly either way."""
+    import logging
+
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address and re.fullmatch(r"[\w.\-]+:\d+", address):   # a head's HOST:PORT: fail fast, not after minutes
+        host, port = address.rsplit(":", 1)
+        try:
+            socket.create_connection((host, int(port)), timeout=10).close()
+        except OSError as exc:
+            raise ExperimentError(f"--executor ray: no Ray head answers at {address} ({exc.strerror or exc}); "
+                                  "start one there with `ray start --head`") from None
+    quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
+    try:
+        if address:
+            ray.init(address=address, **quiet)
+        else:
+            ray.init(address="local", num_cpus=workers, include_dashboard=False, **quiet)   # even if one runs
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        hint = ("; a cluster with token authentication (the default of recent Ray) also needs RAY_AUTH_MODE=token "
+                "here, and its token in ~/.ray/auth_token or RAY_AUTH_TOKEN" if address not in (None, "auto")
+                and not os.environ.get("RAY_AUTH_MODE") else "")
+        where = address or "a local Ray"
+        raise ExperimentError(f"--executor ray: cannot start or reach {where}: {exc}{hint}") from None

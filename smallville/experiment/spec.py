@@ -1,0 +1,156 @@
+"""The experiment file: reading and checking it into an `Experiment` of `Condition`s."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from smallville.errors import UsageError
+
+ABLATIONS = {"memory": "retrieval", "retrieval": "retrieval", "reflection": "reflection",
+             "planning": "planning", "sharing": "sharing"}
+
+
+class ExperimentError(UsageError):
+    """An experiment file or its flags cannot be run as written (exit 2)."""
+
+
+@dataclass
+class Condition:
+    """A named set of knobs (SimConfig fields) and the brain its runs use (None: offline)."""
+
+    name: str
+    brain: str | None
+    knobs: dict
+
+
+@dataclass
+class Experiment:
+    """An experiment file as read: a scenario run for every condition and seed."""
+
+    name: str
+    scenario: Path
+    duration: float | None
+    seeds: list[int]
+    conditions: list[Condition]
+    out: Path
+    embedder: str | None = None
+    workers: int = 1
+    source: Path | None = None
+
+    def slots(self) -> list[tuple[Condition, int]]:
+        return [(c, s) for c in self.conditions for s in self.seeds]
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    import yaml
+
+    from smallville.timefmt import parse_duration
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ExperimentError(f"{path}: cannot read the experiment file: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise ExperimentError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ExperimentError(f"{path}: an experiment file is a mapping (name, scenario, seeds, conditions)")
+    known = {"name", "scenario", "duration", "seeds", "embedder", "brain", "workers", "out", "base", "conditions",
+             "grid", "description"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ExperimentError(f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    name = str(data.get("name") or path.stem)
+    if "scenario" not in data:
+        raise ExperimentError(f"{path}: `scenario:` is required (a scenario file)")
+    scenario = _find(Path(data["scenario"]), path)
+    duration = data.get("duration")
+    if duration is not None:
+        try:
+            duration = parse_duration(str(duration)) if not isinstance(duration, (int, float)) else float(duration)
+        except ValueError as exc:
+            raise ExperimentError(f"{path}: duration: {exc}") from None
+    seeds = _seeds(data.get("seeds", [1]), path)
+    base = dict(data.get("base") or {})
+    conditions_data = data.get("conditions") or {"default": {}}
+    if isinstance(conditions_data, list):
+        conditions_data = {str(c): {} if isinstance(c, str) else c for c in conditions_data}
+    grid = data.get("grid") or {}
+    if not isinstance(grid, dict) or any(not isinstance(v, list) or not v for v in grid.values()):
+        raise ExperimentError(f"{path}: `grid:` maps a knob to a non-empty list of values")
+    points = [dict(zip(grid, values)) for values in itertools.product(*grid.values())] if grid else [{}]
+    conditions = []
+    for cname, spec in conditions_data.items():
+        if spec is not None and not isinstance(spec, dict):
+            raise ExperimentError(f"{path}: condition {cname!r}: expected a mapping of knobs")
+        for point in points:
+            label = str(cname) + "".join(f"_{k}{_short(v)}" for k, v in point.items())
+            merged = {**base, **(spec or {}), **point}
+            conditions.append(_condition(label, merged, data.get("brain"), path))
+    names = [c.name for c in conditions]
+    if len(set(names)) != len(names):
+        raise ExperimentError(f"{path}: two conditions share a name")
+    out = Path(data["out"]) if data.get("out") else Path("runs") / "experiments" / name
+    workers = int(data.get("workers") or 1)
+    return Experiment(name, scenario, duration, seeds, conditions, out, data.get("embedder"), workers, path)
+
+
+def _find(scenario: Path, source: Path) -> Path:
+    for candidate in (scenario, source.parent / scenario, source.parent.parent / scenario):
+        if candidate.is_file():
+            return candidate
+    raise ExperimentError(f"{source}: scenario {scenario} not found (looked in the working folder and beside the file)")
+
+
+def _seeds(value, path: Path) -> list[int]:
+    try:
+        if isinstance(value, int):
+            return list(range(1, value + 1))
+        if isinstance(value, str) and "-" in value:
+            lo, hi = (int(x) for x in value.split("-", 1))
+            return list(range(lo, hi + 1))
+        seeds = [int(s) for s in (value if isinstance(value, list) else [value])]
+    except (TypeError, ValueError):
+        raise ExperimentError(f"{path}: seeds: expected a list of whole numbers, a range \"1-5\" or a count") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ExperimentError(f"{path}: seeds: expected distinct seeds")
+    return seeds
+
+
+def _short(v) -> str:
+    return "-".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+
+
+def _condition(name: str, spec: dict, default_brain, path: Path) -> Condition:
+    from smallville.sim.engine import SimConfig
+
+    allowed = {f.name for f in fields(SimConfig)}
+    knobs, brain = {}, spec.get("brain", default_brain)
+    for key, value in spec.items():
+        if key == "brain":
+            continue
+        if key == "ablate":
+            for part in value if isinstance(value, list) else [value]:
+                if part not in ABLATIONS:
+                    raise ExperimentError(f"{path}: condition {name!r}: cannot ablate {part!r} "
+                                          f"(one of {', '.join(ABLATIONS)})")
+                knobs[ABLATIONS[part]] = False
+        elif key in allowed:
+            knobs[key] = list(value) if isinstance(value, (list, tuple)) else value
+        else:
+            raise ExperimentError(f"{path}: condition {name!r}: unknown knob {key!r} "
+                                  f"(brain, ablate or one of {', '.join(sorted(allowed))})")
+    try:
+        SimConfig.from_dict(knobs)
+    except (TypeError, ValueError) as exc:
+        raise ExperimentError(f"{path}: condition {name!r}: {exc}") from None
+    return Condition(name, None if brain in (None, "offline") else str(brain), knobs)
+
+
+def slot_name(condition: str, seed: int) -> str:
+    """The folder of a condition's run with `seed`, inside the experiment's OUT (`full-seed3`)."""
+    from smallville.run import seed_label
+
+    return f"{condition}-{seed_label(seed)}"
