@@ -119,3 +119,24 @@ def test_a_copy_that_hangs_is_killed_and_the_run_goes_on_in_order(tmp_path, serv
     assert (stuck.path / "events.jsonl").read_bytes() == (in_order.path / "events.jsonl").read_bytes()
     stats = stuck.manifest["usage"]["run_ahead"]
     assert stats["failed_forks"] == stats["forks"] == 3        # then run-ahead gave up
+
+
+def test_resumed_and_forked_model_runs_fetch_ahead_and_write_the_in_order_run(tmp_path, server):
+    """A model run extended by `resume`, and a fork of it that changes nothing, go on from a
+    checkpoint with run-ahead, as fresh runs do, and write what one in-order run wrote."""
+    from smallville.run import fork_run, resume_run
+
+    in_order = town_hour(tmp_path, server, "in_order", lookahead=0)
+    brain = LLMConfig(model="openai/test-model", api_base=server.api_base, preflight=False, max_concurrency=16,
+                      lookahead=3600)
+    half = run_scenario(load_scenario(THE_VILLE), runs_dir=tmp_path / "half", duration=1800, brain=brain,
+                        embedder="lexical")
+    forks_before = half.manifest["usage"]["run_ahead"]["forks"]
+    longer = resume_run(half.path, extend=1800)
+    assert longer.manifest["resumed"][-1]["restored"] == "2023-02-13 07:30:00"        # the run's last checkpoint
+    assert longer.manifest["usage"]["run_ahead"]["forks"] > forks_before
+    forked = fork_run(longer.path, 2700, runs_dir=tmp_path / "fork")
+    assert forked.manifest["fork"]["restored"] == "2023-02-13 07:30:00"               # then on to 07:45
+    assert forked.manifest["usage"]["run_ahead"]["forks"] > 0
+    for run in (longer, forked):
+        assert (run.path / "events.jsonl").read_bytes() == (in_order.path / "events.jsonl").read_bytes(), run.path

@@ -97,19 +97,25 @@ def go(run: Run, stack, embedder, until: float, *, on_start: Callable | None = N
         if on_start:
             on_start(sim, path, manifest.to_dict())
 
+        saved = [start if restore else None]          # the time of the last checkpoint written
+
+        def checkpoint() -> None:
+            for f in (out, rec):
+                f.flush()
+                os.fsync(f.fileno())
+            write_checkpoint(sim, path, lengths())
+            saved[0] = sim.env.now
+
         def step(now: float) -> None:
             if checkpoint_every and now % checkpoint_every == 0 or fork and now == fork["t"]:
-                for f in (out, rec):                  # a fork's point is a checkpoint too: its state before the fork
-                    f.flush()
-                    os.fsync(f.fileno())
-                write_checkpoint(sim, path, lengths())
+                checkpoint()                          # a fork's point is a checkpoint too: its state before the fork
             if fork and now == fork["t"]:
                 fork_now()
             fault_point("kill-at", now)
             if on_step:
                 on_step(now)
             if ctrl_c.pressed:
-                raise KeyboardInterrupt
+                raise Stopped
 
         stops = (fork["t"],) if fork and fork["t"] > start else ()
         ctrl_c = CtrlC()
@@ -117,6 +123,12 @@ def go(run: Run, stack, embedder, until: float, *, on_start: Callable | None = N
             with ctrl_c:
                 sim.run(until, on_step=step, stops=stops)
             manifest.status = "completed"
+            if saved[0] != sim.env.now:
+                checkpoint()                          # where a longer run (resume --for) goes on from
+        except Stopped:                              # Ctrl-C, at the end of a step: the state is whole
+            manifest.status = "interrupted"
+            if saved[0] != sim.env.now:
+                checkpoint()
         except BudgetExhausted as exc:
             stopped = exc
             manifest.status = "budget_exhausted"
@@ -189,6 +201,10 @@ def _usage(manifest, stacks, before: dict | None, agents: int, hours: float) -> 
             stats.update(ahead.stats)               # (adding Counters would drop the zeros)
         usage["run_ahead"] = dict(sorted(stats.items()))
     manifest.usage = usage
+
+
+class Stopped(KeyboardInterrupt):
+    """Ctrl-C, taken at the end of a step."""
 
 
 class CtrlC:
