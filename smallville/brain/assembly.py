@@ -12,7 +12,7 @@ run's: nothing is pushed down the chain afterwards.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from smallville.brain.base import Brain
@@ -24,16 +24,20 @@ from smallville.errors import BrainError
 @dataclass
 class Stack:
     """A brain put together: `brain` is what the engine asks; `ahead` is run-ahead's
-    fetcher when there is one (its dispatcher needs it, and it must be closed)."""
+    fetcher when there is one (its dispatcher needs it). `close` ends what the stack
+    started: run-ahead's calls, the model's thread pool, the cache's file."""
 
     brain: Brain
     settings: LLMConfig
     ledger: Ledger
     ahead: object = None
+    closers: list = field(default_factory=list)
 
     def close(self) -> None:
         if self.ahead is not None:
             self.ahead.close()
+        while self.closers:
+            self.closers.pop()()
 
 
 def settings_of(manifest: dict, more: dict | None = None, spent=None) -> LLMConfig:
@@ -60,7 +64,8 @@ def assemble(settings: LLMConfig, seed: int, *, ledger: Ledger | None = None, ca
     `live=False` is an error. `run_ahead`: fetch answers ahead of the clock when the
     settings say so (never behind a replay). `model` stands in for the LLM brain."""
     ledger = ledger if ledger is not None else Ledger()
-    brain = _live(settings, seed, ledger, cache, spent, model) if live else None
+    closers: list = []
+    brain = _live(settings, seed, ledger, cache, spent, model, closers) if live else None
     ahead = None
     if brain is not None and replay is None and run_ahead:
         ahead = _ahead(brain, settings)
@@ -72,10 +77,10 @@ def assemble(settings: LLMConfig, seed: int, *, ledger: Ledger | None = None, ca
         from smallville.brain.record import Replaying
 
         brain = Replaying(replay[0], fallthrough=brain, start=replay[1])
-    return Stack(brain, settings, ledger, ahead)
+    return Stack(brain, settings, ledger, ahead, closers)
 
 
-def _live(settings: LLMConfig, seed: int, ledger: Ledger, cache, spent, model) -> Brain:
+def _live(settings: LLMConfig, seed: int, ledger: Ledger, cache, spent, model, closers: list) -> Brain:
     if settings.is_offline and model is None:
         from smallville.brain.offline import OfflineBrain
 
@@ -83,7 +88,8 @@ def _live(settings: LLMConfig, seed: int, ledger: Ledger, cache, spent, model) -
         if cache is not None:
             from smallville.brain.record import Caching
 
-            return Caching(brain, cache, ledger)
+            brain = Caching(brain, cache, ledger)
+            closers.append(brain.close)
         return brain
     from smallville.brain.wrappers import RatingMemo, Retrying, WithFallbacks
 
@@ -96,6 +102,7 @@ def _live(settings: LLMConfig, seed: int, ledger: Ledger, cache, spent, model) -
             raise BrainError(f"unknown brain {settings.model!r}: use offline, or a litellm model name such as "
                              "openai/gpt-4o-mini or ollama/llama3.1") from None
         model = LLMBrain(settings, ledger)
+        closers.append(model.close)
     inner = model
     if settings.budget:
         from smallville.brain.budget import Budget, Budgeted
@@ -110,6 +117,7 @@ def _live(settings: LLMConfig, seed: int, ledger: Ledger, cache, spent, model) -
         from smallville.brain.record import Caching
 
         inner = Caching(inner, cache, ledger)
+        closers.append(inner.close)
     return WithFallbacks(Retrying(inner, settings.retries, settings.backoff, ledger), ledger)
 
 

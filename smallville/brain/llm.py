@@ -92,6 +92,10 @@ class LLMBrain:
     def price(self, prompt: int, completion: int) -> float:
         return price(self.config, prompt, completion)
 
+    def close(self) -> None:
+        """End the pool of threads that send calls (calls under way finish first)."""
+        self._pool.shutdown(wait=True)
+
     def preflight(self, gate: Callable[[list[dict]], ContextManager] | None = None) -> str | None:
         """Small structured calls before the run starts, in the configured mode and, if the
         server refuses it or ignores it, in the next (json_schema -> json_object -> prompt):

@@ -203,6 +203,9 @@ class Caching:
         if hasattr(self.inner, "learn"):
             self.inner.learn(request, answer)
 
+    def close(self) -> None:
+        self._out.close()
+
     def _key(self, request: rq.Message) -> str:
         return f"{self.fingerprint}:{rq.request_key(request)}"
 

@@ -144,7 +144,8 @@ def go(run: Run, stack, embedder, until: float, *, on_start: Callable | None = N
         finally:
             sim.log.flush()
             for each in stacks:
-                each.close()
+                each.close()                           # (copies of run-ahead killed first)
+            sim.dispatch.close()
             _final(manifest, sim)
             if manifest.status == "interrupted":   # Ctrl-C may land between an event's line and its count
                 out.flush()

@@ -73,6 +73,9 @@ class Dispatcher:
             self.on_repair(agent, request, notes)
         return answer
 
+    def close(self) -> None:
+        """End what the dispatcher started (nothing here; run-ahead's has threads)."""
+
     def get_state(self) -> dict:
         """The counters, as JSON: requests by kind, batches, each agent's sequence number,
         and what the runaway guard has counted this simulated hour."""

@@ -175,6 +175,9 @@ class RunAheadDispatcher(Dispatcher):
         for place in names + sorted({n.split(" / ")[0] for n in names}):
             self.place_arenas[place] = self.arenas_of(place)
 
+    def close(self) -> None:
+        self.readers.shutdown(wait=True)
+
     def arenas_of(self, place: str) -> set[int]:
         """The arenas of a place (an arena, or a sector and all its arenas)."""
         ids = {int(self.arena_ids[y, x]) for x, y in self.sim.world.grid.tiles_in(place)}
