@@ -11,9 +11,10 @@ Every other agent's requests are exactly the ones the in-order run will make, so
 copy sends them home through a pipe and exits; the original asks the model for them at
 once, up to `concurrency` at a time, and forks again as answers come in.
 
-The copy never writes a file: its descriptors are pointed at /dev/null, it drives the
-clock itself from the fork point and leaves with `os._exit`, so nothing of the original
-run is touched. A wrong guess by the copy can only waste a call, never change the run:
+The copy never writes a file: its descriptors are pointed at /dev/null and its log at
+nowhere, it asks through a dispatcher of its own (`_Asking`), drives the clock itself from
+the fork point, reports what it needs as JSON and leaves with `os._exit`, so nothing of the
+original run is touched. Where an agent is heading it reads from the agent's state (`Doing`). A wrong guess by the copy can only waste a call, never change the run:
 the in-order run takes each answer by (request key, occurrence) and asks the model itself
 for any it lacks.
 """
@@ -21,8 +22,8 @@ for any it lacks.
 from __future__ import annotations
 
 import gc
+import json
 import os
-import pickle
 import select
 import signal
 import sys
@@ -33,11 +34,11 @@ from typing import Any, Sequence
 import numpy as np
 import simpy
 
-from smallville import events
 from smallville.brain import requests as rq
 from smallville.brain.base import Answers, Fallback
 from smallville.brain.wrappers import safe_answer
 from smallville.sim.dispatch import Dispatcher
+from smallville.sim.log import Nowhere
 
 Key = tuple[str, int]          # (request key, occurrence of that key in the run)
 COPY_PATIENCE = 30.0           # wall seconds a copy may take before it is killed
@@ -166,7 +167,7 @@ class RunAheadDispatcher(Dispatcher):
         self.max_copies = max(1, (os.cpu_count() or 2) - 1)     # copies at once: leave a core to the original
         self.readers = ThreadPoolExecutor(max_workers=self.max_copies, thread_name_prefix="smallville-copy")
         grid = sim.world.grid
-        names = sorted(set(grid._area.values()))      # arenas: the full area paths tiles have
+        names = grid.arenas()
         self.arena_ids = np.full(self.walkable.shape, -1, dtype=np.int64)   # each tile's arena, -1 for walls
         for i, name in enumerate(names):
             for x, y in grid.tiles_in(name):
@@ -251,7 +252,8 @@ def _report(pid: int, fd: int, alive: set[int], patience: float = COPY_PATIENCE)
         os.waitpid(pid, 0)
         alive.discard(pid)
     try:
-        return pickle.loads(b"".join(chunks))
+        return [((key, occurrence), rq.Message.registry[request["kind"]].from_dict(request), ahead_s)
+                for (key, occurrence), request, ahead_s in json.loads(b"".join(chunks))]
     except Exception:
         return None
 
@@ -264,7 +266,7 @@ class _Copy:
         self.env = self.sim.env
         self.needed: list[tuple[Key, rq.Message, float]] = []   # and how far ahead of the original
         self.stopped: dict[str, tuple] = {}     # agent -> (time, tiles, arena, plan, plan's end) at its stop
-        self.heading: dict[str, tuple[int, int]] = {}
+        self.asking: Dispatcher | None = None   # the copy's own dispatcher
         world = self.sim.world
         self.vision, self.tile_time, self.tick = world.vision, world.tile_time, self.sim.tick
         self._walkable = dispatch.walkable
@@ -280,17 +282,8 @@ class _Copy:
             if faiss is not None:           # OpenMP's thread pool does not survive a fork
                 faiss.omp_set_num_threads(1)
             self._seal()
-            emit = self.sim.emit
-
-            def watching(kind, agent, /, **fields):
-                if kind == events.MOVE:
-                    self.heading[agent] = tuple(fields["to"])
-                emit(kind, agent, **fields)
-
-            self.sim.emit = watching
-            self.dispatch._flush = self._flush
+            self.sim.dispatch = self.asking = _Asking(self, self.dispatch)
             self.env.process(self._watch())
-            self.dispatch._pending = []
             self._answer(batch)
             while self.env.peek() < self.horizon:
                 try:
@@ -312,11 +305,10 @@ class _Copy:
                     os.dup2(null, fd)
                 except OSError:
                     pass
-        self.sim.log.out = None
-        self.sim.log.records = _Nowhere()
+        self.sim.log.out = Nowhere()
 
     def _leave(self) -> None:
-        data = pickle.dumps(self.needed)
+        data = json.dumps([[list(key), request.to_dict(), ahead_s] for key, request, ahead_s in self.needed]).encode()
         view = memoryview(data)
         while view:
             view = view[os.write(self.out, view):]
@@ -324,14 +316,9 @@ class _Copy:
 
     # ---- answering in the copy ------------------------------------------------------
 
-    def _flush(self, _event=None) -> None:
-        batch = sorted(self.dispatch._pending, key=lambda p: (p[0], p[1]))
-        self.dispatch._pending = []
-        self._answer(batch)
-
     def _answer(self, batch) -> None:
         ahead = self.ahead
-        _, refused = self.dispatch.guard(batch)
+        _, refused = self.asking.guard(batch)
         for i, (agent, _, request, event) in enumerate(batch):
             if i in refused:                       # past the runaway guard's ceiling: the safe default
                 event.succeed(safe_answer(request))
@@ -349,7 +336,7 @@ class _Copy:
                     self.needed.append((key, request, self.env.now - self.began))
                 self._stop(agent)
                 continue
-            event.succeed(self.dispatch.fit(agent, request, result[0]))
+            event.succeed(self.asking.fit(agent, request, result[0]))
         if len(self.needed) >= self.cap:
             self._leave()
 
@@ -370,7 +357,8 @@ class _Copy:
 
     def _tiles(self, agent: str) -> tuple:
         here = self.sim.world.position(agent)
-        heading = self.heading.get(agent)
+        doing = self.sim.agents[agent].doing
+        heading = doing.tile if doing is not None and doing.phase == "walking" else None
         return (here,) if heading is None or heading == here else (here, heading)
 
     def _spread(self) -> None:
@@ -425,7 +413,7 @@ class _Copy:
 
 def walkable_mask(grid) -> np.ndarray:
     mask = np.zeros((grid.height, grid.width), dtype=bool)
-    for x, y in grid._area:
+    for x, y in grid.walkable_tiles():
         mask[y, x] = True
     return mask
 
@@ -448,6 +436,17 @@ def _walk(walkable: np.ndarray, tiles, steps: int) -> np.ndarray:
     return seen
 
 
-class _Nowhere(list):
-    def append(self, _item) -> None:
-        pass
+class _Asking(Dispatcher):
+    """The copy's dispatcher: it hands each batch to the copy, which answers what has been
+    fetched and stops the agents whose answers have not."""
+
+    def __init__(self, copy: "_Copy", base: Dispatcher) -> None:
+        super().__init__(base.env, base.brain, base.on_fallback)
+        self.ceiling, self.on_refused, self.on_repair = base.ceiling, base.on_refused, base.on_repair
+        self.set_state(base.get_state())
+        self.copy = copy
+
+    def _flush(self, _event) -> None:
+        batch = sorted(self._pending, key=lambda p: (p[0], p[1]))
+        self._pending = []
+        self.copy._answer(batch)

@@ -44,6 +44,14 @@ class Grid:
     def walkable(self, tile: Tile) -> bool:
         return tile in self._area
 
+    def walkable_tiles(self) -> list[Tile]:
+        """Every walkable tile."""
+        return list(self._area)
+
+    def arenas(self) -> list[str]:
+        """The full area paths tiles have (no bare sectors), sorted."""
+        return sorted(set(self._area.values()))
+
     def area_at(self, tile: Tile) -> str | None:
         """The area path of a tile ("Sector / Arena"), or None for a wall."""
         return self._area.get(tile)
