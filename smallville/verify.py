@@ -72,7 +72,7 @@ def first_difference(a, b, path: str = "") -> str:
 def verify(run_dir: str | Path) -> Verdict:
     """Re-simulate a run from its start and compare it with what it wrote."""
     from smallville.brain.record import Replaying
-    from smallville.checkpoint import checkpoints, digest
+    from smallville.checkpoint import checkpoints, digest, load_state
     from smallville.run import Run, apply_fork
     from smallville.sim import SimConfig, Simulation
     from smallville.sim.log import EventLog
@@ -95,7 +95,7 @@ def verify(run_dir: str | Path) -> Verdict:
             state = sim.get_state()
             if digest(state) != saved[now]["digest"]:
                 raise Differs(f"checkpoint {saved[now]['time']}: the state differs at "
-                              f"{first_difference(saved[now]['state'], json.loads(json.dumps(state)))}")
+                              f"{first_difference(load_state(run_dir, saved[now]), json.loads(json.dumps(state)))}")
             checked += 1
         if fork and now == fork["t"]:
             apply_fork(sim, fork)

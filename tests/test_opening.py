@@ -90,7 +90,7 @@ def test_resume_says_which_checkpoint_and_what_it_cut(tmp_path):
                         env={"SMALLVILLE_FAULT": "kill-at:9000"})
     assert killed.returncode == -9
     (run,) = tmp_path.iterdir()
-    checkpoint = json.loads((run / "checkpoints" / "000007200" / "state.json").read_text())
+    checkpoint = json.loads((run / "checkpoints" / "000007200" / "head.json").read_text())
     past = {name: (run / name).read_bytes()[size:].count(b"\n") for name, size in checkpoint["files"].items()}
     with open(run / "events.jsonl", "a") as f:
         f.write('{"t": 9001, "kind": "mem')                         # torn by the crash

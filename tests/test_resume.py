@@ -10,6 +10,8 @@ import sys
 import pytest
 from conftest import CAFE_TRIO, ROOT, THE_VILLE
 
+from smallville.checkpoint import load_state
+
 
 def smallville(*args, env=None):
     return subprocess.run([sys.executable, "-m", "smallville", *map(str, args)], cwd=ROOT, capture_output=True,
@@ -68,14 +70,15 @@ def test_checkpoints_are_whole_documented_json(whole):
     folders = sorted(p.name for p in (whole / "checkpoints").iterdir())
     assert folders == ["000003600", "000007200", "000010800", "000014400", "000018000", "000021600",
                        "000025200", "000028800", "memory"]
-    state = json.loads((whole / "checkpoints" / "000010800" / "state.json").read_text())
-    assert state["schema"] == 2 and state["t"] == 10800 and state["time"] == "2023-02-13 10:00:00"
-    assert set(state["state"]["agents"]) == {"isabella_rodriguez", "klaus_mueller", "maria_lopez"}
-    maria = state["state"]["agents"]["maria_lopez"]
+    head = json.loads((whole / "checkpoints" / "000010800" / "head.json").read_text())
+    assert head["schema"] == 3 and head["t"] == 10800 and head["time"] == "2023-02-13 10:00:00"
+    state = load_state(whole, head)
+    assert set(state["agents"]) == {"isabella_rodriguez", "klaus_mueller", "maria_lopez"}
+    maria = state["agents"]["maria_lopez"]
     assert {"plan", "queue", "rng", "memories", "relationships", "doing"} <= set(maria)
     assert maria["doing"]["phase"] in ("waiting", "walking", "sleeping", "talking", "listening")
     assert maria["doing"]["until"] >= 10800
-    events = (whole / "events.jsonl").read_bytes()[:state["files"]["events.jsonl"]]
+    events = (whole / "events.jsonl").read_bytes()[:head["files"]["events.jsonl"]]
     assert events.endswith(b"\n") and json.loads(events.splitlines()[-1])["t"] < 10800
     assert not any(p.suffix == ".pkl" for p in whole.rglob("*"))
 

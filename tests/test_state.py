@@ -15,7 +15,7 @@ import pytest
 from conftest import CAFE_TRIO, ROOT, THE_VILLE
 
 from smallville.brain import make_brain
-from smallville.checkpoint import checkpoints, digest, restore
+from smallville.checkpoint import checkpoints, digest, load_state, restore
 from smallville.embed import make_embedder
 from smallville.run import run_scenario
 from smallville.scenario import load_scenario
@@ -44,21 +44,30 @@ def test_every_checkpoint_brings_back_the_run_that_followed_it(ville_day):
     events = (ville_day.path / "events.jsonl").read_bytes()
     saved = checkpoints(ville_day.path)
     assert len(saved) == 104
+    before = None
     for here, there in zip(saved, saved[1:]):
         out = io.StringIO()
         sim = restored(ville_day, here, out)
         assert digest(sim.get_state()) == here["digest"]
+        if before is not None:                      # and every memory's last access, which the digest leaves out
+            assert all(accessed(sim, a) == accessed(before, a) for a in sim.agents), here["time"]
         sim.run(there["t"])
         assert digest(sim.get_state()) == there["digest"], here["time"]
         span = events[here["files"]["events.jsonl"]:there["files"]["events.jsonl"]]
         assert out.getvalue().encode() == span, here["time"]
+        before = sim
+
+
+def accessed(sim, agent_id: str) -> list[float]:
+    stream = sim.agents[agent_id].stream
+    return [stream[i].last_accessed for i in range(len(stream))]
 
 
 def test_checkpoints_catch_agents_in_every_phase(ville_day):
-    phases = Counter(agent["doing"]["phase"] for c in checkpoints(ville_day.path)
-                     for agent in c["state"]["agents"].values())
+    states = [load_state(ville_day.path, c) for c in checkpoints(ville_day.path)]
+    phases = Counter(agent["doing"]["phase"] for state in states for agent in state["agents"].values())
     assert set(phases) == {"waiting", "walking", "sleeping", "talking", "listening"}
-    talks = [c["state"]["conversations"] for c in checkpoints(ville_day.path) if c["state"]["conversations"]]
+    talks = [state["conversations"] for state in states if state["conversations"]]
     assert talks and all(t["lines"] and t["turn"] == len(t["lines"]) for ts in talks for t in ts)
 
 
@@ -66,7 +75,7 @@ def test_state_is_plain_json_and_set_state_gives_it_back(ville_day):
     (checkpoint,) = [c for c in checkpoints(ville_day.path) if c["time"] == "2023-02-13 18:00:00"]
     sim = restored(ville_day, checkpoint, io.StringIO())
     state = sim.get_state()
-    assert json.loads(json.dumps(state)) == state == checkpoint["state"]
+    assert json.loads(json.dumps(state)) == state == load_state(ville_day.path, checkpoint)
     assert state["schema"] == 2 and state["t"] == checkpoint["t"]
     assert not any(p.suffix in (".pkl", ".pickle") for p in ville_day.path.rglob("*"))
 
@@ -168,6 +177,42 @@ def test_inspect_shows_what_the_event_log_says(trio):
         assert shown["area"] == last_move["area"]
 
 
+def as_written_by_schema(run, schema: int) -> None:
+    """Rewrite a run's checkpoints as an older smallville wrote them: schema 2, each the whole
+    state and every last-access time; schema 1, the state's fields at the top."""
+    import numpy as np
+
+    from smallville.checkpoint import _accessed
+
+    heads = checkpoints(run)
+    states = [load_state(run, head) for head in heads]          # all read before any is rewritten
+    accessed = [_accessed(run / "checkpoints", head, list(state["agents"]))[0] for head, state in zip(heads, states)]
+    for head, state, times in zip(heads, states, accessed):
+        folder = run / "checkpoints" / f"{int(head['t']):09d}"
+        for path in folder.iterdir():
+            path.unlink()
+        body = {"schema": 2, "time": head["time"], "t": head["t"], "digest": head["digest"], "files": head["files"],
+                "state": state}
+        if schema == 1:
+            body = {**state, "schema": 1, "t": head["t"], "time": head["time"], "digest": "", "files": head["files"]}
+        (folder / "state.json").write_text(json.dumps(body))
+        np.savez(folder / "accessed.npz", **dict(zip(state["agents"], times)))
+
+
+def test_a_run_written_by_the_previous_version_goes_on_from_its_checkpoints(trio, tmp_path):
+    runs = {}
+    for name, schema in (("now", 3), ("old", 2)):
+        runs[name] = tmp_path / name
+        subprocess.run(["cp", "-r", str(trio), str(runs[name])], check=True)
+        if schema == 2:
+            as_written_by_schema(runs[name], 2)
+        longer = smallville("resume", runs[name], "--for", "1h", "--quiet")
+        assert longer.returncode == 0, longer.stderr
+    assert (runs["old"] / "events.jsonl").read_bytes() == (runs["now"] / "events.jsonl").read_bytes()
+    assert [c["schema"] for c in checkpoints(runs["old"])] == [2, 2, 2, 2, 3]
+    assert smallville("verify", runs["old"]).returncode == 0
+
+
 def test_a_run_with_only_old_checkpoints_is_refused_in_one_line(trio, tmp_path):
     old = tmp_path / "old"
     subprocess.run(["cp", "-r", str(trio), str(old)], check=True)
@@ -175,10 +220,7 @@ def test_a_run_with_only_old_checkpoints_is_refused_in_one_line(trio, tmp_path):
         manifest = json.load(f)
     manifest["status"] = "interrupted"
     (old / "manifest.json").write_text(json.dumps(manifest))
-    for state in (old / "checkpoints").glob("*/state.json"):       # as the previous version wrote them
-        body = json.loads(state.read_text())
-        state.write_text(json.dumps({**body["state"], "schema": 1, "t": body["t"], "time": body["time"],
-                                     "digest": "", "files": body["files"]}))
+    as_written_by_schema(old, 1)
     result = smallville("resume", old)
     assert result.returncode == 1 and result.stderr.count("\n") == 1
     assert "written by an older smallville" in result.stderr and "schema 1" in result.stderr

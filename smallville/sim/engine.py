@@ -98,6 +98,7 @@ class Simulation:
         self.conversations: dict[str, Conversation] = {}
         self.waits = 0                          # waits begun so far: ties in wake-up time go in this order
         self.pending_events: dict[int, int] = {}   # scenario event (index) -> order of its wait
+        self.checkpointed = None                # what the last checkpoint written or restored holds (checkpoint.Saved)
         self._started = False
 
     # ---- running --------------------------------------------------------------------
