@@ -106,6 +106,7 @@ class Saved:
     dicts: dict[tuple[str, str], tuple[dict, list]] = field(default_factory=dict)  # value, parts
     rngs: dict[str, _Twists] = field(default_factory=dict)
     accessed: tuple[float, list[np.ndarray]] | None = None           # the last full times: T, per agent
+    memories: dict[str, int] = field(default_factory=dict)           # how many each agent's stream held
 
     def usable(self, root: Path, t: float) -> bool:
         return self.root == root.resolve() and self.t < t and (root / folder_name(self.t) / HEAD).exists()
@@ -153,6 +154,7 @@ class _Writer:
         return twists
 
     def record(self, agent_id: str, state: dict) -> list:
+        self.now.memories[agent_id] = state["memories"]
         record = {**state, "plan": self.put(state["plan"])}
         for name in PATCHED:
             record[name] = self.patched((agent_id, name), state[name])
@@ -194,11 +196,13 @@ def _last_accessed(stream) -> np.ndarray:
     return stream._accessed[:len(stream)]
 
 
-def _save_streams(sim, root: Path) -> None:
-    """Append each agent's new memories to its stream on disk. The saves wait on the disk
-    (several files synced each), so they go on side by side."""
+def _save_streams(sim, root: Path, saved: dict[str, int]) -> None:
+    """Append each agent's new memories to its stream on disk, unless it has the `saved`
+    number still (its last-access times are the checkpoint's). The saves wait on the disk
+    (several files written and synced each), so they go on side by side."""
+    changed = [agent for agent in sim.agents.values() if len(agent.stream) != saved.get(agent.id)]
     with ThreadPoolExecutor(max_workers=16) as pool:
-        list(pool.map(lambda agent: agent.stream.save(str(root / agent.id)), sim.agents.values()))
+        list(pool.map(lambda agent: agent.stream.save(str(root / agent.id)), changed))
 
 
 def _write_synced(path: Path, write) -> None:
@@ -218,10 +222,10 @@ def write_checkpoint(sim, run_dir: Path, files: dict[str, int]) -> Path:
     tmp = root / f".{folder_name(t)}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    _save_streams(sim, root / "memory")
+    before = sim.checkpointed if sim.checkpointed is not None and sim.checkpointed.usable(root, t) else None
+    _save_streams(sim, root / "memory", before.memories if before else {})
     fault_point("kill-in-checkpoint", t)
     state = sim.get_state()
-    before = sim.checkpointed if sim.checkpointed is not None and sim.checkpointed.usable(root, t) else None
     with open(tmp / PARTS, "wb") as out:
         writer = _Writer(root, t, out, before)
         agents = {a: writer.record(a, s) for a, s in state["agents"].items()}
@@ -291,6 +295,7 @@ class _Reader:
 
     def record(self, agent_id: str, ref: list) -> dict:
         state = self.get(ref)
+        self.saved.memories[agent_id] = state["memories"]
         state["plan"] = self.get(state["plan"])
         for name in PATCHED:
             state[name] = self.patched((agent_id, name), state[name])
