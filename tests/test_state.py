@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -15,7 +17,7 @@ import pytest
 from conftest import CAFE_TRIO, ROOT, THE_VILLE
 
 from smallville.brain import make_brain
-from smallville.checkpoint import checkpoints, digest, load_state, restore
+from smallville.checkpoint import _Twists, checkpoints, digest, load_state, restore
 from smallville.embed import make_embedder
 from smallville.run import run_scenario
 from smallville.scenario import load_scenario
@@ -69,6 +71,33 @@ def test_checkpoints_catch_agents_in_every_phase(ville_day):
     assert set(phases) == {"waiting", "walking", "sleeping", "talking", "listening"}
     talks = [state["conversations"] for state in states if state["conversations"]]
     assert talks and all(t["lines"] and t["turn"] == len(t["lines"]) for ts in talks for t in ts)
+
+
+def test_a_checkpoint_writes_what_changed_and_refers_back_for_the_rest(ville_day):
+    saved = checkpoints(ville_day.path)
+    folders = [ville_day.path / "checkpoints" / f"{int(c['t']):09d}" for c in saved]
+    written = sum((folder / "parts.jsonl").stat().st_size for folder in folders[1:])
+    whole = sum(len(json.dumps(load_state(ville_day.path, c), separators=(",", ":"))) for c in saved[1:])
+    assert written < whole / 8                              # every 15 minutes here: a twelfth
+    for c, folder in zip(saved, folders):                  # references only to itself and to earlier ones
+        refs = re.findall(rb"\[(\d+),\d+,\d+\]", (folder / "parts.jsonl").read_bytes())
+        assert refs and all(int(t) <= c["t"] for t in refs)
+    kinds = [c["accessed"] for c in saved]                  # last-access times: every one, or what changed
+    assert kinds[0] is None and None in kinds[1:] and any(k is not None for k in kinds)
+
+
+def test_an_rng_is_stored_as_its_words_twisted_on():
+    rng = random.Random("7:agent:ann")
+    rng.random()
+    words = rng.getstate()[1][:624]
+    twists = _Twists(words, [0, 0, 0])
+    for _ in range(3000):                                   # 6,000 words drawn: 9 times the 624 anew
+        rng.random()
+    later = rng.getstate()[1][:624]
+    assert not twists.reach(later, most=8) and twists.reach(later) and twists.twists == 9
+    assert _Twists(words, [0, 0, 0], 9).words == later
+    rng.seed(8)
+    assert not twists.reach(rng.getstate()[1][:624])       # another seed's words are written anew
 
 
 def test_state_is_plain_json_and_set_state_gives_it_back(ville_day):
