@@ -73,7 +73,7 @@ class Replaying:
     def __init__(self, run_dir: str | Path, fallthrough=None, start: int = 0) -> None:
         self.path = Path(run_dir) / RECORD
         self.fallthrough = fallthrough
-        self._entries: dict[str, list[dict]] = defaultdict(list)
+        self._entries: dict[str, list[bytes]] = defaultdict(list)     # lines, read when first served
         self._used: dict[str, int] = defaultdict(int)
         self.served = 0
         offset = 0
@@ -84,12 +84,12 @@ class Replaying:
                     if not line.strip():
                         continue
                     try:
-                        entry = json.loads(line)
-                        self._entries[entry["key"]].append(entry)
+                        key = line[8:24].decode() if line.startswith(b'{"key":"') else json.loads(line)["key"]
+                        self._entries[key].append(line)
                     except (ValueError, KeyError):
                         raise BrainError(f"{self.path}:{n}: not a record line") from None
                     if before < start:
-                        self._used[entry["key"]] += 1
+                        self._used[key] += 1
                         self.served += 1
         except OSError as exc:
             raise BrainError(f"cannot replay from {run_dir}: {exc.strerror or exc}: {self.path}") from None
@@ -118,7 +118,7 @@ class Replaying:
                                      f"{self.path}; --replay-fallthrough sends such requests to the live brain")
                 live.append(i)
                 continue
-            entry = entries[min(self._used[key], len(entries) - 1)]
+            entry = json.loads(entries[min(self._used[key], len(entries) - 1)])
             self._used[key] += 1
             self.served += 1
             out[i] = rq.Message.registry[entry["answer"]["kind"]].from_dict(entry["answer"])
