@@ -197,7 +197,8 @@ def on_disk(result: dict) -> str:
 
 
 def share(result: dict) -> str:
-    return f"{100 * result['checkpoint'] / result['wall']:.1f}% ({result['checkpoint']:.1f} s of {result['wall']:.1f} s)"
+    spent, wall = result["checkpoint"], result["wall"]
+    return f"{100 * spent / wall:.1f}% ({spent:.1f} s of {wall:.1f} s)"
 
 
 def seconds_at(marks: dict, t: float) -> float:

@@ -17,7 +17,8 @@ import pytest
 from conftest import CAFE_TRIO, ROOT, THE_VILLE
 
 from smallville.brain import make_brain
-from smallville.checkpoint import _Twists, checkpoints, digest, load_state, restore
+from smallville.checkpoint import checkpoints, digest, load_state, restore
+from smallville.checkpoint.parts import Twists
 from smallville.embed import make_embedder
 from smallville.run import run_scenario
 from smallville.scenario import load_scenario
@@ -90,12 +91,12 @@ def test_an_rng_is_stored_as_its_words_twisted_on():
     rng = random.Random("7:agent:ann")
     rng.random()
     words = rng.getstate()[1][:624]
-    twists = _Twists(words, [0, 0, 0])
+    twists = Twists(words, [0, 0, 0])
     for _ in range(3000):                                   # 6,000 words drawn: 9 times the 624 anew
         rng.random()
     later = rng.getstate()[1][:624]
     assert not twists.reach(later, most=8) and twists.reach(later) and twists.twists == 9
-    assert _Twists(words, [0, 0, 0], 9).words == later
+    assert Twists(words, [0, 0, 0], 9).words == later
     rng.seed(8)
     assert not twists.reach(rng.getstate()[1][:624])       # another seed's words are written anew
 

@@ -1,0 +1,177 @@
+"""Checkpoints: the state of a run at a simulated time, as JSON plus arrays (no pickle),
+each writing only what changed since the one before.
+
+    RUN_DIR/checkpoints/
+      memory/ID/            each agent's memory stream, saved incrementally (append-only)
+      T/head.json           what `checkpoints()` lists: the time, the digest of the whole
+                            state, how long the event log and the answer record were at T,
+                            and where the state's root part is
+      T/parts.jsonl         the parts of the state first written at T, one JSON a line
+      T/accessed.npz        the memories' last-access times: every one, or those changed
+                            since the last checkpoint that has every one
+
+The state (`Simulation.get_state()`) is stored as parts that refer to each other by
+`[T, offset, length]` (bytes of `T/parts.jsonl`): the root part is the state with each
+agent replaced by a reference to its record, and the objects by a dict's references; a
+record is the agent's state with its plan, its random generator's words and its dicts
+(relationships, talks, earlier lines, ...) replaced by references. A part that has not
+changed since the previous checkpoint is not written again: the reference points where it
+already is (`smallville.checkpoint.parts`). So a checkpoint is read by following references
+at most three deep, however many came before it.
+
+A checkpoint folder is written under a temporary name and renamed into place when whole,
+so a crash during a save leaves the previous checkpoints intact; a checkpoint refers only
+to earlier ones, which are never removed before it (`resume` removes later ones). `T` is
+the simulated second, zero-padded (`000007200`). Schema 2 (the whole state in
+`T/state.json`, every last-access time in `T/accessed.npz`) is still read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from smallville.checkpoint.parts import PARTS, Reader, Saved, Writer, folder_name, starts, text
+
+__all__ = ["CHECKPOINT_SCHEMA", "checkpoints", "digest", "fault_point", "folder_name", "load_state", "restore",
+           "write_checkpoint"]
+
+CHECKPOINT_SCHEMA = 3
+READABLE = (2, 3)                       # schemas `restore` reads
+HEAD, ACCESSED, WHOLE_STATE = "head.json", "accessed.npz", "state.json"
+
+
+def fault_point(stage: str, t: float) -> None:
+    """Fault injection for the crash tests: SMALLVILLE_FAULT=kill-in-checkpoint:T."""
+    if os.environ.get("SMALLVILLE_FAULT") == f"{stage}:{int(t)}":
+        os.kill(os.getpid(), 9)
+
+
+def digest(state: dict) -> str:
+    return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
+
+
+def _last_accessed(stream) -> np.ndarray:
+    """Every memory's last-access time (`Memory.last_accessed`), as one array."""
+    return stream._accessed[:len(stream)]
+
+
+def _save_streams(sim, root: Path, saved: dict[str, int]) -> None:
+    """Append each agent's new memories to its stream on disk, unless it has the `saved`
+    number still (its last-access times are the checkpoint's). The saves wait on the disk
+    (several files written and synced each), so they go on side by side."""
+    changed = [agent for agent in sim.agents.values() if len(agent.stream) != saved.get(agent.id)]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(lambda agent: agent.stream.save(str(root / agent.id)), changed))
+
+
+def _write_synced(path: Path, write) -> None:
+    with open(path, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_checkpoint(sim, run_dir: Path, files: dict[str, int]) -> Path:
+    """Save the simulation's state now; `files` maps run files (events.jsonl, answers.jsonl)
+    to their length in bytes at this moment. What the run's previous checkpoint (written or
+    restored by `sim`) holds already is referred to, not written again."""
+    root = Path(run_dir) / "checkpoints"
+    t = sim.env.now
+    final = root / folder_name(t)
+    tmp = root / f".{folder_name(t)}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    before = sim.checkpointed if sim.checkpointed is not None and sim.checkpointed.usable(root, t) else None
+    _save_streams(sim, root / "memory", before.memories if before else {})
+    fault_point("kill-in-checkpoint", t)
+    state = sim.get_state()
+    with open(tmp / PARTS, "wb") as out:
+        writer = Writer(root, t, out, before)
+        agents = {a: writer.record(a, s) for a, s in state["agents"].items()}
+        head = {"schema": CHECKPOINT_SCHEMA, "time": sim.now_datetime().strftime("%Y-%m-%d %H:%M:%S"), "t": t,
+                "digest": digest(state), "files": files, "root": writer.root(state, agents)}
+        out.flush()
+        os.fsync(out.fileno())
+    arrays, head["accessed"] = writer.accessed([_last_accessed(sim.agents[a].stream) for a in state["agents"]])
+    _write_synced(tmp / ACCESSED, lambda f: np.savez(f, **arrays))
+    _write_synced(tmp / HEAD, lambda f: f.write(text(head).encode("utf-8")))
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    sim.checkpointed = writer.now
+    return final
+
+
+# -- reading ----------------------------------------------------------------------------
+
+
+def checkpoints(run_dir: Path, schema: tuple[int, ...] | None = READABLE) -> list[dict]:
+    """The heads of the run's complete checkpoints of a schema in `schema` (None: any),
+    oldest first (a half-written one is skipped): `schema`, `time`, `t`, `digest` and
+    `files`. `load_state` gives a checkpoint's whole state."""
+    found = []
+    for folder in sorted((Path(run_dir) / "checkpoints").glob("[0-9]*")):
+        try:
+            name = HEAD if (folder / HEAD).exists() else WHOLE_STATE     # schema 1 and 2: one file
+            head = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if schema is None or head.get("schema") in schema:
+            found.append(head)
+    return found
+
+
+def _read(run_dir: Path, head: dict) -> tuple[dict, Saved | None]:
+    """A checkpoint's whole state, and (schema 3) what it holds as parts."""
+    if head["schema"] != CHECKPOINT_SCHEMA:
+        return head["state"], None
+    reader = Reader(Path(run_dir) / "checkpoints", head)
+    try:
+        state = reader.root(head["root"])
+    finally:
+        reader.close()
+    return state, reader.saved
+
+
+def load_state(run_dir: Path, checkpoint: dict) -> dict:
+    """The whole `Simulation.get_state()` a checkpoint (one of `checkpoints()`) holds."""
+    return _read(run_dir, checkpoint)[0]
+
+
+def _accessed(root: Path, head: dict, agents: list[str]) -> tuple[list[np.ndarray], tuple | None]:
+    """Each agent's last-access times at a checkpoint, and the full ones a diff is against."""
+    with np.load(root / folder_name(head["t"]) / ACCESSED, allow_pickle=False) as saved:
+        if head["schema"] != CHECKPOINT_SCHEMA:
+            return [saved[a] for a in agents], None
+        n, times, changed = saved["n"], saved["t"], saved["i"] if "i" in saved.files else None
+    if changed is None:
+        full = np.split(times, starts(n)[1:])
+        return full, (head["t"], full)
+    base, _ = _accessed(root, {"schema": CHECKPOINT_SCHEMA, "t": head["accessed"]}, agents)
+    flat = np.empty(n.sum(), dtype=np.float64)
+    for start, count, old in zip(starts(n), n, base):
+        flat[start: start + min(count, len(old))] = old[:count]
+    flat[changed] = times
+    return np.split(flat, starts(n)[1:]), (head["accessed"], base)
+
+
+def restore(sim, run_dir: Path, checkpoint: dict) -> None:
+    """Bring `sim` (new, not started) to the state of one of `run_dir`'s checkpoints: each
+    memory stream as it was then, and every agent going on with what it was doing."""
+    from smallville.memory import MemoryStream
+
+    root = Path(run_dir) / "checkpoints"
+    state, saved = _read(run_dir, checkpoint)
+    times, full = _accessed(root, checkpoint, list(state["agents"]))
+    streams = {a: MemoryStream.load(str(root / "memory" / a), sim.embedder, count=s["memories"], accessed=x)
+               for (a, s), x in zip(state["agents"].items(), times)}
+    sim.set_state(state, streams)
+    if saved is not None:
+        saved.accessed = full
+    sim.checkpointed = saved
