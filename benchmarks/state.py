@@ -170,7 +170,7 @@ def before_tree(ref: str | None, into: Path) -> tuple[str, Path]:
     """`smallville` as it was at `ref` (default: the commit before checkpoint schema 3)."""
     if ref is None:
         first = subprocess.run(["git", "-C", str(ROOT), "log", "--reverse", "--format=%h", "-S",
-                                "CHECKPOINT_SCHEMA = 3", "--", "smallville/checkpoint.py"],
+                                "CHECKPOINT_SCHEMA = 3", "--", "smallville/checkpoint.py", "smallville/checkpoint"],
                                check=True, capture_output=True, text=True).stdout.split()
         ref = f"{first[0]}^" if first else "HEAD"
     into.mkdir()
