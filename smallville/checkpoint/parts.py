@@ -110,7 +110,7 @@ class Writer:
         gained or changed keys and has fewer than `SEGMENTS` parts; else whole."""
         old, parts = self.before.dicts.get(key, (None, []))
         if old is not None and len(parts) < SEGMENTS and old.keys() <= value.keys():
-            patch = {k: v for k, v in value.items() if k not in old or old[k] != v}
+            patch = {k: v for k, v in value.items() if k not in old or old[k] != v or type(old[k]) is not type(v)}
             parts = parts + [self.put(patch)] if patch else parts
         else:
             parts = [self.put(value)]
