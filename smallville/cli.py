@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _verify(args) -> int:
     from smallville.replay.record import read_manifest
-    from smallville.verify import verify
+    from smallville.run.verify import verify
 
     read_manifest(args.run_dir)                 # a folder that is not a run: one line, exit 2
     verdict = verify(args.run_dir)
