@@ -57,11 +57,6 @@ def digest(state: dict) -> str:
     return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
 
 
-def _last_accessed(stream) -> np.ndarray:
-    """Every memory's last-access time (`Memory.last_accessed`), as one array."""
-    return stream._accessed[:len(stream)]
-
-
 def _save_streams(sim, root: Path, saved: dict[str, int]) -> None:
     """Append each agent's new memories to its stream on disk, unless it has the `saved`
     number still (its last-access times are the checkpoint's). The saves wait on the disk
@@ -99,7 +94,7 @@ def write_checkpoint(sim, run_dir: Path, files: dict[str, int]) -> Path:
                 "digest": digest(state), "files": files, "root": writer.root(state, agents)}
         out.flush()
         os.fsync(out.fileno())
-    arrays, head["accessed"] = writer.accessed([_last_accessed(sim.agents[a].stream) for a in state["agents"]])
+    arrays, head["accessed"] = writer.accessed([sim.agents[a].stream.last_accessed() for a in state["agents"]])
     _write_synced(tmp / ACCESSED, lambda f: np.savez(f, **arrays))
     _write_synced(tmp / HEAD, lambda f: f.write(text(head).encode("utf-8")))
     shutil.rmtree(final, ignore_errors=True)

@@ -238,6 +238,12 @@ class MemoryStream:
 
     # -- reading ------------------------------------------------------------------------
 
+    def last_accessed(self) -> np.ndarray:
+        """Every memory's last-access time, in id order (a read-only view)."""
+        view = self._accessed[: self._n]
+        view.flags.writeable = False
+        return view
+
     def __len__(self) -> int:
         return self._n
 
