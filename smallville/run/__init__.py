@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Callable
 
 from smallville.errors import RunError, UsageError
-from smallville.run.folder import (EMBEDDINGS, EVENTS, RECORD, keep_scenario, new_run_dir, seed_label, truncate,
-                                   write_json_atomic)
+from smallville.run.folder import (EMBEDDINGS, EVENTS, RECORD, copy_prefix, keep_scenario, new_run_dir, seed_label,
+                                   truncate, write_json_atomic)
 from smallville.run.manifest import Manifest
 from smallville.run.run import Run, apply_fork, embedder_spec
 from smallville.run.session import RunResult, go
@@ -186,8 +186,7 @@ def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject:
     write_json_atomic(path / "manifest.json", manifest.to_dict())
     keep_scenario(parent.scenario, path / "scenario")
     for name in (EVENTS, RECORD):                   # the shared history, up to the checkpoint
-        with open(source / name, "rb") as src, open(path / name, "wb") as dst:
-            dst.write(src.read(offset.get(name, 0)))
+        copy_prefix(source / name, path / name, offset.get(name, 0))
     run = Run(path, manifest, parent.scenario)
     return go(run, history, run.embedder(), until, on_start=on_start, on_step=on_step,
               checkpoint_every=checkpoint_every, restore=start, fork=fork, fork_stack=own)

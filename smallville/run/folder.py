@@ -59,6 +59,28 @@ def sizes(run_dir: Path) -> dict[str, int]:
     return {name: (run_dir / name).stat().st_size if (run_dir / name).exists() else 0 for name in (EVENTS, RECORD)}
 
 
+def copy_prefix(source: Path, target: Path, size: int) -> None:
+    """A new file `target` holding the first `size` bytes of `source`, copied by the kernel
+    (shared blocks, where the file system can: a fork's logs cost little whatever their length)."""
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        left = size
+        try:
+            while left > 0:
+                done = os.copy_file_range(src.fileno(), dst.fileno(), left)
+                if done == 0:
+                    break
+                left -= done
+        except (AttributeError, OSError):       # no copy_file_range here: copy in chunks
+            src.seek(size - left)
+            dst.seek(size - left)
+            while left > 0:
+                chunk = src.read(min(left, 1 << 20))
+                if not chunk:
+                    break
+                dst.write(chunk)
+                left -= len(chunk)
+
+
 def truncate(path: Path, size: int) -> tuple[int, int]:
     """Cut a log back to `size` bytes: (whole lines cut, torn lines cut, 0 or 1)."""
     if not path.exists():
