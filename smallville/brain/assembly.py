@@ -40,10 +40,11 @@ class Stack:
             self.closers.pop()()
 
 
-def settings_of(manifest: dict, more: dict | None = None, spent=None) -> LLMConfig:
-    """The brain settings a run's manifest recorded. `more` ({"usd", "requests", "tokens"})
-    raises its budget by that much on top of `spent` (a `Spend`: what the run has spent)."""
-    recorded = dict(manifest.get("brain") or {})
+def settings_of(brain: dict | None, more: dict | None = None, spent=None) -> LLMConfig:
+    """The brain settings a run's manifest recorded (its `brain`). `more` ({"usd", "requests",
+    "tokens"}) raises the budget by that much on top of `spent` (a `Spend`: what the run has
+    spent)."""
+    recorded = dict(brain or {})
     if recorded.get("name", recorded.get("model")) == "offline":
         return LLMConfig()
     known = set(LLMConfig.__dataclass_fields__)

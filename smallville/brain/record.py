@@ -24,6 +24,11 @@ from smallville.errors import BrainError
 RECORD = "answers.jsonl"
 
 
+def _key_of(line: bytes) -> str:
+    """A record line's key, read without parsing the line (it comes first, as `_line` writes it)."""
+    return line[8:24].decode() if line.startswith(b'{"key":"') else json.loads(line)["key"]
+
+
 def _line(data: dict) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
 
@@ -84,7 +89,7 @@ class Replaying:
                     if not line.strip():
                         continue
                     try:
-                        key = line[8:24].decode() if line.startswith(b'{"key":"') else json.loads(line)["key"]
+                        key = _key_of(line)
                         self._entries[key].append(line)
                     except (ValueError, KeyError):
                         raise BrainError(f"{self.path}:{n}: not a record line") from None
@@ -161,8 +166,8 @@ def recorded_keys(run_dir: str | Path, size: int) -> set[str]:
             read += len(line)
             if read > size:
                 break
-            if line.startswith(b'{"key":"'):
-                keys.add(line[8:24].decode())
+            if line.strip():
+                keys.add(_key_of(line))
     return keys
 
 

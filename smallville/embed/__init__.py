@@ -78,7 +78,7 @@ class CachedEmbedder:
 
 
 def make_embedder(spec: str = "use", *, api_base: str | None = None, record=None, base=(),
-                  write: bool = True) -> CachedEmbedder:
+                  write: bool = True) -> Embedder:
     """The cached embedder named by `spec`: "use" (default), "lexical", or any litellm
     embedding model name such as "openai/text-embedding-3-small" (`api_base` for a
     self-hosted OpenAI-compatible server). With `record` (a run's `embeddings/` folder, and
@@ -97,12 +97,13 @@ def make_embedder(spec: str = "use", *, api_base: str | None = None, record=None
     if record is not None:
         from smallville.embed.record import RecordedEmbedder
 
-        inner = RecordedEmbedder(inner, record, base, write)
+        return RecordedEmbedder(inner, record, base, write)
     return CachedEmbedder(inner)
 
 
-def recorded(cached: CachedEmbedder, folder, base=(), write: bool = True) -> CachedEmbedder:
-    """`cached` answering from a run's record of embeddings first (`smallville.embed.record`)."""
+def recorded(cached: CachedEmbedder, folder, base=(), write: bool = True) -> Embedder:
+    """`cached`'s embedder answering from a run's record of embeddings first, which is its
+    cache from then on (`smallville.embed.record`)."""
     from smallville.embed.record import RecordedEmbedder
 
-    return CachedEmbedder(RecordedEmbedder(cached.inner, folder, base, write))
+    return RecordedEmbedder(cached.inner, folder, base, write)

@@ -34,14 +34,11 @@ class EmbeddingRecord:
         self._files = None
         self._pid = os.getpid()                 # a forked copy (run-ahead) never writes the run's files
         texts_path, vectors_path = self.folder / TEXTS, self.folder / VECTORS
-        if not texts_path.exists() or dim is None and not vectors_path.exists():
+        self.dim = dim or record_dim(self.folder)
+        if not (texts_path.exists() and vectors_path.exists() and self.dim):
             return
         lines = texts_path.read_bytes().split(b"\n")[:-1]             # a torn last line is not read
-        vectors = np.fromfile(vectors_path, dtype="<f4") if vectors_path.exists() else np.zeros(0, "<f4")
-        if self.dim is None:
-            self.dim = _dim_of(self.folder)
-        if not self.dim:
-            return
+        vectors = np.fromfile(vectors_path, dtype="<f4")
         n = min(len(lines), len(vectors) // self.dim)
         vectors = vectors[: n * self.dim].reshape(n, self.dim)
         for line, row in zip(lines[:n], vectors):
@@ -49,8 +46,10 @@ class EmbeddingRecord:
         self._texts_bytes = sum(len(line) + 1 for line in lines[:n])
         self._count = n
 
-    def __len__(self) -> int:
-        return len(self.rows)
+    def keep(self, texts: Sequence[str], rows: np.ndarray) -> None:
+        """Know these embeddings from now on, in memory only."""
+        for text, row in zip(texts, np.asarray(rows, dtype="<f4")):
+            self.rows.setdefault(text, row)
 
     def add(self, texts: Sequence[str], rows: np.ndarray) -> None:
         """Append embeddings of texts not in the record (the caller checked). Written
@@ -58,7 +57,7 @@ class EmbeddingRecord:
         if not len(texts):
             return
         if os.getpid() != self._pid:
-            self.rows.update(zip(texts, np.asarray(rows, dtype="<f4")))
+            self.keep(texts, rows)
             return
         if self._files is None:
             self._open(rows.shape[1])
@@ -69,8 +68,7 @@ class EmbeddingRecord:
         out_vectors.flush()
         out_texts.write(data)
         out_texts.flush()
-        for text, row in zip(texts, vectors):
-            self.rows.setdefault(text, row)
+        self.keep(texts, vectors)
 
     def _open(self, dim: int) -> None:
         """Open both files for appending, cut back to what the record holds."""
@@ -88,15 +86,15 @@ class EmbeddingRecord:
 
 class RecordedEmbedder:
     """An embedder that answers from a run's record first (and its parent's, `base`), asks
-    `inner` only for texts the record lacks, and records those (unless `write` is off). Its
-    `dim` comes from the record when it has one, so a remote embedder is not reached."""
+    `inner` only for texts the record lacks, and records those (with `write` off: keeps them
+    in memory only). So it is a per-text cache too, in place of `CachedEmbedder`. Its `dim`
+    comes from the record when it has one, so a remote embedder is not reached."""
 
     def __init__(self, inner, folder: str | Path, base: list[str | Path] = (), write: bool = True) -> None:
         self.inner = inner
         self.write = write
         self.bases = [EmbeddingRecord(Path(b)) for b in base]
         self.record = EmbeddingRecord(folder, next((b.dim for b in self.bases if b.dim), None))
-        self.asked = 0                          # texts sent to `inner`
 
     @property
     def name(self) -> str:
@@ -121,9 +119,7 @@ class RecordedEmbedder:
         todo = list(dict.fromkeys(t for t, r in zip(texts, rows) if r is None))
         if todo:
             fresh = self.inner.embed(todo)
-            self.asked += len(todo)
-            if self.write:
-                self.record.add(todo, fresh)
+            (self.record.add if self.write else self.record.keep)(todo, fresh)
             made = dict(zip(todo, fresh))
             rows = [r if r is not None else made[t] for t, r in zip(texts, rows)]
         if not rows:
@@ -136,12 +132,8 @@ class RecordedEmbedder:
 
 def record_dim(folder: str | Path) -> int | None:
     """The dimension of the embeddings recorded in `folder`, if it holds any."""
-    return _dim_of(Path(folder))
-
-
-def _dim_of(folder: Path) -> int | None:
     try:
-        return int((folder / "dim").read_text())
+        return int((Path(folder) / "dim").read_text())
     except (OSError, ValueError):
         return None
 

@@ -69,11 +69,11 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
                      live=replay_from is None or replay_fallthrough)
     if hasattr(stack.brain, "preflight"):
         stack.brain.preflight()             # an unreachable model stops here, before any file is written
-    if embedder is None:
-        embedder, recorded_base = (settings.embedding_model, None) if settings.embedding_model else \
-            embedder_spec(before.embedder) if before else ("use", None)
-        if settings.embedding_model and embedder_api_base is None:
-            embedder_api_base = settings.embedding_api_base or settings.api_base
+    if embedder is None and settings.embedding_model:
+        embedder = settings.embedding_model
+        embedder_api_base = embedder_api_base or settings.embedding_api_base or settings.api_base
+    elif embedder is None:                   # a replay's embedder, else the default
+        embedder, recorded_base = embedder_spec(before.embedder) if before else ("use", None)
         embedder_api_base = embedder_api_base or recorded_base
     try:
         plain = make_embedder(embedder, api_base=embedder_api_base)
@@ -98,7 +98,7 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
     run = Run(path, manifest, scenario)
     ceiling = None
     if before is not None:                   # a replay keeps the recorded run's runaway guard
-        recorded_settings = settings_of(before.to_dict())
+        recorded_settings = settings_of(before.brain)
         ceiling = None if recorded_settings.is_offline else recorded_settings.max_requests_per_agent_hour
     return go(run, stack, recorded(plain, path / EMBEDDINGS, bases), duration, on_start=on_start, on_step=on_step,
               checkpoint_every=checkpoint_every, config=config, ceiling=ceiling)
@@ -132,7 +132,7 @@ def resume_run(run_dir: str | Path, *, extend: float | None = None, on_start=Non
         if folder.name != "memory" and (folder.name.startswith(".") or float(folder.name) > at):
             shutil.rmtree(folder)
     spent = Spend.from_dict(manifest.spend)
-    settings = settings_of(manifest.to_dict(), budget, spent)
+    settings = settings_of(manifest.brain, budget, spent)
     if budget and not settings.is_offline:
         manifest.brain["budget"] = settings.budget          # the manifest keeps the limits for the next resume
     stack = assemble(settings, run.seed_now, spent=spent)
@@ -168,10 +168,10 @@ def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject:
         if agent_id not in ids:
             raise UsageError(f"--inject: unknown agent {agent_id!r}; the run has {', '.join(sorted(ids))}")
     start = parent.start_point(at)
-    settings = settings_of(parent.manifest.to_dict())
+    settings = settings_of(parent.manifest.brain)
     source, offset = (start[0], start[1]["files"]) if start else (parent.path, {})
     history = assemble(settings, parent.seed_now, replay=(source, offset.get(RECORD, 0)), run_ahead=False)
-    own = assemble(settings_of(parent.manifest.to_dict(), budget, None) if budget else settings,
+    own = assemble(settings_of(parent.manifest.brain, budget),
                    seed if seed is not None else parent.seed_now)
     until = at + duration if duration else parent.manifest.duration_s
     path = new_run_dir(Path(runs_dir) if runs_dir else parent.path.parent, f"{parent.path.name}-fork",

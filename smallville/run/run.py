@@ -20,25 +20,32 @@ from smallville.timefmt import format_sim
 
 
 class Run:
-    """A run folder: `path`, its `manifest` (typed) and its `scenario` (the copy it keeps)."""
+    """A run folder: `path`, its `manifest` (typed) and its `scenario` (the copy it keeps,
+    read when first needed: following a fork's parents needs only their manifests)."""
 
-    def __init__(self, path: Path, manifest: Manifest, scenario) -> None:
+    def __init__(self, path: Path, manifest: Manifest, scenario=None) -> None:
         self.path = Path(path)
         self.manifest = manifest
-        self.scenario = scenario
+        self._scenario = scenario
 
     @classmethod
     def open(cls, path: str | Path) -> "Run":
         """The run in folder `path`. Not a run: UsageError; a damaged one: RunError."""
         from smallville.replay.record import read_manifest
-        from smallville.scenario import load_scenario
 
         path = Path(path)
         manifest = Manifest.from_dict(read_manifest(path))
-        copies = sorted((path / "scenario").glob("*.yaml"))
-        if not copies:
+        if not any((path / "scenario").glob("*.yaml")):
             raise RunError(f"{path} keeps no copy of its scenario (it was written by an older smallville)")
-        return cls(path, manifest, load_scenario(str(copies[0])))
+        return cls(path, manifest)
+
+    @property
+    def scenario(self):
+        if self._scenario is None:
+            from smallville.scenario import load_scenario
+
+            self._scenario = load_scenario(str(sorted((self.path / "scenario").glob("*.yaml"))[0]))
+        return self._scenario
 
     @classmethod
     def open_for(cls, path: str | Path, flag: str) -> "Run":
@@ -50,11 +57,15 @@ class Run:
 
     # ---- time -------------------------------------------------------------------------
 
+    @property
+    def start(self) -> datetime:
+        return datetime.fromisoformat(self.manifest.sim_start)
+
     def seconds(self, when: str) -> float:
-        return (datetime.fromisoformat(when) - self.scenario.start).total_seconds()
+        return (datetime.fromisoformat(when) - self.start).total_seconds()
 
     def when(self, t: float) -> str:
-        return format_sim(self.scenario.start, t)
+        return format_sim(self.start, t)
 
     def reached(self) -> float:
         """Seconds since the start that the run covers: where it ended, or, for a run that
@@ -134,7 +145,7 @@ class Run:
         begin = start[1]["t"] if start else 0.0
         source = start[0] if start else self.path
         own = source == self.path                # else the parent's history, before the fork
-        stack = assemble(settings_of(self.manifest.to_dict()), self.seed_now if own else self.manifest.seed,
+        stack = assemble(settings_of(self.manifest.brain), self.seed_now if own else self.manifest.seed,
                          replay=(source, start[1]["files"].get(RECORD, 0) if start else 0), live=not strict)
         sim = Simulation(self.scenario, stack.brain, self.embedder(write=False), seed=self.manifest.seed,
                          config=SimConfig.from_dict(self.manifest.config), log=EventLog(self.scenario.start, Nowhere()))

@@ -86,17 +86,6 @@ def go(run: Run, stack, embedder, until: float, *, on_start: Callable | None = N
                 teach(fork_stack.brain, path, os.fstat(rec.fileno()).st_size)
                 answer_with(fork_stack)
 
-        if stack.ahead is not None:
-            answer_with(stack)
-        if fork and fork["t"] == start:
-            if restore[0] != path:                    # a new fork: its first checkpoint, before it changes history
-                write_checkpoint(sim, path, lengths())
-            fork_now()
-        manifest.config = sim.config.to_dict()
-        sim.ledger = stacks[-1].ledger                 # for live spend in progress displays
-        if on_start:
-            on_start(sim, path, manifest.to_dict())
-
         saved = [start if restore else None]          # the time of the last checkpoint written
 
         def checkpoint() -> None:
@@ -105,6 +94,17 @@ def go(run: Run, stack, embedder, until: float, *, on_start: Callable | None = N
                 os.fsync(f.fileno())
             write_checkpoint(sim, path, lengths())
             saved[0] = sim.env.now
+
+        if stack.ahead is not None:
+            answer_with(stack)
+        if fork and fork["t"] == start:
+            if restore[0] != path:                    # a new fork: its first checkpoint, before it changes history
+                checkpoint()
+            fork_now()
+        manifest.config = sim.config.to_dict()
+        sim.ledger = stacks[-1].ledger                 # for live spend in progress displays
+        if on_start:
+            on_start(sim, path, manifest.to_dict())
 
         def step(now: float) -> None:
             if checkpoint_every and now % checkpoint_every == 0 or fork and now == fork["t"]:
@@ -164,8 +164,8 @@ def go(run: Run, stack, embedder, until: float, *, on_start: Callable | None = N
             manifest.wall.update(finished=datetime.now().isoformat(timespec="seconds"),
                                  seconds=round(time.perf_counter() - began, 3))
             write_json_atomic(path / "manifest.json", manifest.to_dict())
-            if hasattr(embedder, "inner") and hasattr(embedder.inner, "close"):
-                embedder.inner.close()
+            if hasattr(embedder, "close"):
+                embedder.close()
     if stopped is not None:
         run.cut_back(sim.env.now)
     if isinstance(stopped, ModelUnusable):

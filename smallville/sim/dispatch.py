@@ -73,6 +73,11 @@ class Dispatcher:
             self.on_repair(agent, request, notes)
         return answer
 
+    def take_over(self, base: "Dispatcher") -> None:
+        """Go on where `base` stands: its runaway guard, its hooks and its counters."""
+        self.ceiling, self.on_refused, self.on_repair = base.ceiling, base.on_refused, base.on_repair
+        self.set_state(base.get_state())
+
     def close(self) -> None:
         """End what the dispatcher started (nothing here; run-ahead's has threads)."""
 

@@ -7,6 +7,7 @@ import random
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 
 import simpy
 
@@ -141,7 +142,7 @@ class Simulation:
         for agent in self.agents.values():
             self.emit(events.SPAWN, agent.id, tile=list(self.world.position(agent.id)),
                       area=self.world.area_of(agent.id))
-            agent.process = self.env.process(life.live(self, agent))
+            self._live(agent)
         for i, event in enumerate(self.scenario.events):
             if event.at >= 0:
                 self.env.process(self._world_event(i))
@@ -306,21 +307,26 @@ class Simulation:
             self.world.place(agent_id, tuple(tile))
         for talk in state["conversations"]:
             self.conversations[talk["id"]] = Conversation.from_state(talk, self.env.event())
-        starts = []                             # (order, what): processes resume in the order they waited
+        starts = []                             # (order, id, start): processes resume in the order they waited
         for agent_id, agent_state in state["agents"].items():
             agent = self.agents[agent_id]
             agent.stream = streams[agent_id]
             agent.set_state(agent_state)
             doing = agent.doing
-            starts.append((doing.order if doing and doing.until is not None else math.inf, agent_id, agent))
+            starts.append((doing.order if doing and doing.until is not None else math.inf, agent_id,
+                           partial(self._live, agent)))
         self.pending_events = {index: order for index, order in state["world_events"]}
         for index, order in state["world_events"]:
-            starts.append((order, "", index))
-        for _, _, what in sorted(starts, key=lambda s: (s[0], s[1])):
-            if isinstance(what, Agent):
-                what.process = self.env.process(life.live(self, what, restored=what.doing is not None))
-            else:
-                self.env.process(self._world_event(what, order=self.pending_events[what]))
+            starts.append((order, "", partial(self._world_event_process, index, order)))
+        for *_, start in sorted(starts, key=lambda s: s[:2]):
+            start()
+
+    def _live(self, agent: Agent) -> None:
+        """Start an agent's life, or (restored, in the middle of something) go on with it."""
+        agent.process = self.env.process(life.live(self, agent, restored=agent.doing is not None))
+
+    def _world_event_process(self, index: int, order: int) -> None:
+        self.env.process(self._world_event(index, order))
 
     # ---- output ---------------------------------------------------------------------
 

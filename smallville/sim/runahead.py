@@ -157,8 +157,7 @@ class RunAheadDispatcher(Dispatcher):
 
     def __init__(self, sim, ahead: Ahead, base: Dispatcher) -> None:
         super().__init__(base.env, base.brain, base.on_fallback)
-        self.ceiling, self.on_refused, self.on_repair = base.ceiling, base.on_refused, base.on_repair
-        self.set_state(base.get_state())            # a restored run's counters go on
+        self.take_over(base)                        # a restored run's counters go on
         self.sim = sim
         self.ahead = ahead
         self.walkable = walkable_mask(sim.world.grid)
@@ -442,8 +441,7 @@ class _Asking(Dispatcher):
 
     def __init__(self, copy: "_Copy", base: Dispatcher) -> None:
         super().__init__(base.env, base.brain, base.on_fallback)
-        self.ceiling, self.on_refused, self.on_repair = base.ceiling, base.on_refused, base.on_repair
-        self.set_state(base.get_state())
+        self.take_over(base)
         self.copy = copy
 
     def _flush(self, _event) -> None:
