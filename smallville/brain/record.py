@@ -73,10 +73,11 @@ class Replaying:
     it count as answered already: replay goes on from there. `served` counts the lines
     answered (those before `start` included)."""
 
+    name = "replay"
+
     def __init__(self, run_dir: str | Path, fallthrough=None, start: int = 0) -> None:
         self.path = Path(run_dir) / RECORD
         self.fallthrough = fallthrough
-        self.name = fallthrough.name if fallthrough is not None else "replay"   # who answers what is new
         self._entries: dict[str, list[bytes]] = defaultdict(list)     # lines, read when first served
         self._used: dict[str, int] = defaultdict(int)
         self.served = 0
