@@ -194,22 +194,14 @@ def measure(scenario, duration: float, latency: float, concurrency: int | None, 
         with tempfile.TemporaryDirectory() as runs, hours or contextlib.nullcontext():
             config = LLMConfig(model="openai/bench", api_base=server.api_base, echo_request=True,
                                max_concurrency=concurrency, timeout=30.0, preflight=False, lookahead=lookahead)
-            began, cpu, copies = time.perf_counter(), time.process_time(), _children_cpu()
+            began, cpu = time.perf_counter(), time.process_time()
             result = run_scenario(scenario, runs_dir=runs, duration=duration, brain=config, embedder="lexical")
-            wall, cpu, copies = time.perf_counter() - began, time.process_time() - cpu, _children_cpu() - copies
+            wall, cpu = time.perf_counter() - began, time.process_time() - cpu
             events = (result.path / "events.jsonl").read_bytes()
     finally:
         stats = server.close()
-    return {"wall": wall, "cpu": cpu, "copies_cpu": copies, "usage": result.manifest["usage"], "server": stats,
+    return {"wall": wall, "cpu": cpu, "usage": result.manifest["usage"], "server": stats,
             "batches": result.simulation.dispatch.batches, "events": hashlib.sha256(events).hexdigest()}
-
-
-def _children_cpu() -> float:
-    """CPU seconds of ended child processes (run-ahead's copies, once waited for)."""
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def report(name: str, run: dict, agents: int, hours: float, latency: float, bound: float) -> None:
@@ -222,12 +214,13 @@ def report(name: str, run: dict, agents: int, hours: float, latency: float, boun
           f"limit {'found' if limit.get('adaptive') else 'pinned'}: reached {limit.get('reached')}")
     print(f"  lower bound {bound:.1f} s (wall / bound {run['wall'] / bound:.2f}); one call at a time "
           f"(calls x latency) {one_at_a_time:.1f} s; speed-up {one_at_a_time / run['wall']:.1f}x")
-    print(f"  CPU: {run['cpu']:.1f} s in this process, {run['copies_cpu']:.1f} s in run-ahead copies, "
+    print(f"  CPU: {run['cpu']:.1f} s in this process (run-ahead's copies included), "
           f"{run['server'].get('cpu_s', 0.0):.1f} s in the server")
     if "run_ahead" in usage:
         ra = usage["run_ahead"]
-        print(f"  run-ahead: {ra.get('forks', 0)} copies forked, {ra.get('sent', 0)} requests fetched, "
-              f"{ra.get('unused', 0)} fetched but never used, {ra.get('failed_forks', 0)} copies failed; "
+        print(f"  run-ahead: {ra.get('copies', 0)} copies ({ra.get('copies_ms', 0) / 1000:.1f} s), "
+              f"{ra.get('sent', 0)} requests fetched, "
+              f"{ra.get('unused', 0)} fetched but never used, {ra.get('failed_copies', 0)} copies failed; "
               f"up to {ra.get('most_ahead_s', 0) / 60:.0f} simulated minutes ahead")
 
 

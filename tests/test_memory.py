@@ -273,6 +273,40 @@ def test_retrieve_many_equals_retrieve_on_the_same_stream(tmp_path):
     assert {m.id for m in stream if m.last_accessed == now} == touched
 
 
+@pytest.mark.parametrize("index", ["exact", "hnsw"])
+def test_a_branch_is_the_stream_at_its_mark_and_shares_nothing(tmp_path, index):
+    """`branch(mark)` is the stream as it was at `mark` (what run-ahead's copies start from),
+    whatever was added or retrieved since; adding to or retrieving from either leaves the
+    other as it was."""
+    stream, _, rng = random_pair(5, 120, dim=16)
+    if index == "hnsw":
+        twin = MemoryStream(dim=16, index="hnsw")
+        for m in stream:
+            twin.add(m.text, m.embedding, importance=m.importance, created=m.created)
+        stream = twin
+    stream.retrieve(rng.normal(size=16), k=10, now=86400.0)
+    mark = stream.mark()
+    stream.save(tmp_path / "then")                          # the stream at the mark, another way
+    stream.add("later", rng.normal(size=16), importance=9, created=90000.0)
+    stream.retrieve(rng.normal(size=16), k=10, now=90000.0)
+    branch = stream.branch(mark)
+    then = MemoryStream.load(tmp_path / "then")
+    assert len(branch) == len(then) == 120 and branch.index_kind == index
+    assert branch.texts() == then.texts() and branch.kinds() == then.kinds()
+    assert np.array_equal(branch.last_accessed(), then.last_accessed())
+    assert np.array_equal(branch.embeddings(), then.embeddings())
+    query = rng.normal(size=16)
+    got, want = branch.retrieve(query, k=8, now=95000.0), then.retrieve(query, k=8, now=95000.0)
+    assert [(h.memory.id, h.score) for h in got] == [(h.memory.id, h.score) for h in want]
+    before = (len(stream), stream.last_accessed().copy())
+    branch.add("only in the branch", rng.normal(size=16), importance=3, created=96000.0)
+    branch.retrieve(rng.normal(size=16), k=50, now=97000.0)
+    assert (len(stream), stream.texts()[-1]) == (121, "later")
+    assert np.array_equal(stream.last_accessed(), before[1])
+    stream.add("only in the stream", rng.normal(size=16), importance=3, created=98000.0)
+    assert branch.texts()[-1] == "only in the branch" and len(branch) == 121
+
+
 # -- text queries -----------------------------------------------------------------------
 
 

@@ -69,6 +69,21 @@ def test_moving_updates_the_spatial_index():
     assert world.area_of("bob") == "Cafe / cafe"
 
 
+def test_a_copy_of_the_world_moves_and_uses_things_on_its_own():
+    world = make_world(vision=2)
+    world.place("ann", (1, 1))
+    world.place("bob", (8, 1))
+    copy = world.copy()
+    assert copy.grid is world.grid and copy.agents_near("ann") == []
+    copy.place("bob", (2, 2))
+    machine = copy.find_object("Cafe / cafe", "coffee machine")
+    machine.state, machine.user = "brewing", "bob"
+    assert copy.agents_near("ann") == ["bob"] and world.agents_near("ann") == []
+    assert world.position("bob") == (8, 1)
+    assert (world.find_object("Cafe / cafe", "coffee machine").state, world.things[0].user) == ("idle", None)
+    assert [t.name for t in copy.objects_near("bob")] == ["coffee machine"]
+
+
 def _reference_path(grid, start, goal):
     """The path as the engine drew it before A*: a full breadth-first distance field to the
     goal, then from each tile the first neighbour (up, left, right, down) nearest the goal."""

@@ -123,9 +123,9 @@ def _live(settings: LLMConfig, seed: int, ledger: Ledger, cache, spent, model, c
 
 
 def _ahead(brain, settings: LLMConfig):
-    """Run-ahead's fetcher for a model brain (`lookahead` > 0, and the platform can fork)."""
-    from smallville.sim.runahead import Ahead, can_fork
+    """Run-ahead's fetcher for a model brain (`lookahead` > 0)."""
+    from smallville.sim.runahead import Ahead
 
-    if settings.is_offline or not settings.lookahead or not can_fork() or not hasattr(brain, "answer_one"):
+    if settings.is_offline or not settings.lookahead or not hasattr(brain, "answer_one"):
         return None
     return Ahead(brain, concurrency=settings.concurrency_limit, lookahead=settings.lookahead)

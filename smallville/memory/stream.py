@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-from typing import Iterator, Sequence, Union
+from typing import Iterator, NamedTuple, Sequence, Union
 
 import numpy as np
 
@@ -16,6 +16,15 @@ from smallville.memory.retriever import make_retriever
 
 Query = Union[str, np.ndarray, Sequence[float]]
 """A retrieval query: an embedding, or a text when the stream has an embedder."""
+
+
+class Mark(NamedTuple):
+    """A stream's place at one moment (`MemoryStream.mark`): how many memories and distinct
+    embeddings it held, and each memory's last-access time then."""
+
+    count: int
+    rows: int
+    accessed: np.ndarray
 
 
 class MemoryStream:
@@ -282,6 +291,31 @@ class MemoryStream:
         return (f"MemoryStream(n={self._n}, dim={self.dim}, weights={self.weights}, "
                 f"decay={self.decay}, embedder={self.embedder_name!r}, "
                 f"index={self.index_kind!r})")
+
+    # -- branching ----------------------------------------------------------------------
+
+    def mark(self) -> Mark:
+        """Where the stream stands now: `branch(mark)` gives the stream as it is now, however
+        much is added or retrieved meanwhile."""
+        return Mark(self._n, len(self._table), self._accessed[: self._n].copy())
+
+    def branch(self, mark: Mark | None = None) -> MemoryStream:
+        """A new stream holding this one's memories as they were at `mark` (default: now),
+        with the same settings and embedder. The two share nothing: what is added to or
+        retrieved from either leaves the other as it was."""
+        mark = mark or self.mark()
+        n, u = mark.count, mark.rows
+        other = MemoryStream(self.dim, self.weights, self.decay, self.embedder, self.index_kind)
+        other.embedder_name = self.embedder_name
+        other._table.extend(self._table.matrix()[:u])
+        other._reserve(n)
+        for name in ("_rows", "_created", "_importance"):
+            getattr(other, name)[:n] = getattr(self, name)[:n]
+        other._accessed[:n] = mark.accessed
+        other._texts, other._kinds, other._links = self._texts[:n], self._kinds[:n], self._links[:n]
+        other._retriever.bulk_add(0, other._rows[:n], other._importance[:n], other._accessed[:n])
+        other._n = n
+        return other
 
     # -- persistence --------------------------------------------------------------------
 

@@ -77,7 +77,7 @@ def go(run: Run, stack, embedder, until: float, *, on_start: Callable | None = N
             if this.ahead is not None:                # run-ahead (sim/runahead.py)
                 from smallville.sim.runahead import RunAheadDispatcher
 
-                sim.dispatch = RunAheadDispatcher(sim, this.ahead, sim.dispatch)
+                sim.use_dispatcher(RunAheadDispatcher(sim, this.ahead, sim.dispatch))
 
         def fork_now() -> None:
             apply_fork(sim, fork)

@@ -150,7 +150,7 @@ class Agent:
             "free_to_talk": self.free_to_talk, "since_reflection": self.since_reflection,
             "relationships": dict(sorted(self.relationships.items())), "talks": dict(sorted(self.talks.items())),
             "last_talk": dict(sorted(self.last_talk.items())),
-            "earlier_lines": dict(sorted(self.earlier_lines.items())),
+            "earlier_lines": {k: list(v) for k, v in sorted(self.earlier_lines.items())},
             "seen": dict(sorted(self.seen.items())), "knows": sorted(self.knows),
             "reason": self.reason, "alerts": list(self.alerts),
             "memories": len(self.stream),

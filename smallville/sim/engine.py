@@ -64,18 +64,28 @@ class SimConfig:
 STATE_SCHEMA = 2
 
 
+class FirstAtItsTime(simpy.events.Event):
+    """An event `delay` seconds from now that goes before every ordinary event (timeouts,
+    requests) of its instant."""
+
+    def __init__(self, env: simpy.Environment, delay: float) -> None:
+        super().__init__(env)
+        self._ok, self._value = True, None
+        env.schedule(self, simpy.events.URGENT, delay)
+
+
 class Simulation:
     """A scenario brought to life: call `run(until)` to advance simulated time."""
 
     def __init__(self, scenario, brain: Brain, embedder, *, seed: int | None = None,
-                 config: SimConfig | None = None, log: EventLog | None = None) -> None:
+                 config: SimConfig | None = None, log: EventLog | None = None, world: World | None = None) -> None:
         self.scenario = scenario
         self.config = config or SimConfig()
         if self.config.index is None:
             self.config = replace(self.config, index=scenario.memory_index)
         self.seed = scenario.seed if seed is None else seed
         self.env = simpy.Environment()
-        self.world = World.from_map(scenario.map)
+        self.world = world or World.from_map(scenario.map)    # `world`: a copy of another's (`World.copy`)
         self.tick = scenario.tick
         self.log = log or EventLog(scenario.start)
         self.dispatch = Dispatcher(self.env, brain, on_fallback=lambda agent, fb: self.emit(
@@ -108,9 +118,7 @@ class Simulation:
         """Advance to simulated second `until`, calling `on_step(now)` at every multiple of
         `step` and at each of `stops` on the way."""
         self.until = until
-        if not self._started:
-            self._started = True
-            self.env.process(self._begin())
+        self.start()
         t = self.env.now
         while t < until:
             t = min([until, (t // step + 1) * step] + [s for s in stops if s > t])
@@ -118,6 +126,13 @@ class Simulation:
             self.log.flush()
             if on_step:
                 on_step(t)
+
+    def start(self) -> None:
+        """Bring the town to life (seed memories, then everyone's day), unless it has been
+        already; `run` does it."""
+        if not self._started:
+            self._started = True
+            self.env.process(self._begin())
 
     def inject(self, agent_id: str, thought: str) -> None:
         """A thought put into an agent's head now (a researcher's intervention)."""
@@ -134,6 +149,22 @@ class Simulation:
     def use_brain(self, brain: Brain) -> None:
         """Have `brain` answer from now on (a fork goes its own way from its parent's record)."""
         self.brain = self.dispatch.brain = brain
+
+    def use_dispatcher(self, dispatch: Dispatcher) -> None:
+        """Have `dispatch` gather and answer requests from now on; it goes on from where the
+        current one stands (`Dispatcher.take_over`)."""
+        self.dispatch = dispatch
+
+    def at_each_tick(self, callback) -> None:
+        """Call `callback()` at every tick of the clock from now on, before anything else
+        happens at that instant: everyone is then between steps, as `get_state` needs."""
+        self.env.process(self._ticks(callback))
+
+    def _ticks(self, callback):
+        while True:
+            delay = (math.floor(self.env.now / self.tick + 1e-9) + 1) * self.tick - self.env.now
+            yield FirstAtItsTime(self.env, delay)
+            callback()
 
     def _begin(self):
         seeding = [self.env.process(self._seed(agent)) for agent in self.agents.values()]
@@ -271,6 +302,7 @@ class Simulation:
         return {
             "schema": STATE_SCHEMA,
             "t": self.env.now,
+            "started": self._started,
             "seed": self.seed,
             "counts": dict(sorted(self.counts.items())),
             "requests": dict(sorted(self.dispatch.requests.items())),
@@ -292,7 +324,7 @@ class Simulation:
             raise ValueError(f"state schema {state.get('schema')!r}, expected {STATE_SCHEMA}")
         if self._started:
             raise RuntimeError("set_state needs a simulation that has not started")
-        self._started = True
+        self._started = state.get("started", True)       # a state taken before the start: `start` begins it
         self.env = simpy.Environment(initial_time=state["t"])
         self.dispatch.env = self.env
         self.seed = state["seed"]
@@ -318,8 +350,9 @@ class Simulation:
         self.pending_events = {index: order for index, order in state["world_events"]}
         for index, order in state["world_events"]:
             starts.append((order, "", partial(self._world_event_process, index, order)))
-        for *_, start in sorted(starts, key=lambda s: s[:2]):
-            start()
+        if self._started:
+            for *_, start in sorted(starts, key=lambda s: s[:2]):
+                start()
 
     def _live(self, agent: Agent) -> None:
         """Start an agent's life, or (restored, in the middle of something) go on with it."""

@@ -41,3 +41,11 @@ class Nowhere:
 
     def flush(self) -> None:
         pass
+
+
+class Counting(EventLog):
+    """A log that only counts its events: the log of a copy of a simulation that must leave
+    no trace (run-ahead's)."""
+
+    def emit(self, t: float, kind: str, agent: str | None, data: dict[str, Any]) -> None:
+        self.count += 1

@@ -2,54 +2,52 @@
 
 The simulation itself stays in order: every batch is answered in (agent, seq) order at
 its instant, exactly as without run-ahead. What changes is when the answers are fetched.
-When a batch needs an answer that has not come yet, the engine forks the process and
-lets the copy run on ahead while the original waits. In the copy, an agent whose answer
-is missing stops where it is, and so does every agent that could have met it since: one in
-an arena it could have reached (agents see, talk to and share objects with those in their
-own arena only, and go only where their plan says until a new day is planned).
-Every other agent's requests are exactly the ones the in-order run will make, so the
-copy sends them home through a pipe and exits; the original asks the model for them at
-once, up to `concurrency` at a time, and forks again as answers come in.
+At the start of every tick, when everyone is between steps, the dispatcher takes the
+simulation's state (`Snapshot`: `Simulation.get_state` and a mark of each memory stream).
+When a batch needs an answer that has not come, a copy of the simulation is built from the
+latest snapshot (`Copy`) and run on ahead, a slice at a time, while the original waits. In
+the copy, an agent whose answer is missing stops where it is, and so does every agent that
+could have met it since: one in an arena it could have reached (agents see, talk to and
+share objects with those in their own arena only, and go only where their plan says until
+a new day is planned). Every other agent's requests are exactly the ones the in-order run
+will make, so each is sent to the model as soon as the copy makes it, up to `2 x
+concurrency` in flight (the copy pauses there). Once the copy has gone as far as it can and
+more answers have come, the next copy starts from the latest snapshot.
 
-The copy never writes a file: its descriptors are pointed at /dev/null and its log at
-nowhere, it asks through a dispatcher of its own (`_Asking`), drives the clock itself from
-the fork point, reports what it needs as JSON and leaves with `os._exit`, so nothing of the
-original run is touched. Where an agent is heading it reads from the agent's state (`Doing`). A wrong guess by the copy can only waste a call, never change the run:
-the in-order run takes each answer by (request key, occurrence) and asks the model itself
-for any it lacks.
+A copy shares nothing with the original: its world and agents are its own, its memory
+streams are branched from the original's at the snapshot (`MemoryStream.branch`), its log
+only counts events, and it asks through a dispatcher of its own (`_Asking`) that answers
+from what has been fetched (or, for what the original took since the snapshot, kept). A
+wrong guess by the copy can only waste a call, never change the run: the in-order run takes
+each answer by (request key, occurrence) and asks the model itself for any it lacks.
 """
 
 from __future__ import annotations
 
-import gc
-import json
-import os
-import select
-import signal
-import sys
+import time
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-import simpy
 
 from smallville.brain import requests as rq
 from smallville.brain.base import Answers, Fallback
 from smallville.brain.wrappers import safe_answer
+from smallville.memory.stream import Mark
 from smallville.sim.dispatch import Dispatcher
-from smallville.sim.log import Nowhere
+from smallville.sim.log import Counting
 
 Key = tuple[str, int]          # (request key, occurrence of that key in the run)
-COPY_PATIENCE = 30.0           # wall seconds a copy may take before it is killed
-
-
-def can_fork() -> bool:
-    return hasattr(os, "fork")
+SLICE = 512                    # events a copy runs before the original looks at its answers again
+PATIENCE = 900.0               # simulated seconds a copy goes on without finding a request to send
+FAILURES = 3                   # copies that fail before run-ahead gives up for the run
 
 
 class Ahead:
-    """The answers fetched ahead of the clock, and the calls still in flight."""
+    """The answers fetched ahead of the clock, the calls still in flight, and the answers the
+    in-order run took since the snapshot the live copy was made from."""
 
     def __init__(self, brain, *, concurrency: int = 16, lookahead: float = 3600.0) -> None:
         self.brain = brain                  # answers one request: `answer_one(request)`
@@ -60,7 +58,10 @@ class Ahead:
         self.flight: dict[Key, Future] = {}
         self.used: Counter[str] = Counter()  # occurrences of each key the in-order run has taken
         self.stats = Counter()
-        self.alive: set[int] = set()        # pids of copies still running
+        self.taken: list[Key] = []          # keys the in-order run took since `base`, in order
+        self.base = 0                       # how many it had taken before taken[0]
+        self.kept: dict[Key, Any] = {}      # their answers
+        self.since: Counter[str] = Counter()   # and how often each key is among them
 
     # ---- the in-order side ----------------------------------------------------------
 
@@ -74,7 +75,7 @@ class Ahead:
         return out
 
     def submit(self, key: Key, request: rq.Message) -> None:
-        if key not in self.done and key not in self.flight:
+        if key not in self.done and key not in self.flight and key not in self.kept:
             self.flight[key] = self.pool.submit(self.brain.answer_one, request)
             self.stats["sent"] += 1
 
@@ -98,7 +99,9 @@ class Ahead:
         for i, (key, request) in enumerate(zip(keys, requests)):
             if key not in self.done:
                 self.done[key] = _outcome(self.flight.pop(key))
-            result = self.done.pop(key)
+            result = self.kept[key] = self.done.pop(key)
+            self.taken.append(key)
+            self.since[key[0]] += 1
             self.used[key[0]] += 1
             if isinstance(result, BaseException):
                 raise result
@@ -108,12 +111,35 @@ class Ahead:
             answers.append(answer)
         return answers, fallbacks
 
+    # ---- the copies' side -----------------------------------------------------------
+
+    @property
+    def count_taken(self) -> int:
+        """How many answers the in-order run has taken so far."""
+        return self.base + len(self.taken)
+
+    def rebase(self, count: int) -> None:
+        """Keep only the answers taken after the first `count` (a new copy's snapshot)."""
+        drop = count - self.base
+        if drop <= 0:
+            return
+        for key in self.taken[:drop]:
+            del self.kept[key]
+            self.since[key[0]] -= 1
+        del self.taken[:drop]
+        self.base = count
+        self.since = +self.since
+
+    def used_before(self, key: str) -> int:
+        """Occurrences of `key` the in-order run had taken at the base snapshot."""
+        return self.used[key] - self.since[key]
+
+    def fetched(self, key: Key):
+        """The outcome fetched for `key`, or None."""
+        result = self.done.get(key)
+        return self.kept.get(key) if result is None else result
+
     def close(self) -> None:
-        for pid in list(self.alive):                  # copies still running: not needed any more
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.pool.shutdown(wait=True, cancel_futures=True)    # calls under way finish and are counted
         self.collect()
         self.stats["unused"] = len(self.done)
@@ -151,193 +177,222 @@ class Prefetched:
         return Answers(*self.ahead.take(requests))
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """The simulation at the start of a tick: its state, each stream's mark, and how many
+    answers the in-order run had taken."""
+
+    t: float
+    state: dict
+    marks: dict[str, Mark]
+    taken: int
+
+
 class RunAheadDispatcher(Dispatcher):
-    """A dispatcher that, before answering a batch whose answers are not all here, lets
-    copies of the simulation find what else the run will ask and fetches it too."""
+    """A dispatcher that, while it waits for the answers of a batch, runs a copy of the
+    simulation ahead to find what else the run will ask, and fetches it too."""
 
     def __init__(self, sim, ahead: Ahead, base: Dispatcher) -> None:
         super().__init__(base.env, base.brain, base.on_fallback)
         self.take_over(base)                        # a restored run's counters go on
         self.sim = sim
         self.ahead = ahead
-        self.walkable = walkable_mask(sim.world.grid)
-        self.copies: list[Future] = []
+        self.town = Town(sim.world.grid)
+        self.snapshot: Snapshot | None = None
+        self.copy: Copy | None = None
         self.explored = -1              # answers landed when the last copy was made
-        self.max_copies = max(1, (os.cpu_count() or 2) - 1)     # copies at once: leave a core to the original
-        self.readers = ThreadPoolExecutor(max_workers=self.max_copies, thread_name_prefix="smallville-copy")
-        grid = sim.world.grid
-        names = grid.arenas()
-        self.arena_ids = np.full(self.walkable.shape, -1, dtype=np.int64)   # each tile's arena, -1 for walls
-        for i, name in enumerate(names):
-            for x, y in grid.tiles_in(name):
-                self.arena_ids[y, x] = i
-        self.place_arenas: dict[str, set[int]] = {}
-        for place in names + sorted({n.split(" / ")[0] for n in names}):
-            self.place_arenas[place] = self.arenas_of(place)
+        if ahead.lookahead > 0:
+            self._note()                # made between steps (before the start, or restored)
+            sim.at_each_tick(self._note)
 
     def close(self) -> None:
-        self.readers.shutdown(wait=True)
+        self.copy = None
 
-    def arenas_of(self, place: str) -> set[int]:
-        """The arenas of a place (an arena, or a sector and all its arenas)."""
-        ids = {int(self.arena_ids[y, x]) for x, y in self.sim.world.grid.tiles_in(place)}
-        return ids - {-1}
+    def _note(self) -> None:
+        """The start of a tick: note the state the next copy will start from."""
+        if self.ahead.lookahead <= 0:
+            return
+        sim = self.sim
+        self.snapshot = Snapshot(sim.env.now, sim.get_state(),
+                                 {a: agent.stream.mark() for a, agent in sim.agents.items()},
+                                 self.ahead.count_taken)
+        if self.copy is None or self.copy.finished:
+            self.ahead.rebase(self.snapshot.taken)
 
     def _flush(self, event: Any) -> None:
         batch = sorted(self._pending, key=lambda p: (p[0], p[1]))
         asked, _ = self.guard(batch, count=False)       # what the in-order flush will ask
-        batch = [batch[i] for i in asked]
         ahead = self.ahead
-        keys = ahead.keys([p[2] for p in batch])
-        for key, p in zip(keys, batch):
-            ahead.submit(key, p[2])
+        keys = ahead.keys([batch[i][2] for i in asked])
+        for key, i in zip(keys, asked):
+            ahead.submit(key, batch[i][2])
         while True:
             ahead.collect()
-            self._harvest()
-            ready = all(k in ahead.done for k in keys)
-            if ahead.lookahead > 0 and ahead.stats["landed"] != self.explored and not (ready and self.copies) \
-                    and len(self.copies) < self.max_copies:
-                self.explored = ahead.stats["landed"]      # answers came since the last copy: look further
-                self.copies.append(self._explore(batch))
-                continue
-            if ready:
+            if all(k in ahead.done for k in keys):
                 break
-            wait(list(ahead.flight.values()) + self.copies, return_when=FIRST_COMPLETED)
+            if not self._explore():
+                wait(list(ahead.flight.values()), return_when=FIRST_COMPLETED)
         super()._flush(event)
 
-    def _explore(self, batch) -> Future:
-        """Fork a copy to run ahead from this batch; its report comes as a future."""
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:                                        # the copy: never returns
-            os.close(read)
-            _Copy(self, write).run(batch)
-        os.close(write)
-        self.ahead.stats["forks"] += 1
-        self.ahead.alive.add(pid)
-        return self.readers.submit(_report, pid, read, self.ahead.alive)
-
-    def _harvest(self) -> None:
-        for copy in [c for c in self.copies if c.done()]:
-            self.copies.remove(copy)
-            needed = copy.result()
-            if needed is None:
-                self.ahead.stats["failed_forks"] += 1
-                if self.ahead.stats["failed_forks"] >= 3:     # something in this process breaks copies: stop
-                    self.ahead.lookahead = 0
-                continue
-            for key, request, ahead_s in needed:
-                self.ahead.submit(key, request)
-                self.ahead.stats["most_ahead_s"] = max(self.ahead.stats["most_ahead_s"], int(ahead_s))
-
-
-def _report(pid: int, fd: int, alive: set[int], patience: float = COPY_PATIENCE):
-    """What a copy found it will need, or None if it died or took longer than `patience`
-    seconds (then it is killed: a copy must never hold up the run or its exit)."""
-    chunks = []
-    try:
-        while True:
-            ready, _, _ = select.select([fd], [], [], patience)
-            if not ready:
-                os.kill(pid, signal.SIGKILL)
-                chunks = []
-                break
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-        os.waitpid(pid, 0)
-        alive.discard(pid)
-    try:
-        return [((key, occurrence), rq.Message.registry[request["kind"]].from_dict(request), ahead_s)
-                for (key, occurrence), request, ahead_s in json.loads(b"".join(chunks))]
-    except Exception:
-        return None
-
-
-class _Copy:
-    """The simulation run ahead in a forked process (see the module docstring)."""
-
-    def __init__(self, dispatch: RunAheadDispatcher, out: int) -> None:
-        self.dispatch, self.sim, self.ahead, self.out = dispatch, dispatch.sim, dispatch.ahead, out
-        self.env = self.sim.env
-        self.needed: list[tuple[Key, rq.Message, float]] = []   # and how far ahead of the original
-        self.stopped: dict[str, tuple] = {}     # agent -> (time, tiles, arena, plan, plan's end) at its stop
-        self.asking: Dispatcher | None = None   # the copy's own dispatcher
-        world = self.sim.world
-        self.vision, self.tile_time, self.tick = world.vision, world.tile_time, self.sim.tick
-        self._walkable = dispatch.walkable
-        self._cones: dict[tuple, set[int]] = {}
-        self.cap = 2 * self.ahead.concurrency
-        self.began = self.env.now
-        self.horizon = min(getattr(self.sim, "until", np.inf), self.env.now + self.ahead.lookahead)
-
-    def run(self, batch) -> None:
+    def _explore(self) -> bool:
+        """Run a copy on for a slice: the live one, or a new one from the latest snapshot if
+        the live one has gone as far as it can and answers came since it was made, or it
+        fell behind the snapshot. False when there is nothing to run."""
+        ahead, copy, snapshot = self.ahead, self.copy, self.snapshot
+        if ahead.lookahead <= 0 or snapshot is None:
+            return False
+        began = time.perf_counter()
         try:
-            gc.disable()                    # the copy is short-lived: no collections, fewer pages copied
-            faiss = sys.modules.get("faiss")
-            if faiss is not None:           # OpenMP's thread pool does not survive a fork
-                faiss.omp_set_num_threads(1)
-            self._seal()
-            self.sim.dispatch = self.asking = _Asking(self, self.dispatch)
-            self.env.process(self._watch())
-            self._answer(batch)
-            while self.env.peek() < self.horizon:
-                try:
-                    self.env.step()
-                except simpy.core.StopSimulation:     # the original's `run(until=...)` mark: go on
-                    continue
-        except BaseException:
-            pass
-        self._leave()
+            return self._run_copy(ahead, copy, snapshot)
+        finally:
+            ahead.stats["copies_ms"] += int(1000 * (time.perf_counter() - began))
 
-    def _seal(self) -> None:
-        """Point every descriptor but the pipe at /dev/null: the copy cannot write a file
-        of the run, nor print."""
-        null = os.open(os.devnull, os.O_RDWR)
-        for name in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else map(str, range(3)):
-            fd = int(name)
-            if fd not in (self.out, null):
-                try:
-                    os.dup2(null, fd)
-                except OSError:
-                    pass
-        self.sim.log.out = Nowhere()
+    def _run_copy(self, ahead: Ahead, copy: Copy | None, snapshot: Snapshot) -> bool:
+        stale = copy is None or copy.now < snapshot.t or (copy.finished and ahead.stats["landed"] != self.explored)
+        if stale and copy is not None and len(ahead.flight) >= ahead.concurrency:
+            return False                # enough calls in flight: a new copy would only add to the queue
+        if stale:
+            self.explored = ahead.stats["landed"]
+            ahead.rebase(snapshot.taken)
+            try:
+                copy = self.copy = Copy(self, snapshot)
+            except Exception:
+                return self._failed()
+            ahead.stats["copies"] += 1
+        if copy.finished or len(ahead.flight) >= copy.cap:
+            return False
+        try:
+            copy.run(SLICE)
+        except Exception:
+            return self._failed()
+        return True
 
-    def _leave(self) -> None:
-        data = json.dumps([[list(key), request.to_dict(), ahead_s] for key, request, ahead_s in self.needed]).encode()
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.out, view):]
-        os._exit(0)
+    def _failed(self) -> bool:
+        """A copy broke: something in this run breaks copies, so after a few, stop making them."""
+        self.copy = None
+        self.ahead.stats["failed_copies"] += 1
+        if self.ahead.stats["failed_copies"] >= FAILURES:
+            self.ahead.lookahead = 0
+        return False
+
+
+class Town:
+    """The map as run-ahead reads it: each tile's arena, the arenas of each place, and
+    which tiles can be walked."""
+
+    def __init__(self, grid) -> None:
+        self.grid = grid
+        self.walkable = np.zeros((grid.height, grid.width), dtype=bool)
+        for x, y in grid.walkable_tiles():
+            self.walkable[y, x] = True
+        names = grid.arenas()
+        self.arena_ids = np.full(self.walkable.shape, -1, dtype=np.int64)   # each tile's arena, -1 for walls
+        self.arena_at: dict[tuple[int, int], int] = {}
+        for i, name in enumerate(names):
+            for x, y in grid.tiles_in(name):
+                self.arena_ids[y, x] = i
+                self.arena_at[x, y] = i
+        self.places: dict[str, set[int]] = {}
+        for place in names + sorted({n.split(" / ")[0] for n in names}):
+            self.arenas_of(place)
+        self.cones: dict[tuple, set[int]] = {}
+
+    def arenas_of(self, place: str) -> set[int]:
+        """The arenas of a place (an arena, or a sector and all its arenas)."""
+        if place not in self.places:
+            self.places[place] = {int(self.arena_ids[y, x]) for x, y in self.grid.tiles_in(place)} - {-1}
+        return self.places[place]
+
+    def within(self, tiles: tuple, steps: int) -> set[int]:
+        """The arenas at most `steps` 4-neighbour steps from `tiles` over walkable ground."""
+        if (tiles, steps) not in self.cones:
+            seen = np.zeros(self.walkable.shape, dtype=bool)
+            for x, y in tiles:
+                seen[y, x] = True
+            for _ in range(steps):
+                grown = seen.copy()
+                grown[1:, :] |= seen[:-1, :]
+                grown[:-1, :] |= seen[1:, :]
+                grown[:, 1:] |= seen[:, :-1]
+                grown[:, :-1] |= seen[:, 1:]
+                grown &= self.walkable
+                if (grown == seen).all():
+                    break
+                seen = grown
+            self.cones[tiles, steps] = set(np.unique(self.arena_ids[seen]).tolist())
+        return self.cones[tiles, steps]
+
+
+class Copy:
+    """The simulation as it was at a snapshot, run ahead in this process (see the module
+    docstring). `finished` once every agent has stopped, or it reached its horizon, or it went
+`PATIENCE` simulated seconds without finding a request to send (every agent still going
+is then where earlier copies have been: a later copy, from a later snapshot, goes on)."""
+
+    def __init__(self, dispatch: RunAheadDispatcher, snapshot: Snapshot) -> None:
+        from smallville.sim.engine import Simulation
+
+        original = dispatch.sim
+        self.dispatch, self.ahead, self.town = dispatch, dispatch.ahead, dispatch.town
+        self.sim = Simulation(original.scenario, original.brain, original.embedder, config=original.config,
+                              log=Counting(original.scenario.start), world=original.world.copy())
+        streams = {a: original.agents[a].stream.branch(mark) for a, mark in snapshot.marks.items()}
+        self.sim.set_state(snapshot.state, streams)
+        self.sim.start()                        # a snapshot from before the start begins the town
+        self.asking = _Asking(self, self.sim.dispatch)
+        self.sim.use_dispatcher(self.asking)
+        self.env = self.sim.env
+        self.used: Counter[str] = Counter()     # occurrences of each key the copy took since the snapshot
+        self.stopped: dict[str, tuple] = {}     # agent -> (time, tiles, arena, plan, plan's end) at its stop
+        self.finished = False
+        self.found = self.env.now               # when it last found a request to send
+        self._scanned: tuple = ()               # (time, stops) when every agent was last looked at
+        self._reached: tuple = ((), None)       # ((time, stops), `_reach` then)
+        self.cap = 2 * self.ahead.concurrency
+        self.horizon = min(getattr(original, "until", np.inf), dispatch.env.now + self.ahead.lookahead)
+        self.env.process(self._watch())
+
+    @property
+    def now(self) -> float:
+        return self.env.now
+
+    def run(self, events: int) -> None:
+        """Run on for at most `events` events of the copy's clock."""
+        env = self.env
+        for _ in range(events):
+            if self.finished or len(self.ahead.flight) >= self.cap:
+                return
+            if env.peek() >= min(self.horizon, self.found + PATIENCE):
+                self.finished = True
+                return
+            env.step()
 
     # ---- answering in the copy ------------------------------------------------------
 
-    def _answer(self, batch) -> None:
+    def answer(self, batch) -> None:
         ahead = self.ahead
         _, refused = self.asking.guard(batch)
         for i, (agent, _, request, event) in enumerate(batch):
             if i in refused:                       # past the runaway guard's ceiling: the safe default
                 event.succeed(safe_answer(request))
                 continue
-            key = rq.request_key(request)
-            key = (key, ahead.used[key])
-            ahead.used[key[0]] += 1
+            name = rq.request_key(request)
+            key = (name, ahead.used_before(name) + self.used[name])
+            self.used[name] += 1
             if agent not in self.stopped:
-                self._spread()
+                self._spread(agent)
             if agent in self.stopped:
                 continue
-            result = ahead.done.get(key)
+            result = ahead.fetched(key)
             if result is None or isinstance(result, BaseException):
-                if result is None and key not in ahead.flight:
-                    self.needed.append((key, request, self.env.now - self.began))
+                if result is None:
+                    ahead.submit(key, request)
+                    self.found = self.env.now
+                    ahead.stats["most_ahead_s"] = max(ahead.stats["most_ahead_s"],
+                                                      int(self.env.now - self.dispatch.env.now))
                 self._stop(agent)
                 continue
             event.succeed(self.asking.fit(agent, request, result[0]))
-        if len(self.needed) >= self.cap:
-            self._leave()
 
     # ---- who can no longer be trusted -----------------------------------------------
 
@@ -349,10 +404,9 @@ class _Copy:
         """From now on `agent` may act otherwise than the copy has it act: note where it
         can be, now and later (see `_reach`)."""
         a = self.sim.agents[agent]
-        world = self.sim.world
         plan = tuple((b.start, b.end, b.where) for b in a.plan if b.end > self.env.now)
         ends = a.plan[-1].end if a.plan else self.env.now
-        self.stopped[agent] = (self.env.now, self._tiles(agent), world.area_of(agent), plan, ends)
+        self.stopped[agent] = (self.env.now, self._tiles(agent), self.sim.world.area_of(agent), plan, ends)
 
     def _tiles(self, agent: str) -> tuple:
         here = self.sim.world.position(agent)
@@ -360,19 +414,28 @@ class _Copy:
         heading = doing.tile if doing is not None and doing.phase == "walking" else None
         return (here,) if heading is None or heading == here else (here, heading)
 
-    def _spread(self) -> None:
-        """Stop every agent that a stopped agent could have met by now (`_reach`)."""
-        arena_of = self.dispatch.arena_ids
+    def _spread(self, asking: str | None = None) -> None:
+        """Stop every agent that a stopped agent could have met by now (`_reach`). Once the
+        agents have been looked at for this instant and these stops, only `asking` (the
+        agent whose request is being answered) is looked at again."""
+        arena_at = self.town.arena_at
+        key = (self.env.now, len(self.stopped))
+        if asking is not None and self._scanned == key:
+            reach = self._reach()
+            if reach is not None and not any(arena_at.get(tile, -1) in reach for tile in self._tiles(asking)):
+                return
+            self._mark(asking)
         while True:
             reach = self._reach()
             caught = [agent for agent in self.sim.agents if agent not in self.stopped
-                      and (reach is None or any(arena_of[y, x] in reach for x, y in self._tiles(agent)))]
+                      and (reach is None or any(arena_at.get(tile, -1) in reach for tile in self._tiles(agent)))]
             if not caught:
                 break
             for agent in caught:
                 self._mark(agent)
+        self._scanned = (self.env.now, len(self.stopped))
         if len(self.stopped) == len(self.sim.agents):
-            self._leave()
+            self.finished = True
 
     def _reach(self) -> set[int] | None:
         """The arenas a stopped agent could be in by now; None for all of them.
@@ -385,61 +448,35 @@ class _Copy:
         as fast as it walks: one tile per `tile_time`. One whose plan runs out while
         stopped is taken to be anywhere."""
         now = self.env.now
-        places = self.dispatch.place_arenas
-        reach: set[int] = set()
+        key = (now, len(self.stopped))
+        if self._reached[0] == key:
+            return self._reached[1]
+        town = self.town
+        reach: set[int] | None = set()
         for t, tiles, arena, plan, ends in self.stopped.values():
             if now >= ends:
                 if ends > t:
-                    return None
-                steps = int((now - t) // self.tile_time)
-                if (tiles, steps) not in self._cones:
-                    walked = _walk(self._walkable, tiles, steps)
-                    self._cones[tiles, steps] = set(np.unique(self.dispatch.arena_ids[walked]).tolist())
-                reach |= self._cones[tiles, steps]
+                    reach = None
+                    break
+                reach |= town.within(tiles, int((now - t) // self.sim.world.tile_time))
                 continue
             for place in [arena] + [where for start, _, where in plan if where and start <= now]:
-                if place not in places:
-                    places[place] = self.dispatch.arenas_of(place)
-                reach |= places[place]
-            reach.update(int(self.dispatch.arena_ids[y, x]) for x, y in tiles)
+                reach |= town.arenas_of(place)
+            reach.update(town.arena_at.get(tile, -1) for tile in tiles)
+        self._reached = (key, reach)
         return reach
 
     def _watch(self):
         while True:
-            yield self.env.timeout(self.tick)
+            yield self.env.timeout(self.sim.tick)
             self._spread()
-
-
-def walkable_mask(grid) -> np.ndarray:
-    mask = np.zeros((grid.height, grid.width), dtype=bool)
-    for x, y in grid.walkable_tiles():
-        mask[y, x] = True
-    return mask
-
-
-def _walk(walkable: np.ndarray, tiles, steps: int) -> np.ndarray:
-    """Tiles at most `steps` 4-neighbour steps from `tiles` over walkable ground."""
-    seen = np.zeros(walkable.shape, dtype=bool)
-    for x, y in tiles:
-        seen[y, x] = True
-    for _ in range(steps):
-        grown = seen.copy()
-        grown[1:, :] |= seen[:-1, :]
-        grown[:-1, :] |= seen[1:, :]
-        grown[:, 1:] |= seen[:, :-1]
-        grown[:, :-1] |= seen[:, 1:]
-        grown &= walkable
-        if (grown == seen).all():
-            break
-        seen = grown
-    return seen
 
 
 class _Asking(Dispatcher):
     """The copy's dispatcher: it hands each batch to the copy, which answers what has been
     fetched and stops the agents whose answers have not."""
 
-    def __init__(self, copy: "_Copy", base: Dispatcher) -> None:
+    def __init__(self, copy: Copy, base: Dispatcher) -> None:
         super().__init__(base.env, base.brain, base.on_fallback)
         self.take_over(base)
         self.copy = copy
@@ -447,4 +484,4 @@ class _Asking(Dispatcher):
     def _flush(self, _event) -> None:
         batch = sorted(self._pending, key=lambda p: (p[0], p[1]))
         self._pending = []
-        self.copy._answer(batch)
+        self.copy.answer(batch)

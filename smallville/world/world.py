@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from smallville.world.grid import Grid, Tile, in_area
 
@@ -41,6 +41,19 @@ class World:
         grid = Grid(spec.grid, spec.legend)
         objects = [(o.name, tuple(o.at), o.state) for o in spec.objects]
         return cls(grid, objects, spec.vision, spec.tile_time)
+
+    def copy(self) -> "World":
+        """A world with the same grid (shared: it never changes), and its own copies of the
+        objects and of where everyone is."""
+        other = World.__new__(World)
+        other.grid, other.vision, other.tile_time, other._cell = self.grid, self.vision, self.tile_time, self._cell
+        other.things = [replace(t) for t in self.things]
+        other._things_by_area = {}
+        for thing in other.things:
+            other._things_by_area.setdefault(thing.area, []).append(thing)
+        other._positions = dict(self._positions)
+        other._cells = {cell: set(agents) for cell, agents in self._cells.items()}
+        return other
 
     # ---- agents ---------------------------------------------------------------------
 
