@@ -31,11 +31,11 @@ def measure(scenario, duration: float, seed: int | None, embedder: str) -> dict:
         wall = time.perf_counter() - began
     agents = len(scenario.agents)
     m = result.manifest
-    requests = sum(m["requests"].values())
-    return {"embedder": m["embedder"]["name"], "wall": wall, "sim_min_per_s": duration / 60 / wall,
-            "memories_per_agent": m["counts"]["memories"] / agents,
-            "requests_per_agent_hour": requests / agents / (duration / 3600), "events": m["counts"]["events"],
-            "conversations": m["counts"]["conversations"], "reflections": m["counts"]["reflections"]}
+    requests = sum(m.requests.values())
+    return {"embedder": m.embedder["name"], "wall": wall, "sim_min_per_s": duration / 60 / wall,
+            "memories_per_agent": m.counts["memories"] / agents,
+            "requests_per_agent_hour": requests / agents / (duration / 3600), "events": m.counts["events"],
+            "conversations": m.counts["conversations"], "reflections": m.counts["reflections"]}
 
 
 def main() -> None:

@@ -41,10 +41,10 @@ def one(size: int, duration: float, seed: int, embedder: str) -> dict:
     m = result.manifest
     return {"agents": size, "load_s": loaded - began, "wall_s": wall, "sim_min_per_s": duration / 60 / wall,
             "s_per_agent": wall / size, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "memories_per_agent": m["counts"]["memories"] / size,
-            "ms_per_memory": 1000 * wall / max(1, m["counts"]["memories"]), "conversations": m["counts"]["conversations"],
-            "events": m["counts"]["events"], "embedder": m["embedder"]["name"],
-            "probes": {k: len(v["end"]) for k, v in m["probes"].items()}}
+            "memories_per_agent": m.counts["memories"] / size,
+            "ms_per_memory": 1000 * wall / max(1, m.counts["memories"]), "conversations": m.counts["conversations"],
+            "events": m.counts["events"], "embedder": m.embedder["name"],
+            "probes": {k: len(v["end"]) for k, v in m.probes.items()}}
 
 
 def main() -> None:

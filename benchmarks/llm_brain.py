@@ -200,7 +200,7 @@ def measure(scenario, duration: float, latency: float, concurrency: int | None, 
             events = (result.path / "events.jsonl").read_bytes()
     finally:
         stats = server.close()
-    return {"wall": wall, "cpu": cpu, "usage": result.manifest["usage"], "server": stats,
+    return {"wall": wall, "cpu": cpu, "usage": result.manifest.usage, "server": stats,
             "batches": result.simulation.dispatch.batches, "events": hashlib.sha256(events).hexdigest()}
 
 

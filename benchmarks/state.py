@@ -130,7 +130,7 @@ def child_fork(run: str, ats: list[float], runs: str) -> dict:
     for at in ats:
         began = time.perf_counter()
         result = fork_run(run, at, duration=900, runs_dir=runs)
-        out[at] = {"wall": time.perf_counter() - began, "restored": result.manifest["fork"]["restored"]}
+        out[at] = {"wall": time.perf_counter() - began, "restored": result.manifest.fork["restored"]}
     return out
 
 
@@ -147,7 +147,7 @@ def child_resume(run: str) -> dict:
         marks["restored"], marks["from"] = time.perf_counter() - began, sim.env.now
 
     result = resume_run(run, on_start=on_start, on_step=lambda now: steps.setdefault(now, time.perf_counter() - began))
-    return {**marks, "steps": steps, "wall": time.perf_counter() - began, "resumed": result.manifest["resumed"][-1],
+    return {**marks, "steps": steps, "wall": time.perf_counter() - began, "resumed": result.manifest.resumed[-1],
             "startup": load}
 
 

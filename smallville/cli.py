@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _verify(args) -> int:
-    from smallville.replay.record import read_manifest
+    from smallville.run.manifest import read_manifest
     from smallville.run.verify import verify
 
     read_manifest(args.run_dir)                 # a folder that is not a run: one line, exit 2
@@ -291,20 +291,19 @@ def _continue(args) -> int:
     """`resume` and `fork`."""
     from smallville import render
     from smallville.run import fork_run, resume_run
-    from smallville.replay.record import read_manifest
-    from smallville.timefmt import parse_datetime
+    from smallville.run.manifest import read_manifest
 
     manifest = read_manifest(args.run_dir)
-    start = parse_datetime(manifest["sim_start"])
+    start = manifest.start
     if args.command == "resume":
-        until = manifest["duration_s"] + (args.duration or 0.0)
+        until = manifest.duration_s + (args.duration or 0.0)
 
         def go(on_start, on_step):
             return resume_run(args.run_dir, extend=args.duration, on_start=on_start, on_step=on_step,
                                            budget=_budget(args))
     else:
         at = _seconds_since(start, args.at, "--at")
-        until = at + args.duration if args.duration else manifest["duration_s"]
+        until = at + args.duration if args.duration else manifest.duration_s
 
         def go(on_start, on_step):
             return fork_run(args.run_dir, at, seed=args.seed, inject=[tuple(i) for i in args.inject],
@@ -317,9 +316,9 @@ def _continue(args) -> int:
 def _exit_code(result) -> int:
     """0 for a completed run, 3 for one stopped by its budget (after one line saying which
     limit and how to go on), 130 for an interrupted one."""
-    status = result.manifest["status"]
+    status = result.manifest.status
     if status == "budget_exhausted":
-        stop = result.manifest["budget_stop"]
+        stop = result.manifest.budget_stop
         flag = "--" + stop["limit"]
         print(f"smallville: budget reached at {stop['at']}: {stop['spent']} of {flag} {stop['value']} spent; "
               f"go on with: smallville resume {result.path} {flag} MORE", file=sys.stderr)
@@ -331,14 +330,15 @@ def _ask(args) -> int:
     """`inspect` and `interview`: the state rebuilt in memory from a checkpoint, never a change to the run."""
     import json
 
-    from smallville.run import simulate_to
     from smallville.replay import inspect as look
-    from smallville.replay.record import load_run
+    from smallville.run import Run
 
-    run = load_run(args.run_dir)
+    run = Run.open(args.run_dir)
     agent = getattr(args, "agent", None)
-    _known_agent(run, agent)
-    sim = simulate_to(args.run_dir, _sim_time(run, args.at, "--at"))        # it refuses a time outside the run
+    if agent and agent not in run.manifest.agents:
+        raise UsageError(f"unknown agent {agent!r} in {run.path}: it has {', '.join(sorted(run.manifest.agents))}")
+    at = _seconds_since(run.start, args.at, "--at") if args.at is not None else None
+    sim = run.state_at(at)                          # it refuses a time outside the run
     if args.command == "interview":
         out = look.interview(sim, args.agent, args.question)
     elif agent:
@@ -367,8 +367,8 @@ def _sim_time(run, text: str | None, flag: str, within: bool = False) -> float |
         return None
     from smallville.timefmt import parse_datetime
 
-    first = run.manifest["sim_start"]
-    last = run.manifest.get("sim_reached") or (run.events[-1]["time"] if run.events else first)
+    first = run.manifest.sim_start
+    last = run.manifest.sim_reached or (run.events[-1]["time"] if run.events else first)
     seconds = _seconds_since(parse_datetime(first), text, flag)
     if within and not parse_datetime(first) <= parse_datetime(text) <= parse_datetime(last):
         raise UsageError(f"{flag} {text}: {run.path} covers {first} to {last}")

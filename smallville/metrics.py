@@ -101,25 +101,26 @@ def run_metrics(run_dir: str | Path) -> RunMetrics:
     return compute(record.manifest, record.events, record.scenario, run=Path(run_dir).name)
 
 
-def compute(manifest: dict, events: list[dict], scenario=None, run: str = "") -> RunMetrics:
-    agents = manifest.get("agents") or ([a.id for a in scenario.agents] if scenario is not None else [])
+def compute(manifest, events: list[dict], scenario=None, run: str = "") -> RunMetrics:
+    """The metrics of a run from its `Manifest`, its events and (if at hand) its scenario."""
+    agents = manifest.agents or ([a.id for a in scenario.agents] if scenario is not None else [])
     agents = sorted(agents)
     names = {a.id: a.name for a in scenario.agents} if scenario is not None else {}
     by_name = {v: k for k, v in names.items()}
     for a in agents:                                   # without the scenario: "Ann Lee" <-> ann_lee
         by_name.setdefault(a.replace("_", " ").title(), a)
-    start = _parse(manifest.get("sim_start")) or (scenario.start if scenario is not None else None)
-    reached = _seconds(start, manifest.get("sim_reached")) if start else None
+    start = _parse(manifest.sim_start) or (scenario.start if scenario is not None else None)
+    reached = _seconds(start, manifest.sim_reached) if start else None
     end_t = reached if reached is not None else max((e["t"] for e in events), default=0.0)
     probes = {p.name: tuple(w.lower() for w in p.match) for p in scenario.probes} if scenario is not None else {}
-    for name in manifest.get("probes", {}):
+    for name in manifest.probes or {}:
         probes.setdefault(name, ())
-    out = RunMetrics(run=run or manifest.get("run_id", ""))
-    out.info = {"run_id": manifest.get("run_id"), "status": manifest.get("status"), "seed": manifest.get("seed"),
-                "scenario": (manifest.get("scenario") or {}).get("name"), "agents": agents,
-                "sim_start": manifest.get("sim_start"), "sim_reached": manifest.get("sim_reached"),
-                "hours": round(end_t / 3600, 3), "config": manifest.get("config", {}),
-                "brain": (manifest.get("brain") or {}).get("name")}
+    out = RunMetrics(run=run or manifest.run_id)
+    out.info = {"run_id": manifest.run_id, "status": manifest.status, "seed": manifest.seed,
+                "scenario": (manifest.scenario or {}).get("name"), "agents": agents,
+                "sim_start": manifest.sim_start, "sim_reached": manifest.sim_reached,
+                "hours": round(end_t / 3600, 3), "config": manifest.config or {},
+                "brain": (manifest.brain or {}).get("name"), "wall_seconds": (manifest.wall or {}).get("seconds")}
     out.diffusion = _diffusion(events, probes, by_name, end_t)
     out.network = _network(events, agents, scenario)
     out.coordination = _coordination(events, scenario, probes, start) if scenario is not None and start else []
@@ -320,7 +321,7 @@ def _plan_blocks(events: list[dict], start: datetime) -> dict[str, list]:
 # ---- activity -----------------------------------------------------------------------------
 
 
-def _activity(events: list[dict], agents: list[str], manifest: dict) -> dict:
+def _activity(events: list[dict], agents: list[str], manifest) -> dict:
     per = {a: {"conversations": 0, "reflections": 0, "reflect_sessions": 0, "replans": 0, "memories": 0,
                "actions": 0} for a in agents}
     totals = {k: 0 for k in ("conversations", "reflections", "reflect_sessions", "replans", "memories", "actions")}
@@ -350,10 +351,10 @@ def _activity(events: list[dict], agents: list[str], manifest: dict) -> dict:
         elif kind == ACTION:
             totals["actions"] += 1
             bump(a, "actions")
-    requests = dict(manifest.get("requests") or {})
+    requests = dict(manifest.requests or {})
     usage = None
-    if manifest.get("usage"):
-        total = manifest["usage"].get("total", manifest["usage"])
+    if manifest.usage:
+        total = manifest.usage.get("total", manifest.usage)
         tokens = (total.get("prompt_tokens") or 0) + (total.get("completion_tokens") or 0)
         usage = {"tokens": total.get("tokens", tokens), "cost": total.get("cost"),
                  "calls": total.get("calls"), "fallbacks": total.get("fallbacks")}

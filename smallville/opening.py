@@ -16,19 +16,20 @@ def brain_name(settings: dict) -> str:
     return settings.get("model") if settings.get("name") == "llm" else settings.get("name", "offline")
 
 
-def opening(manifest: dict, path, brain: str, embedder: str) -> str:
+def opening(manifest, path, brain: str, embedder: str) -> str:
     """One line: the scenario, what this run is and where it starts, to when, its seed, brain,
-    embedder and folder."""
-    start = parse_datetime(manifest["sim_start"])
-    end = _when(start, manifest["duration_s"])
+    embedder and folder. `manifest` is the run's `Manifest`."""
+    start = parse_datetime(manifest.sim_start)
+    end = _when(start, manifest.duration_s)
     about = f"brain {brain}, embedder {embedder}; writing {path}"
-    resumed = (manifest.get("resumed") or [None])[-1]
+    name = manifest.scenario["name"]
+    resumed = (manifest.resumed or [None])[-1]
     if resumed:
-        return f"{manifest['scenario']['name']}: {_resuming(resumed, end)}; seed {manifest['seed']}, {about}"
-    if manifest.get("fork"):
-        return f"{manifest['scenario']['name']}: {_forked(manifest['fork'], manifest['seed'], end)}, {about}"
-    return (f"{manifest['scenario']['name']}: {len(manifest['agents'])} agents, "
-            f"{format_duration(manifest['duration_s'])} from {_when(start)}, seed {manifest['seed']}, {about}")
+        return f"{name}: {_resuming(resumed, end)}; seed {manifest.seed}, {about}"
+    if manifest.fork:
+        return f"{name}: {_forked(manifest.fork, manifest.seed, end)}, {about}"
+    return (f"{name}: {len(manifest.agents)} agents, "
+            f"{format_duration(manifest.duration_s)} from {_when(start)}, seed {manifest.seed}, {about}")
 
 
 def _forked(fork: dict, seed: int, end: str) -> str:

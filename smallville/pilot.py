@@ -15,7 +15,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from smallville.errors import RunError, UsageError
+from smallville.errors import RunError, SmallvilleError, UsageError
+from smallville.run.manifest import read_manifest
 from smallville.timefmt import parse_datetime
 
 FIGURES = ("requests", "prompt_tokens", "completion_tokens")
@@ -37,13 +38,13 @@ class Pilot:
         what it ran since its last resume or its fork."""
         run_dir = Path(run_dir)
         try:
-            manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-            usage = manifest["usage"]["by_kind"]
-            start, reached = parse_datetime(manifest["sim_start"]), parse_datetime(manifest["sim_reached"])
-            agents = len(manifest["agents"])
-            began = parse_datetime(manifest["fork"]["at"] if manifest.get("fork")
-                                   else manifest["resumed"][-1]["from"] if manifest.get("resumed") else start)
-        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            manifest = read_manifest(run_dir)
+            usage = manifest.usage["by_kind"]
+            start, reached = parse_datetime(manifest.sim_start), parse_datetime(manifest.sim_reached)
+            agents = len(manifest.agents)
+            began = parse_datetime(manifest.fork["at"] if manifest.fork
+                                   else manifest.resumed[-1]["from"] if manifest.resumed else start)
+        except (SmallvilleError, ValueError, KeyError, TypeError, IndexError):
             raise UsageError(f"--from {run_dir}: not a run on a model "
                            "(its manifest has no usage by request kind)") from None
         hours = (reached - began).total_seconds() / 3600

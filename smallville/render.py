@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from smallville.opening import brain_name, count, opening
-from smallville.run import RunResult, run_scenario
+from smallville.run import Manifest, RunResult, run_scenario
 from smallville.tables import Table, make_console, print_table
 from smallville.timefmt import format_sim
 
@@ -47,7 +47,7 @@ def with_progress(go, start, duration: float, quiet: bool, console: Console | No
         def on_start(sim, path, manifest) -> None:
             seen["sim"] = sim
             if not quiet:
-                console.print(opening(manifest, path, brain_name(manifest.get("brain") or {}), sim.embedder.name),
+                console.print(opening(manifest, path, brain_name(manifest.brain or {}), sim.embedder.name),
                               markup=False, highlight=False)
             note = (sim.brain.describe().get("structured_check") or {}).get("note")
             if note:                            # the preflight chose another structured-output mode
@@ -60,10 +60,10 @@ def with_progress(go, start, duration: float, quiet: bool, console: Console | No
         result = go(on_start, on_step)
     if not quiet:
         print_table(console, summary(result))
-        if "usage" in result.manifest and result.manifest["usage"].get("by_kind"):
+        if (result.manifest.usage or {}).get("by_kind"):
             print_table(console, usage_table(result.manifest))
             print_table(console, agent_usage_table(result.manifest))
-    status = result.manifest["status"]
+    status = result.manifest.status
     style = "green" if status == "completed" else "yellow"
     if quiet:
         print(f"{status}: run written to {result.path}")
@@ -92,26 +92,26 @@ def spend_so_far(seen: dict, now: float, until: float) -> str:
 def summary(result: RunResult) -> Table:
     """Per-agent figures and the spread of each probe."""
     sim, m = result.simulation, result.manifest
-    table = Table(title=f"{m['scenario']['name']}: {m['sim_start']} to {m['sim_reached']}  "
-                        f"({m['wall']['seconds']:.1f} s wall)")
+    table = Table(title=f"{m.scenario['name']}: {m.sim_start} to {m.sim_reached}  "
+                        f"({m.wall['seconds']:.1f} s wall)")
     for col in ("agent", "memories", "reflections", "talks", "knows"):
         table.add_column(col, justify="left" if col in ("agent", "knows") else "right")
     for agent in sim.agents.values():
         kinds = [agent.stream[i].kind for i in range(len(agent.stream))]
         table.add_row(agent.name, str(len(kinds)), str(kinds.count("reflection")),
                       str(sum(agent.talks.values())), ", ".join(sorted(agent.knows)))
-    c = m["counts"]
+    c = m.counts
     table.caption = (f"{c['memories']} memories, {c['reflections']} reflections, {c['conversations']} conversations, "
                      f"{c['actions']} actions, {c['replans']} re-plans.  Probes: "
-                     + "; ".join(f"{k} {len(v['start'])} -> {len(v['end'])}" for k, v in m["probes"].items()))
+                     + "; ".join(f"{k} {len(v['start'])} -> {len(v['end'])}" for k, v in m.probes.items()))
     return table
 
 
-def usage_table(manifest: dict) -> Table:
+def usage_table(manifest: Manifest) -> Table:
     """What the brain's requests took, by request kind: calls, retries, fallbacks, tokens, cost."""
-    usage = manifest["usage"]
+    usage = manifest.usage
     cols = ("requests", "calls", "retries", "fallbacks", "reused", "cached", "prompt_tokens", "completion_tokens", "cost")
-    table = Table(title=f"brain {manifest['brain'].get('model', manifest['brain'].get('name'))}")
+    table = Table(title=f"brain {manifest.brain.get('model', manifest.brain.get('name'))}")
     table.add_column("request")
     for col in cols:
         table.add_column(col.replace("_tokens", " tok"), justify="right")
@@ -130,9 +130,9 @@ def usage_table(manifest: dict) -> Table:
     return table
 
 
-def agent_usage_table(manifest: dict, top: int = 10) -> Table:
+def agent_usage_table(manifest: Manifest, top: int = 10) -> Table:
     """What each agent's requests took (the `top` agents by calls, the rest summed)."""
-    usage = manifest["usage"]
+    usage = manifest.usage
     cols = ("requests", "calls", "fallbacks", "prompt_tokens", "completion_tokens", "cost")
     table = Table(title="by agent")
     table.add_column("agent")

@@ -28,6 +28,15 @@ def simulate(path: Path, seconds: float, seed: int | None = None, embedder: str 
     return sim
 
 
+def manifest_of(**fields):
+    """A run's `Manifest` with the given fields, the required ones it lacks left blank."""
+    from smallville.run import Manifest
+
+    blank = {"run_id": "", "scenario": {}, "seed": 0, "brain": {}, "embedder": {}, "agents": [], "sim_start": "",
+             "sim_end": "", "duration_s": 0.0}
+    return Manifest.from_dict({**blank, **fields})
+
+
 @pytest.fixture(scope="session")
 def ville_two_days():
     """The default town, two simulated days (shared: it takes several seconds)."""

@@ -44,27 +44,27 @@ def tokens_billed(server) -> int:
 def test_a_request_limit_is_never_passed(tmp_path, server, limit):
     result = run(tmp_path, server, "runs", budget={"requests": limit})
     m = result.manifest
-    assert m["status"] == "budget_exhausted"
-    assert server.chats <= limit and m["spend"]["requests"] == server.chats
-    assert m["budget_stop"] == {"limit": "max-requests", "value": limit, "spent": server.chats,
-                                "at": m["sim_reached"]}
+    assert m.status == "budget_exhausted"
+    assert server.chats <= limit and m.spend["requests"] == server.chats
+    assert m.budget_stop == {"limit": "max-requests", "value": limit, "spent": server.chats,
+                                "at": m.sim_reached}
 
 
 @pytest.mark.parametrize("limit", [3000, 12000])
 def test_a_token_limit_is_never_passed(tmp_path, server, limit):
     result = run(tmp_path, server, "runs", budget={"tokens": limit})
-    assert result.manifest["status"] == "budget_exhausted"
+    assert result.manifest.status == "budget_exhausted"
     assert 0 < tokens_billed(server) <= limit
-    assert result.manifest["spend"]["tokens"] == tokens_billed(server)
+    assert result.manifest.spend["tokens"] == tokens_billed(server)
 
 
 def test_a_dollar_budget_is_never_passed_with_a_configured_price(tmp_path, server):
     price = {"price_prompt": 2e-6, "price_completion": 8e-6}
     result = run(tmp_path, server, "runs", budget={"usd": 0.05}, **price)
     billed = sum(u["prompt_tokens"] * 2e-6 + u["completion_tokens"] * 8e-6 for u in server.usages)
-    assert result.manifest["status"] == "budget_exhausted"
+    assert result.manifest.status == "budget_exhausted"
     assert 0.03 < billed <= 0.05
-    assert result.manifest["spend"]["usd"] == pytest.approx(billed)
+    assert result.manifest.spend["usd"] == pytest.approx(billed)
 
 
 def test_a_dollar_budget_needs_a_price(tmp_path, server):
@@ -77,12 +77,12 @@ def test_a_dollar_budget_needs_a_price(tmp_path, server):
 
 def test_a_stopped_run_resumed_with_more_ends_as_if_never_stopped(tmp_path, server):
     whole = run(tmp_path, server, "whole")
-    assert whole.manifest["status"] == "completed"
+    assert whole.manifest.status == "completed"
     stopped = run(tmp_path, server, "stopped", budget={"requests": 25})
     path = stopped.path
-    statuses = [stopped.manifest["status"]]
+    statuses = [stopped.manifest.status]
     while statuses[-1] == "budget_exhausted" and len(statuses) < 10:
-        statuses.append(resume_run(path, budget={"requests": 25}).manifest["status"])
+        statuses.append(resume_run(path, budget={"requests": 25}).manifest.status)
     assert statuses[0] == "budget_exhausted" and statuses[-1] == "completed" and len(statuses) > 2
     for name in ("events.jsonl", "answers.jsonl"):
         assert (path / name).read_bytes() == (whole.path / name).read_bytes(), name
@@ -90,8 +90,8 @@ def test_a_stopped_run_resumed_with_more_ends_as_if_never_stopped(tmp_path, serv
     # paid for and asked again on resume: a stop costs a few calls, never the whole hour.
     # (Run-ahead may also fetch a call the run never uses, in either run, as timing has it.)
     spent = json.loads((path / "manifest.json").read_text())["spend"]["requests"]
-    paid = whole.manifest["spend"]["requests"]
-    needed = paid - whole.manifest["usage"].get("run_ahead", {}).get("unused", 0)
+    paid = whole.manifest.spend["requests"]
+    needed = paid - whole.manifest.usage.get("run_ahead", {}).get("unused", 0)
     assert needed <= spent <= paid + 10 * len(statuses)
 
 

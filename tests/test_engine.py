@@ -6,7 +6,7 @@ import json
 import os
 from collections import Counter
 
-from conftest import CAFE_TRIO, ROOT, THE_VILLE, simulate
+from conftest import CAFE_TRIO, ROOT, THE_VILLE, manifest_of, simulate
 
 from smallville.run import run_scenario
 from smallville.scenario import load_scenario
@@ -130,8 +130,8 @@ def party_attendance(sim) -> list[dict]:
     from smallville.metrics import compute
     from smallville.timefmt import format_sim
 
-    manifest = {"agents": list(sim.agents), "sim_start": format_sim(sim.scenario.start, 0),
-                "sim_reached": format_sim(sim.scenario.start, sim.env.now)}
+    manifest = manifest_of(agents=list(sim.agents), sim_start=format_sim(sim.scenario.start, 0),
+                           sim_reached=format_sim(sim.scenario.start, sim.env.now))
     return compute(manifest, sim.log.records, sim.scenario).coordination
 
 

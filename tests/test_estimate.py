@@ -48,7 +48,7 @@ def test_the_estimate_of_a_window_lands_near_what_the_window_sends(tmp_path, ser
     assert est["prompt_tokens"] == pytest.approx(sent_prompt, rel=0.01)
     lo, hi = est["range"]["requests"]
     assert lo <= server.chats <= hi
-    assert set(est["by_kind"]) == {k for k, v in actual.manifest["usage"]["by_kind"].items() if v["calls"]}
+    assert set(est["by_kind"]) == {k for k, v in actual.manifest.usage["by_kind"].items() if v["calls"]}
     # with the recorded run's completion sizes, completions are expected at its averages
     again = estimate(scenario, settings(), duration=3 * 3600, embedder="lexical", from_run=actual.path).to_dict()
     sent_completion = sum(u["completion_tokens"] for u in server.usages)

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import CAFE_TRIO, ROOT
+from conftest import CAFE_TRIO, ROOT, manifest_of
 from llmserver import LLMServer
 from smallville.brain import LLMConfig
 from smallville.estimate import estimate
@@ -65,8 +65,8 @@ def test_a_pilot_predicts_a_longer_window_of_its_model(pilot_and_window):
 def test_the_first_instant_is_counted_once_and_the_rest_per_agent_hour(tmp_path):
     """Day plans and seed ratings happen once per agent per day: the pilot's rates are
     what it sent after them, scaled by agents and hours."""
-    manifest = {"agents": ["a", "b"], "sim_start": "2023-02-13 07:00:00", "sim_reached": "2023-02-13 09:00:00",
-                "usage": {"by_kind": {
+    manifest = {**manifest_of().to_dict(), "agents": ["a", "b"], "sim_start": "2023-02-13 07:00:00",
+                "sim_reached": "2023-02-13 09:00:00", "usage": {"by_kind": {
                     "plan_day": {"calls": 2, "prompt_tokens": 1000, "completion_tokens": 100},
                     "rate_importance": {"calls": 14, "prompt_tokens": 1400, "completion_tokens": 140},
                     "preflight": {"calls": 1, "prompt_tokens": 40, "completion_tokens": 20},

@@ -243,7 +243,7 @@ def test_an_ablated_run_resumes_with_its_switches(tmp_path):
     whole = run_scenario(scenario, runs_dir=tmp_path / "a", duration=4 * 3600, embedder="lexical", config=config)
     half = run_scenario(scenario, runs_dir=tmp_path / "b", duration=2 * 3600, embedder="lexical", config=config)
     resumed = continuation.resume_run(half.path, extend=2 * 3600)
-    assert resumed.manifest["config"]["planning"] is False
+    assert resumed.manifest.config["planning"] is False
     assert (whole.path / "events.jsonl").read_bytes() == (half.path / "events.jsonl").read_bytes()
     kinds = {json.loads(line)["kind"] for line in open(whole.path / "events.jsonl")}
     assert "reflect" not in kinds and "replan" not in kinds

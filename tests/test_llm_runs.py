@@ -54,14 +54,14 @@ def test_a_run_sends_the_real_prompts_with_no_key_and_accounts_for_every_call(tm
     llm.prefer = {**SOCIABLE, "where": "Hobbs Cafe"}        # a model that sends everyone to the cafe to talk
     result = run(tmp_path, config(llm))
     m = result.manifest
-    assert m["status"] == "completed" and m["brain"]["model"] == "openai/test-model"
-    usage = m["usage"]["total"]
-    wasted = m["usage"]["run_ahead"]["unused"]      # fetched ahead of the clock, never asked for
-    assert usage["requests"] - wasted == sum(m["requests"].values()) > 30
-    assert usage["calls"] == llm.chats and m["usage"]["by_kind"]["preflight"]["calls"] == 1
+    assert m.status == "completed" and m.brain["model"] == "openai/test-model"
+    usage = m.usage["total"]
+    wasted = m.usage["run_ahead"]["unused"]      # fetched ahead of the clock, never asked for
+    assert usage["requests"] - wasted == sum(m.requests.values()) > 30
+    assert usage["calls"] == llm.chats and m.usage["by_kind"]["preflight"]["calls"] == 1
     assert usage["prompt_tokens"] == sum(u["prompt_tokens"] for u in llm.usages)       # the server's own count
     assert usage["retries"] == usage["fallbacks"] == 0
-    assert set(m["usage"]["by_agent"]) == set(m["agents"])
+    assert set(m.usage["by_agent"]) == set(m.agents)
     assert {h.get("authorization") for h in llm.headers} == {"Bearer no-key-needed"}   # a placeholder, no key
     assert llm.prompts[1]["mode"] == "json_schema" and "REQUEST_JSON" not in llm.prompts[1]["user"]
     recorded = (result.path / "answers.jsonl").read_text().splitlines()
@@ -88,8 +88,8 @@ def test_answers_that_follow_the_schema_are_never_retried_in_a_25_agent_hour(tmp
 
     result = run_scenario(load_scenario(THE_VILLE), runs_dir=tmp_path, duration=3600, brain=config(llm),
                           embedder="lexical")
-    total = result.manifest["usage"]["total"]
-    assert result.manifest["status"] == "completed" and total["calls"] > 100
+    total = result.manifest.usage["total"]
+    assert result.manifest.status == "completed" and total["calls"] > 100
     assert total["retries"] == total["fallbacks"] == 0
     log = events(result)
     assert not [e for e in log if e["kind"] == "brain_fallback"]
@@ -104,14 +104,14 @@ def test_answers_that_follow_the_schema_are_never_retried_in_a_25_agent_hour(tmp
 def test_each_failure_is_retried_then_falls_back_and_is_accounted(tmp_path, llm, mode):
     llm.fail(mode, 3, match=KLAUS)       # every attempt of Klaus's first request
     result = run(tmp_path, config(llm, timeout=1.0 if mode == "hang" else 60), hours=0.25)
-    assert result.manifest["status"] == "completed"
+    assert result.manifest.status == "completed"
     (fallback,) = [e for e in events(result) if e["kind"] == "brain_fallback"]
     assert fallback["agent"] == "klaus_mueller" and fallback["data"]["kind"] == "rate_importance"
     reason = {"429": "rate_limit", "500": "server", "hang": "timeout", "invalid_json": "bad_json",
               "schema": "schema", "cutoff": "bad_json"}[mode]
     assert fallback["data"]["error"].startswith(reason + ": ") and len(fallback["data"]["key"]) == 16
-    klaus = result.manifest["usage"]["by_agent"]["klaus_mueller"]
-    total = result.manifest["usage"]["total"]
+    klaus = result.manifest.usage["by_agent"]["klaus_mueller"]
+    total = result.manifest.usage["total"]
     assert (klaus["retries"], klaus["fallbacks"]) == (2, 1) == (total["retries"], total["fallbacks"])
     first = next(e for e in events(result) if e["kind"] == "memory" and e["agent"] == "klaus_mueller")
     assert first["data"]["importance"] == 5
@@ -139,11 +139,11 @@ def test_a_rate_limited_retry_waits_as_long_as_the_server_asks(llm):
 def test_a_fifth_of_calls_failing_still_completes_with_every_failure_accounted(tmp_path, llm):
     llm.fail_rate(0.2, [m for m in FAILURES if m != "hang"])      # hangs: in the test above
     result = run(tmp_path, config(llm, max_concurrency=4), hours=24)      # cafe_trio, a whole simulated day
-    assert result.manifest["status"] == "completed"
-    usage = result.manifest["usage"]["total"]
+    assert result.manifest.status == "completed"
+    usage = result.manifest.usage["total"]
     injected = sum(llm.injected.values())
     assert injected > 10 and usage["retries"] + usage["fallbacks"] == injected
-    wasted = result.manifest["usage"]["run_ahead"]["unused_fallbacks"]   # fetched ahead, never asked for
+    wasted = result.manifest.usage["run_ahead"]["unused_fallbacks"]   # fetched ahead, never asked for
     assert sum(e["kind"] == "brain_fallback" for e in events(result)) == usage["fallbacks"] - wasted
 
 
@@ -163,7 +163,7 @@ def test_record_then_replay_with_the_server_stopped_is_byte_identical(tmp_path, 
     assert any(e["kind"] == "brain_fallback" for e in events(recorded))
     llm.stop()
     replayed = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path / "replay", replay_from=recorded.path)
-    assert replayed.manifest["status"] == "completed" and replayed.manifest["brain"]["name"] == "replay"
+    assert replayed.manifest.status == "completed" and replayed.manifest.brain["name"] == "replay"
     assert (replayed.path / "events.jsonl").read_bytes() == (recorded.path / "events.jsonl").read_bytes()
 
 
@@ -184,7 +184,7 @@ def test_a_cache_shared_across_runs_answers_without_calls(tmp_path, llm):
     calls = llm.chats
     second = run(tmp_path, config(llm), hours=1, cache=tmp_path / "cache", name="again")
     assert llm.chats == calls + 1                                 # the preflight only
-    assert second.manifest["usage"]["total"]["cached"] == second.manifest["usage"]["total"]["requests"]
+    assert second.manifest.usage["total"]["cached"] == second.manifest.usage["total"]["requests"]
     assert (first.path / "events.jsonl").read_bytes() == (second.path / "events.jsonl").read_bytes()
 
 
@@ -195,9 +195,9 @@ def test_settings_from_a_config_file_and_embeddings_through_litellm(tmp_path, ll
                         "price: {prompt: 0.000001, completion: 0.000002}\n")
     result = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path / "runs", duration=3600, brain_config=settings)
     m = result.manifest
-    assert m["status"] == "completed" and m["embedder"]["name"] == "litellm:openai/test-embed" and llm.embeddings
-    assert m["brain"]["structured"] == "json_object" and m["usage"]["cost_known"]
-    total = m["usage"]["total"]
+    assert m.status == "completed" and m.embedder["name"] == "litellm:openai/test-embed" and llm.embeddings
+    assert m.brain["structured"] == "json_object" and m.usage["cost_known"]
+    total = m.usage["total"]
     assert total["cost"] == pytest.approx(total["prompt_tokens"] * 1e-6 + total["completion_tokens"] * 2e-6, rel=1e-3)
     chat = next(b for b in llm.bodies if "messages" in b and "Character:" in b["messages"][-1]["content"])
     schema = chat["response_format"]["schema"]
@@ -256,7 +256,7 @@ def test_an_llm_run_resumes_from_its_record_and_its_agents_can_be_interviewed(tm
     cut = run(tmp_path, config(llm), hours=2, name="cut")
     chats_before = llm.chats
     resumed = resume_run(cut.path, extend=3600)          # two hours from the record, one from the model
-    assert resumed.manifest["status"] == "completed"
+    assert resumed.manifest.status == "completed"
     assert (cut.path / "events.jsonl").read_bytes() == (whole.path / "events.jsonl").read_bytes()
     assert llm.chats > chats_before                       # the third hour was asked of the model
     sim = simulate_to(whole.path, 2 * 3600)

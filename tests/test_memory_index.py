@@ -45,14 +45,14 @@ def test_a_scenario_choosing_hnsw_runs_with_it_and_a_resumed_run_keeps_it(tmp_pa
     assert scenario.memory_index == "hnsw"
     assert load_scenario(CAFE_TRIO).memory_index == "exact"
     whole = run_scenario(scenario, runs_dir=tmp_path / "a", duration=4 * 3600, embedder="lexical")
-    assert whole.manifest["status"] == "completed" and indexes(whole) == {"hnsw"}
+    assert whole.manifest.status == "completed" and indexes(whole) == {"hnsw"}
     manifest = json.loads((whole.path / "manifest.json").read_text())
     assert manifest["config"]["index"] == "hnsw"
     assert saved_indexes(whole.path) == ["hnsw"] * 3
 
     half = run_scenario(scenario, runs_dir=tmp_path / "b", duration=2 * 3600, embedder="lexical")
     resumed = resume_run(half.path, extend=2 * 3600)
-    assert resumed.manifest["config"]["index"] == "hnsw" and indexes(resumed) == {"hnsw"}
+    assert resumed.manifest.config["index"] == "hnsw" and indexes(resumed) == {"hnsw"}
     assert (whole.path / "events.jsonl").read_bytes() == (half.path / "events.jsonl").read_bytes()
 
 
@@ -60,10 +60,10 @@ def test_a_simconfig_index_overrides_the_scenarios(tmp_path):
     scenario = load_scenario(cafe_trio(tmp_path, "memory:\n  index: hnsw\n"))
     result = run_scenario(scenario, runs_dir=tmp_path, duration=3600, embedder="lexical",
                           config=SimConfig(index="exact"))
-    assert result.manifest["config"]["index"] == "exact" and indexes(result) == {"exact"}
+    assert result.manifest.config["index"] == "exact" and indexes(result) == {"exact"}
     plain = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path, duration=3600, embedder="lexical",
                          config=SimConfig(index="hnsw"))
-    assert plain.manifest["config"]["index"] == "hnsw" and indexes(plain) == {"hnsw"}
+    assert plain.manifest.config["index"] == "hnsw" and indexes(plain) == {"hnsw"}
     with pytest.raises(ValueError, match="index must be one of exact, hnsw, got 'ivf'"):
         SimConfig(index="ivf")
 

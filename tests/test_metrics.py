@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import manifest_of
 
 from smallville.metrics import run_metrics
 
@@ -97,7 +98,7 @@ def write_run(folder: Path, log: Log, relationships: dict, probes: dict, end="20
         (folder / "scenario" / "agents" / f"{aid}.yaml").write_text(AGENT.format(name=name, rels=rels))
     manifest = {"schema": 1, "run_id": folder.name, "status": "completed",
                 "scenario": {"path": "hand.yaml", "name": "Hand Made", "sha256": "x"}, "seed": 1,
-                "agents": sorted(NAMES), "sim_start": "2023-02-13 07:00:00", "sim_end": end, "sim_reached": end,
+                "brain": {"name": "offline"}, "embedder": {"name": "lexical-512"}, "agents": sorted(NAMES), "sim_start": "2023-02-13 07:00:00", "sim_end": end, "sim_reached": end,
                 "duration_s": 172800, "requests": {"speak": 3, "plan_day": 8}, "probes": probes,
                 "usage": {"total": {"requests": 11, "prompt_tokens": 100, "completion_tokens": 20, "cost": 0.5}}}
     (folder / "manifest.json").write_text(json.dumps(manifest))
@@ -226,20 +227,20 @@ def test_metrics_of_a_real_run_agree_with_its_manifest(tmp_path):
     result = run_scenario(load_scenario(str(ROOT / "scenarios" / "cafe_trio.yaml")), runs_dir=tmp_path,
                           duration=8 * 3600, embedder="lexical")
     m = run_metrics(result.path)
-    for name, probe in result.manifest["probes"].items():
+    for name, probe in result.manifest.probes.items():
         assert m.diffusion[name]["start"] == probe["start"]
         assert m.diffusion[name]["end"] == probe["end"]
         assert m.diffusion[name]["curve"][-1][1] == len(probe["end"])
-    counts = result.manifest["counts"]
+    counts = result.manifest.counts
     assert m.activity["totals"]["conversations"] == counts["conversations"]
     assert m.activity["totals"]["reflections"] == counts["reflections"]
     assert m.activity["totals"]["replans"] == counts["replans"]
     assert m.activity["totals"]["memories"] == counts["memories"]
-    assert m.activity["requests_total"] == sum(result.manifest["requests"].values())
+    assert m.activity["requests_total"] == sum(result.manifest.requests.values())
     for name, d in m.diffusion.items():
         for row in d["learned"]:
             if row["via"] == "chat":              # heard in a conversation: traced back to a seed holder
-                assert row["from"] in result.manifest["agents"]
+                assert row["from"] in result.manifest.agents
                 assert d["chains"][row["agent"]][-1] in d["start"]
 
 
@@ -300,7 +301,7 @@ def test_a_run_with_no_scheduled_event_has_no_attendance_plot(chain_run, tmp_pat
     m = run_metrics(chain_run)
     m.coordination = []
     assert [p.name for p in plot_run(m, tmp_path)] == ["diffusion.png", "network.png"]
-    empty = compute({"agents": [], "sim_start": "2023-02-13 07:00:00"}, [])      # nothing to draw still draws
+    empty = compute(manifest_of(sim_start="2023-02-13 07:00:00"), [])      # nothing to draw still draws
     assert all(png_size(p)[0] > 0 for p in plot_run(empty, tmp_path / "empty"))
 
 

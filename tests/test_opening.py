@@ -11,6 +11,7 @@ import pytest
 from conftest import ROOT
 
 from smallville.opening import opening
+from smallville.run import Manifest
 
 TINY = ROOT / "tests" / "fixtures" / "tiny_town" / "scenarios" / "tiny.yaml"
 RUN = {"scenario": {"name": "The Ville"}, "agents": ["a"] * 25, "sim_start": "2023-02-13 07:00:00",
@@ -20,7 +21,9 @@ FORK = {**RUN, "fork": {"t": 3600.0, "at": "2023-02-13 08:00:00", "seed": None, 
 
 
 def line(manifest: dict) -> str:
-    return opening(manifest, "runs/RUN", "offline", "lexical-512")
+    whole = {"run_id": "RUN", "brain": {"name": "offline"}, "embedder": {"name": "lexical-512"}, "sim_end": "",
+             **manifest}
+    return opening(Manifest.from_dict(whole), "runs/RUN", "offline", "lexical-512")
 
 
 def test_a_new_run_says_what_it_simulates():

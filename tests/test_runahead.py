@@ -69,15 +69,15 @@ def test_the_town_run_ahead_writes_exactly_the_in_order_run(tmp_path, server, mo
     for name in ("events.jsonl", "answers.jsonl"):
         assert (ahead.path / name).read_bytes() == (in_order.path / name).read_bytes(), name
     assert sorted(p.name for p in ahead.path.iterdir()) == sorted(p.name for p in in_order.path.iterdir())
-    stats = ahead.manifest["usage"]["run_ahead"]
-    assert "run_ahead" not in in_order.manifest["usage"]
+    stats = ahead.manifest.usage["run_ahead"]
+    assert "run_ahead" not in in_order.manifest.usage
     assert stats["copies"] > 0 and stats.get("failed_copies", 0) == 0
     assert stats["most_ahead_s"] >= 600
     # A copy can guess wrong (in the order agents act within one instant, which a missing
     # agent can change): such a call is wasted, never used. How many is a matter of timing
     # (benchmarks/llm_brain.py reports it); every other call is one the in-order run made.
-    calls = ahead.manifest["usage"]["total"]["calls"]
-    assert stats["sent"] - stats["unused"] == in_order.manifest["usage"]["total"]["requests"]
+    calls = ahead.manifest.usage["total"]["calls"]
+    assert stats["sent"] - stats["unused"] == in_order.manifest.usage["total"]["requests"]
     assert server.chats - calls_in_order == calls >= calls_in_order
 
 
@@ -91,12 +91,12 @@ def test_run_ahead_survives_failing_calls_and_accounts_for_each(tmp_path, server
     server.fail_rate(0.2)
     result = town_hour(tmp_path, server, "flaky", lookahead=3600, retries=1, backoff=0.0, timeout=0.5)
     m = result.manifest
-    assert m["status"] == "completed"
+    assert m.status == "completed"
     fallbacks = [json.loads(line) for line in (result.path / "events.jsonl").read_text().splitlines()
                  if '"brain_fallback"' in line]
-    wasted = m["usage"]["run_ahead"]["unused_fallbacks"]      # fetched ahead, never asked for
-    assert len(fallbacks) == m["usage"]["total"]["fallbacks"] - wasted > 0
-    assert m["usage"]["total"]["retries"] > 0
+    wasted = m.usage["run_ahead"]["unused_fallbacks"]      # fetched ahead, never asked for
+    assert len(fallbacks) == m.usage["total"]["fallbacks"] - wasted > 0
+    assert m.usage["total"]["retries"] > 0
     recorded = [json.loads(line) for line in (result.path / "answers.jsonl").read_text().splitlines()]
     assert sum("fallback" in r for r in recorded) == len(fallbacks)
 
@@ -112,7 +112,7 @@ def test_copies_that_break_are_given_up_and_the_run_goes_on_in_order(tmp_path, s
     monkeypatch.setattr(runahead.Copy, "run", broken)
     broke = town_hour(tmp_path, server, "broke", lookahead=3600)
     assert (broke.path / "events.jsonl").read_bytes() == (in_order.path / "events.jsonl").read_bytes()
-    stats = broke.manifest["usage"]["run_ahead"]
+    stats = broke.manifest.usage["run_ahead"]
     assert stats["failed_copies"] == stats["copies"] == runahead.FAILURES     # then run-ahead gave up
 
 
@@ -123,7 +123,7 @@ def test_run_ahead_needs_no_fork(tmp_path, server, monkeypatch):
     monkeypatch.delattr("os.fork", raising=False)
     ahead = town_hour(tmp_path, server, "ahead", lookahead=3600)
     assert (ahead.path / "events.jsonl").read_bytes() == (in_order.path / "events.jsonl").read_bytes()
-    stats = ahead.manifest["usage"]["run_ahead"]
+    stats = ahead.manifest.usage["run_ahead"]
     assert stats["copies"] > 0 and stats["most_ahead_s"] > 0 and stats.get("failed_copies", 0) == 0
 
 
@@ -137,12 +137,12 @@ def test_resumed_and_forked_model_runs_fetch_ahead_and_write_the_in_order_run(tm
                       lookahead=3600)
     half = run_scenario(load_scenario(THE_VILLE), runs_dir=tmp_path / "half", duration=1800, brain=brain,
                         embedder="lexical")
-    forks_before = half.manifest["usage"]["run_ahead"]["copies"]
+    forks_before = half.manifest.usage["run_ahead"]["copies"]
     longer = resume_run(half.path, extend=1800)
-    assert longer.manifest["resumed"][-1]["restored"] == "2023-02-13 07:30:00"        # the run's last checkpoint
-    assert longer.manifest["usage"]["run_ahead"]["copies"] > forks_before
+    assert longer.manifest.resumed[-1]["restored"] == "2023-02-13 07:30:00"        # the run's last checkpoint
+    assert longer.manifest.usage["run_ahead"]["copies"] > forks_before
     forked = fork_run(longer.path, 2700, runs_dir=tmp_path / "fork")
-    assert forked.manifest["fork"]["restored"] == "2023-02-13 07:30:00"               # then on to 07:45
-    assert forked.manifest["usage"]["run_ahead"]["copies"] > 0
+    assert forked.manifest.fork["restored"] == "2023-02-13 07:30:00"               # then on to 07:45
+    assert forked.manifest.usage["run_ahead"]["copies"] > 0
     for run in (longer, forked):
         assert (run.path / "events.jsonl").read_bytes() == (in_order.path / "events.jsonl").read_bytes(), run.path

@@ -104,7 +104,7 @@ def test_a_model_run_keeps_each_agent_under_the_ceiling(tmp_path, monkeypatch):
                     for b in server.bodies[before:]]
             most = 4 * 2                                                        # 4 an hour, for 2 hours
             if lookahead:      # and, with run-ahead, calls fetched on a wrong guess and never used
-                most += runs[lookahead].manifest["usage"]["run_ahead"]["unused"]
+                most += runs[lookahead].manifest.usage["run_ahead"]["unused"]
             assert max(sent.count(a) for a in set(sent)) <= most
     events = [json.loads(line) for line in (runs[0].path / "events.jsonl").read_text().splitlines()]
     refused = [e for e in events if e["kind"] == "brain_refused"]

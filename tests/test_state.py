@@ -36,9 +36,9 @@ def ville_day(tmp_path_factory):
 
 def restored(result, checkpoint, out):
     scenario = load_scenario(THE_VILLE)
-    seed = result.manifest["seed"]
+    seed = result.manifest.seed
     sim = Simulation(scenario, make_brain("offline", seed), make_embedder("lexical"), seed=seed,
-                     config=SimConfig.from_dict(result.manifest["config"]), log=EventLog(scenario.start, out))
+                     config=SimConfig.from_dict(result.manifest.config), log=EventLog(scenario.start, out))
     restore(sim, result.path, checkpoint)
     return sim
 

@@ -11,7 +11,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, manifest_of
 from rich.console import Console
 
 from smallville.metrics import compute, print_metrics
@@ -113,9 +113,9 @@ EVENTS = [event(0, "memory", "isabella_rodriguez", {"id": 0, "kind": "seed", "im
           event(3660, "learned", "klaus_mueller", {"probe": "party", "memory": 4}),
           event(3720, "action", "maria_lopez", {"action": "reading", "area": "Hobbs Cafe / cafe", "object": None,
                                                 "until": "08:30"})]
-MANIFEST = {"run_id": "the_ville-seed7-20230213-070000", "status": "completed", "seed": 7,
-            "scenario": {"name": "The Ville"}, "agents": AGENTS, "sim_start": "2023-02-13 07:00:00",
-            "sim_reached": "2023-02-13 09:00:00", "probes": {"party": {}}, "requests": {"speak": 2, "react": 1}}
+MANIFEST = manifest_of(run_id="the_ville-seed7-20230213-070000", status="completed", seed=7,
+                       scenario={"name": "The Ville"}, agents=AGENTS, sim_start="2023-02-13 07:00:00",
+                       sim_reached="2023-02-13 09:00:00", probes={"party": {}}, requests={"speak": 2, "react": 1})
 
 
 def test_metrics_at_80_columns_wrap_chains_and_split_wide_tables():

@@ -27,9 +27,12 @@ FINISHED = ("completed", "budget_exhausted")      # a run stopped by its budget 
 
 def run_status(run_dir: Path) -> str | None:
     """The status its manifest gives a run folder (None: no readable manifest)."""
+    from smallville.errors import SmallvilleError
+    from smallville.run.manifest import read_manifest
+
     try:
-        return json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")).get("status")
-    except (OSError, ValueError):
+        return read_manifest(run_dir).status
+    except SmallvilleError:
         return None
 
 
@@ -46,9 +49,8 @@ def gather(exp: Experiment, out: Path) -> Rows:
         if not is_completed(path):
             continue
         m = run_metrics(path)
-        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-        rows.append({"condition": cond.name, "seed": seed, "run": path.name, "status": manifest["status"],
-                     "wall_seconds": (manifest.get("wall") or {}).get("seconds"), **m.flat()})
+        rows.append({"condition": cond.name, "seed": seed, "run": path.name, "status": m.info["status"],
+                     "wall_seconds": m.info["wall_seconds"], **m.flat()})
     return rows
 
 

@@ -37,9 +37,12 @@ class ExperimentResult:
 
 def _same_run(run_dir: Path, job: dict) -> bool:
     """Whether a completed run was made with this job's settings (an edited condition is redone)."""
+    from smallville.errors import SmallvilleError
+    from smallville.run.manifest import read_manifest
+
     try:
-        recorded = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")).get("experiment") or {}
-    except (OSError, ValueError):
+        recorded = read_manifest(run_dir).experiment or {}
+    except SmallvilleError:
         return False
     return all(recorded.get(k) == job[k] for k in ("knobs", "brain", "duration", "embedder"))
 
@@ -65,7 +68,7 @@ def _run_one(job: dict) -> dict:
     except Exception as exc:            # noqa: BLE001 - reported, the experiment goes on
         return {"slot": slot, "status": "failed", "error": f"{type(exc).__name__}: {exc}",
                 "seconds": round(time.perf_counter() - began, 3)}
-    status = result.manifest["status"]
+    status = result.manifest.status
     if status in FINISHED:
         final = out / slot
         if final.exists():

@@ -55,8 +55,8 @@ def page_data(run: RunRecord) -> dict:
             track.append([0, *tiles[0]] if tiles else [0, 0, 0])
     m = run.manifest
     return {
-        "title": f"{m['scenario']['name']} — {m['run_id']}",
-        "start": m["sim_start"], "end": max([e["t"] for e in run.events] + [0]),
+        "title": f"{m.scenario['name']} — {m.run_id}",
+        "start": m.sim_start, "end": max([e["t"] for e in run.events] + [0]),
         "tick": run.scenario.tick,
         "map": {"rows": list(spec.grid), "legend": spec.legend,
                 "objects": [[o.name, *o.at] for o in spec.objects]},

@@ -6,15 +6,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from smallville.errors import RunError, ScenarioError, UsageError
-
-SUPPORTED_SCHEMAS = (1,)
-
+from smallville.errors import RunError, ScenarioError
+from smallville.run.manifest import Manifest, read_manifest
 
 @dataclass
 class RunRecord:
     path: Path
-    manifest: dict
+    manifest: Manifest
     events: list[dict]
     scenario: object | None          # smallville.scenario.Scenario, when its files are at hand
     scenario_note: str = ""          # why the scenario is missing or differs, if it does
@@ -24,25 +22,7 @@ class RunRecord:
         """Agent id -> name (ids alone when the scenario is not at hand)."""
         if self.scenario is not None:
             return {a.id: a.name for a in self.scenario.agents}
-        return {a: a for a in self.manifest.get("agents", [])}
-
-
-def read_manifest(path: str | Path) -> dict:
-    """The manifest of the run directory `path`. Not a run directory: UsageError (the user
-    named the wrong folder); an unreadable manifest or a foreign schema: RunError."""
-    path = Path(path)
-    manifest_path = path / "manifest.json"
-    if not manifest_path.is_file():
-        raise UsageError(f"{path} is not a run directory: it has no manifest.json")
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RunError(f"{manifest_path}: cannot read the manifest: {exc}") from None
-    schema = manifest.get("schema") if isinstance(manifest, dict) else None
-    if schema not in SUPPORTED_SCHEMAS:
-        raise RunError(f"{path}: run format schema {schema!r} is not supported by this smallville "
-                       f"(it reads schema {', '.join(map(str, SUPPORTED_SCHEMAS))}); use the version that wrote it")
-    return manifest
+        return {a: a for a in self.manifest.agents}
 
 
 def load_run(path: str | Path) -> RunRecord:
@@ -69,11 +49,11 @@ def _read_events(path: Path) -> list[dict]:
     return events
 
 
-def _find_scenario(path: Path, manifest: dict):
+def _find_scenario(path: Path, manifest: Manifest):
     """The run's own copy of its scenario if it has one, else the file it was run from."""
     from smallville.scenario import load_scenario
 
-    info = manifest.get("scenario", {})
+    info = manifest.scenario or {}
     candidates = sorted(path.glob("scenario/*.yaml")) + [Path(info.get("path", ""))]
     for candidate in candidates:
         if not candidate.is_file():

@@ -2,17 +2,23 @@
 
 Only `Run` writes it; `to_dict` gives the JSON, in a fixed key order, leaving out what a run
 has not got (no `fork` for a run that is not one). Keys this version does not know are kept
-as they were (`extra`).
+as they were (`extra`). Everything that reads a run's manifest reads it through `read_manifest`.
 """
 
 from __future__ import annotations
 
+import json
 import platform
 from dataclasses import dataclass, field, fields
+from datetime import datetime
+from pathlib import Path
 
 from smallville import __version__
+from smallville.errors import RunError, UsageError
+from smallville.timefmt import format_sim
 
 MANIFEST_SCHEMA = 1
+SUPPORTED_SCHEMAS = (1,)
 
 
 @dataclass
@@ -62,3 +68,37 @@ class Manifest:
         known = {f.name for f in fields(cls)} - {"extra"}
         return cls(**{k: v for k, v in data.items() if k in known},
                    extra={k: v for k, v in data.items() if k not in known})
+
+    # ---- simulated time ---------------------------------------------------------------
+
+    @property
+    def start(self) -> datetime:
+        return datetime.fromisoformat(self.sim_start)
+
+    def seconds(self, when: str) -> float:
+        """Seconds since the start of a simulated date-time `YYYY-MM-DD HH:MM[:SS]`."""
+        return (datetime.fromisoformat(when) - self.start).total_seconds()
+
+    def when(self, t: float) -> str:
+        return format_sim(self.start, t)
+
+
+def read_manifest(path: str | Path) -> Manifest:
+    """The manifest of the run directory `path`. Not a run directory: UsageError (the user
+    named the wrong folder); an unreadable manifest or a foreign schema: RunError."""
+    path = Path(path)
+    manifest_path = path / "manifest.json"
+    if not manifest_path.is_file():
+        raise UsageError(f"{path} is not a run directory: it has no manifest.json")
+    try:
+        data = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunError(f"{manifest_path}: cannot read the manifest: {exc}") from None
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if schema not in SUPPORTED_SCHEMAS:
+        raise RunError(f"{path}: run format schema {schema!r} is not supported by this smallville "
+                       f"(it reads schema {', '.join(map(str, SUPPORTED_SCHEMAS))}); use the version that wrote it")
+    try:
+        return Manifest.from_dict(data)
+    except TypeError as exc:
+        raise RunError(f"{manifest_path}: not a whole manifest: {exc}") from None

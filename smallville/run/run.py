@@ -15,8 +15,7 @@ from pathlib import Path
 
 from smallville.errors import RunError, SmallvilleError, UsageError
 from smallville.run.folder import EMBEDDINGS, RECORD, sizes
-from smallville.run.manifest import Manifest
-from smallville.timefmt import format_sim
+from smallville.run.manifest import Manifest, read_manifest
 
 
 class Run:
@@ -31,10 +30,8 @@ class Run:
     @classmethod
     def open(cls, path: str | Path) -> "Run":
         """The run in folder `path`. Not a run: UsageError; a damaged one: RunError."""
-        from smallville.replay.record import read_manifest
-
         path = Path(path)
-        manifest = Manifest.from_dict(read_manifest(path))
+        manifest = read_manifest(path)
         if not any((path / "scenario").glob("*.yaml")):
             raise RunError(f"{path} keeps no copy of its scenario (it was written by an older smallville)")
         return cls(path, manifest)
@@ -59,13 +56,13 @@ class Run:
 
     @property
     def start(self) -> datetime:
-        return datetime.fromisoformat(self.manifest.sim_start)
+        return self.manifest.start
 
     def seconds(self, when: str) -> float:
-        return (datetime.fromisoformat(when) - self.start).total_seconds()
+        return self.manifest.seconds(when)
 
     def when(self, t: float) -> str:
-        return format_sim(self.start, t)
+        return self.manifest.when(t)
 
     def reached(self) -> float:
         """Seconds since the start that the run covers: where it ended, or, for a run that

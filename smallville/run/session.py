@@ -15,6 +15,7 @@ from typing import Callable
 
 from smallville import events
 from smallville.run.folder import EVENTS, RECORD, write_json_atomic
+from smallville.run.manifest import Manifest
 from smallville.run.run import Run, apply_fork
 from smallville.timefmt import format_sim
 
@@ -22,7 +23,7 @@ from smallville.timefmt import format_sim
 @dataclass
 class RunResult:
     path: object
-    manifest: dict
+    manifest: Manifest
     simulation: object
 
 
@@ -104,7 +105,7 @@ def go(run: Run, stack, embedder, until: float, *, on_start: Callable | None = N
         manifest.config = sim.config.to_dict()
         sim.ledger = stacks[-1].ledger                 # for live spend in progress displays
         if on_start:
-            on_start(sim, path, manifest.to_dict())
+            on_start(sim, path, manifest)
 
         def step(now: float) -> None:
             if checkpoint_every and now % checkpoint_every == 0 or fork and now == fork["t"]:
@@ -170,7 +171,7 @@ def go(run: Run, stack, embedder, until: float, *, on_start: Callable | None = N
         run.cut_back(sim.env.now)
     if isinstance(stopped, ModelUnusable):
         raise ModelUnusable(f"{stopped}. What ran is kept: once that is set, go on with: smallville resume {path}")
-    return RunResult(path, manifest.to_dict(), sim)
+    return RunResult(path, manifest, sim)
 
 
 def _final(manifest, sim) -> None:
