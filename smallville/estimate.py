@@ -30,7 +30,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from smallville.brain import requests as rq
 from smallville.errors import BrainError, UsageError
 
 SPREAD = 0.2                     # +- for requests and prompt tokens, assuming the offline brain's behaviour

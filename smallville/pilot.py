@@ -11,7 +11,6 @@ completions are sized at the pilot's average for each kind.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 

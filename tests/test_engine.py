@@ -6,7 +6,7 @@ import json
 import os
 from collections import Counter
 
-from conftest import CAFE_TRIO, ROOT, THE_VILLE, manifest_of, simulate
+from conftest import CAFE_TRIO, ROOT, manifest_of, simulate
 
 from smallville.run import run_scenario
 from smallville.scenario import load_scenario

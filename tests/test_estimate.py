@@ -12,7 +12,6 @@ import pytest
 from conftest import CAFE_TRIO, ROOT
 from llmserver import LLMServer
 from smallville.brain import LLMConfig
-from smallville.errors import BrainError, RunError
 from smallville.estimate import estimate
 from smallville.run import run_scenario
 from smallville.scenario import load_scenario

@@ -4,7 +4,6 @@ table, reading results back, and the plots of the conditions side by side."""
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 from pathlib import Path

@@ -18,7 +18,7 @@ from smallville.errors import RunError, UsageError
 from smallville.run.folder import (EMBEDDINGS, EVENTS, RECORD, copy_prefix, keep_scenario, new_run_dir, seed_label,
                                    truncate, write_json_atomic)
 from smallville.run.manifest import Manifest
-from smallville.run.run import Run, apply_fork, embedder_spec
+from smallville.run.run import Run, embedder_spec
 from smallville.run.session import RunResult, go
 from smallville.timefmt import format_sim
 

@@ -73,7 +73,7 @@ def verify(run_dir: str | Path) -> Verdict:
     """Re-simulate a run from its start and compare it with what it wrote."""
     from smallville.brain.record import Replaying
     from smallville.checkpoint import checkpoints, digest, load_state
-    from smallville.run import Run, apply_fork
+    from smallville.run.run import Run, apply_fork
     from smallville.sim import SimConfig, Simulation
     from smallville.sim.log import EventLog
 

@@ -20,7 +20,7 @@ from smallville.sim.agent import Agent, Conversation, Doing
 from smallville.sim.dispatch import Dispatcher
 from smallville.sim.log import EventLog
 from smallville.world import World
-from smallville.world.grid import in_area, normalize_area
+from smallville.world.grid import normalize_area
 
 
 @dataclass(frozen=True)

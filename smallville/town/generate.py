@@ -9,7 +9,7 @@ from pathlib import Path
 
 from smallville.errors import UsageError
 from smallville.town.layout import Building, Room, draw
-from smallville.town.people import TASKS, TRAITS, Person, hhmm, name_people, routine_for, tie
+from smallville.town.people import TRAITS, Person, hhmm, name_people, routine_for, tie
 
 TOWNS = ("Millbrook", "Ashford", "Larkspur", "Fenwick", "Oakmere", "Brightwater", "Kestrel Hill", "Thornbury")
 WORDS = ("Willow", "Bluebird", "Copper", "Lantern", "Juniper", "Harbour", "Maple", "Heron", "Thistle", "Amber",
