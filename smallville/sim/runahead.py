@@ -24,6 +24,7 @@ each answer by (request key, occurrence) and asks the model itself for any it la
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -323,6 +324,56 @@ class Town:
         return self.cones[tiles, steps]
 
 
+class Reach:
+    """The arenas that stopped agents could be in by now (`at`; None: any arena).
+
+    An agent perceives, talks to and shares objects with others in its own arena only.
+    The engine moves an agent only to its plan block's place at the block's start, or
+    within the arena it is in (to an object, to a bed), so until its plan runs out a
+    stopped agent stays within its arena and the places of its blocks begun since.
+    An agent stopped with no plan left (about to plan a new day) could go anywhere,
+    as fast as it walks: one tile per `tile_time`. One whose plan runs out while
+    stopped is taken to be anywhere. Time only goes forward, so what is reached stays
+    reached: each stop is looked at once, and each later block once, when it begins."""
+
+    def __init__(self, town: "Town", tile_time: float) -> None:
+        self.town, self.tile_time = town, tile_time
+        self.known: set[int] = set()                 # reached for good
+        self.blocks: list[tuple[float, int, str]] = []   # (start, n, place) of blocks yet to begin
+        self.expires = np.inf                        # the first time a stopped agent's plan runs out
+        self.roaming: list[tuple[float, tuple]] = []     # (time, tiles) of agents stopped with no plan left
+        self._made: tuple = (None, None)             # (key, set) of the last `at`
+
+    def add(self, t: float, tiles: tuple, arena: str, plan: list[tuple[float, str]], ends: float) -> None:
+        """A stop at time `t`, on or heading to `tiles`, in `arena`, with the rest of its plan
+        (block starts and places) running out at `ends`."""
+        if ends <= t:
+            self.roaming.append((t, tiles))
+            self._made = (None, None)
+            return
+        self.expires = min(self.expires, ends)
+        self.known |= self.town.arenas_of(arena)
+        self.known.update(self.town.arena_at.get(tile, -1) for tile in tiles)
+        for start, where in plan:
+            if where:
+                heapq.heappush(self.blocks, (start, len(self.blocks), where))
+        self._made = (None, None)
+
+    def at(self, now: float) -> set[int] | None:
+        if now >= self.expires:
+            return None
+        while self.blocks and self.blocks[0][0] <= now:
+            self.known |= self.town.arenas_of(heapq.heappop(self.blocks)[2])
+            self._made = (None, None)
+        steps = tuple(int((now - t) // self.tile_time) for t, _ in self.roaming)
+        if self._made[0] != (len(self.known), steps):
+            made = set(self.known)
+            for (_, tiles), n in zip(self.roaming, steps):
+                made |= self.town.within(tiles, n)
+            self._made = ((len(self.known), steps), made)
+        return self._made[1]
+
+
 class Copy:
     """The simulation as it was at a snapshot, run ahead in this process (see the module
     docstring). `finished` once every agent has stopped, or it reached its horizon, or it went
@@ -343,11 +394,11 @@ is then where earlier copies have been: a later copy, from a later snapshot, goe
         self.sim.use_dispatcher(self.asking)
         self.env = self.sim.env
         self.used: Counter[str] = Counter()     # occurrences of each key the copy took since the snapshot
-        self.stopped: dict[str, tuple] = {}     # agent -> (time, tiles, arena, plan, plan's end) at its stop
+        self.stopped: dict[str, float] = {}     # agent -> when it stopped
+        self.reach = Reach(self.town, self.sim.world.tile_time)
         self.finished = False
         self.found = self.env.now               # when it last found a request to send
         self._scanned: tuple = ()               # (time, stops) when every agent was last looked at
-        self._reached: tuple = ((), None)       # ((time, stops), `_reach` then)
         self.cap = 2 * self.ahead.concurrency
         self.horizon = min(getattr(original, "until", np.inf), dispatch.env.now + self.ahead.lookahead)
         self.env.process(self._watch())
@@ -370,8 +421,13 @@ is then where earlier copies have been: a later copy, from a later snapshot, goe
     # ---- answering in the copy ------------------------------------------------------
 
     def answer(self, batch) -> None:
+        """Answer a batch of the copy from what has been fetched. A batch's requests were all
+        made before any of its answers is applied, so every request of an agent that could
+        not have met a stopped agent before the batch is the in-order run's: each is sent,
+        even when a missing answer in the same batch stops its agent."""
         ahead = self.ahead
         _, refused = self.asking.guard(batch)
+        certain = []
         for i, (agent, _, request, event) in enumerate(batch):
             if i in refused:                       # past the runaway guard's ceiling: the safe default
                 event.succeed(safe_answer(request))
@@ -381,8 +437,10 @@ is then where earlier copies have been: a later copy, from a later snapshot, goe
             self.used[name] += 1
             if agent not in self.stopped:
                 self._spread(agent)
-            if agent in self.stopped:
-                continue
+            if agent not in self.stopped:
+                certain.append((agent, key, request, event))
+        missing = []
+        for agent, key, request, event in certain:
             result = ahead.fetched(key)
             if result is None or isinstance(result, BaseException):
                 if result is None:
@@ -390,23 +448,25 @@ is then where earlier copies have been: a later copy, from a later snapshot, goe
                     self.found = self.env.now
                     ahead.stats["most_ahead_s"] = max(ahead.stats["most_ahead_s"],
                                                       int(self.env.now - self.dispatch.env.now))
-                self._stop(agent)
-                continue
-            event.succeed(self.asking.fit(agent, request, result[0]))
+                missing.append(agent)
+            else:
+                event.succeed(self.asking.fit(agent, request, result[0]))
+        for agent in missing:
+            self._mark(agent)
+        if missing:
+            self._spread()
 
     # ---- who can no longer be trusted -----------------------------------------------
 
-    def _stop(self, agent: str) -> None:
-        self._mark(agent)
-        self._spread()
-
     def _mark(self, agent: str) -> None:
         """From now on `agent` may act otherwise than the copy has it act: note where it
-        can be, now and later (see `_reach`)."""
+        can be, now and later (see `Reach`)."""
         a = self.sim.agents[agent]
-        plan = tuple((b.start, b.end, b.where) for b in a.plan if b.end > self.env.now)
-        ends = a.plan[-1].end if a.plan else self.env.now
-        self.stopped[agent] = (self.env.now, self._tiles(agent), self.sim.world.area_of(agent), plan, ends)
+        now = self.env.now
+        plan = [(b.start, b.where) for b in a.plan if b.end > now]
+        ends = a.plan[-1].end if a.plan else now
+        self.stopped[agent] = now
+        self.reach.add(now, self._tiles(agent), self.sim.world.area_of(agent), plan, ends)
 
     def _tiles(self, agent: str) -> tuple:
         here = self.sim.world.position(agent)
@@ -414,57 +474,35 @@ is then where earlier copies have been: a later copy, from a later snapshot, goe
         heading = doing.tile if doing is not None and doing.phase == "walking" else None
         return (here,) if heading is None or heading == here else (here, heading)
 
+    def _within(self, agent: str, reach: set[int] | None) -> bool:
+        """Whether `agent` is in (or walking to) an arena of `reach` (None: all)."""
+        if reach is None:
+            return True
+        arena_at = self.town.arena_at
+        if arena_at.get(self.sim.world.position(agent), -1) in reach:
+            return True
+        doing = self.sim.agents[agent].doing
+        return doing is not None and doing.phase == "walking" and arena_at.get(doing.tile, -1) in reach
+
     def _spread(self, asking: str | None = None) -> None:
-        """Stop every agent that a stopped agent could have met by now (`_reach`). Once the
+        """Stop every agent that a stopped agent could have met by now (`Reach`). Once the
         agents have been looked at for this instant and these stops, only `asking` (the
         agent whose request is being answered) is looked at again."""
-        arena_at = self.town.arena_at
-        key = (self.env.now, len(self.stopped))
-        if asking is not None and self._scanned == key:
-            reach = self._reach()
-            if reach is not None and not any(arena_at.get(tile, -1) in reach for tile in self._tiles(asking)):
+        now = self.env.now
+        if asking is not None and self._scanned == (now, len(self.stopped)):
+            if not self._within(asking, self.reach.at(now)):
                 return
             self._mark(asking)
         while True:
-            reach = self._reach()
-            caught = [agent for agent in self.sim.agents if agent not in self.stopped
-                      and (reach is None or any(arena_at.get(tile, -1) in reach for tile in self._tiles(agent)))]
+            reach = self.reach.at(now)
+            caught = [agent for agent in self.sim.agents if agent not in self.stopped and self._within(agent, reach)]
             if not caught:
                 break
             for agent in caught:
                 self._mark(agent)
-        self._scanned = (self.env.now, len(self.stopped))
+        self._scanned = (now, len(self.stopped))
         if len(self.stopped) == len(self.sim.agents):
             self.finished = True
-
-    def _reach(self) -> set[int] | None:
-        """The arenas a stopped agent could be in by now; None for all of them.
-
-        An agent perceives, talks to and shares objects with others in its own arena only.
-        The engine moves an agent only to its plan block's place at the block's start, or
-        within the arena it is in (to an object, to a bed), so until its plan runs out a
-        stopped agent stays within its arena and the places of its blocks begun since.
-        An agent stopped with no plan left (about to plan a new day) could go anywhere,
-        as fast as it walks: one tile per `tile_time`. One whose plan runs out while
-        stopped is taken to be anywhere."""
-        now = self.env.now
-        key = (now, len(self.stopped))
-        if self._reached[0] == key:
-            return self._reached[1]
-        town = self.town
-        reach: set[int] | None = set()
-        for t, tiles, arena, plan, ends in self.stopped.values():
-            if now >= ends:
-                if ends > t:
-                    reach = None
-                    break
-                reach |= town.within(tiles, int((now - t) // self.sim.world.tile_time))
-                continue
-            for place in [arena] + [where for start, _, where in plan if where and start <= now]:
-                reach |= town.arenas_of(place)
-            reach.update(town.arena_at.get(tile, -1) for tile in tiles)
-        self._reached = (key, reach)
-        return reach
 
     def _watch(self):
         while True:
