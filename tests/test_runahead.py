@@ -106,14 +106,14 @@ def test_copies_that_break_are_given_up_and_the_run_goes_on_in_order(tmp_path, s
 
     in_order = town_hour(tmp_path, server, "in_order", lookahead=0)
 
-    def broken(self, events):
+    def broken(self, *args):
         raise RuntimeError("a copy that cannot go on")
 
     monkeypatch.setattr(runahead.Copy, "run", broken)
     broke = town_hour(tmp_path, server, "broke", lookahead=3600)
     assert (broke.path / "events.jsonl").read_bytes() == (in_order.path / "events.jsonl").read_bytes()
     stats = broke.manifest.usage["run_ahead"]
-    assert stats["failed_copies"] == stats["copies"] == runahead.FAILURES     # then run-ahead gave up
+    assert stats["failed_copies"] == runahead.FAILURES <= stats["copies"]     # then run-ahead gave up
 
 
 def test_run_ahead_needs_no_fork(tmp_path, server, monkeypatch):

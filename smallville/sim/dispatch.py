@@ -76,7 +76,8 @@ class Dispatcher:
     def take_over(self, base: "Dispatcher") -> None:
         """Go on where `base` stands: its runaway guard, its hooks and its counters."""
         self.ceiling, self.on_refused, self.on_repair = base.ceiling, base.on_refused, base.on_repair
-        self.set_state(base.get_state())
+        self.requests, self.batches = Counter(base.requests), base.batches
+        self._seq, self._asked = Counter(base._seq), Counter(base._asked)
 
     def close(self) -> None:
         """End what the dispatcher started (nothing here; run-ahead's has threads)."""

