@@ -138,7 +138,7 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
     `duration` simulated seconds (default: the scenario's); with `from_run`, at the rates of
     that pilot run on the model rather than the offline brain's."""
     from smallville.brain.assembly import assemble
-    from smallville.brain.llm import import_litellm
+    from smallville.brain.calls import import_litellm
     from smallville.brain.offline import OfflineBrain
     from smallville.brain.prompts import load_templates
     from smallville.pilot import Pilot

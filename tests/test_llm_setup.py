@@ -39,10 +39,16 @@ def only_run(runs) -> dict:
     return json.loads((run_dir / "manifest.json").read_text())
 
 
-def test_the_readme_line_runs_against_a_local_server_with_no_key(tmp_path, server):
+@pytest.mark.parametrize("child", [False, True])
+def test_the_readme_line_runs_against_a_local_server_with_no_key(tmp_path, server, child):
+    more = []
+    if child:                                        # calls from a child process, as big towns make them
+        (tmp_path / "brain.yaml").write_text("call_process: true\n")
+        more = ["--brain-config", tmp_path / "brain.yaml"]
     result = smallville("run", "scenarios/cafe_trio.yaml", "--brain", "openai/local", "--api-base", server.api_base,
-                        "--for", "1h", "--runs-dir", tmp_path)
+                        "--for", "1h", "--runs-dir", tmp_path / "runs", *more)
     assert result.returncode == 0, result.stderr
+    tmp_path = tmp_path / "runs"
     assert "completed: run written to" in result.stderr
     assert {h["authorization"] for h in server.headers} == {"Bearer no-key-needed"}
     m = only_run(tmp_path)

@@ -18,7 +18,6 @@ from pathlib import Path
 from smallville.brain.base import Brain
 from smallville.brain.config import LLMConfig
 from smallville.brain.ledger import Ledger
-from smallville.errors import BrainError
 
 
 @dataclass
@@ -58,15 +57,16 @@ def settings_of(brain: dict | None, more: dict | None = None, spent=None) -> LLM
 
 def assemble(settings: LLMConfig, seed: int, *, ledger: Ledger | None = None, cache: str | Path | None = None,
              spent=None, replay: tuple[str | Path, int] | None = None, live: bool = True,
-             run_ahead: bool = True, model=None) -> Stack:
+             run_ahead: bool = True, model=None, agents: int | None = None) -> Stack:
     """The brain of `settings` answering with `seed`. `spent` (a `Spend`) counts against
     the budget. With `replay` (a run folder and a byte offset of its record) answers come
     from that record from the offset on; what it lacks goes to the live brain, or with
     `live=False` is an error. `run_ahead`: fetch answers ahead of the clock when the
-    settings say so (never behind a replay). `model` stands in for the LLM brain."""
+    settings say so (never behind a replay). `model` stands in for the LLM brain. `agents`:
+    the size of the town (a big one makes its model calls from a child process)."""
     ledger = ledger if ledger is not None else Ledger()
     closers: list = []
-    brain = _live(settings, seed, ledger, cache, spent, model, closers) if live else None
+    brain = _live(settings, seed, ledger, cache, spent, model, closers, agents) if live else None
     ahead = None
     if brain is not None and replay is None and run_ahead:
         ahead = _ahead(brain, settings)
@@ -81,7 +81,8 @@ def assemble(settings: LLMConfig, seed: int, *, ledger: Ledger | None = None, ca
     return Stack(brain, settings, ledger, ahead, closers)
 
 
-def _live(settings: LLMConfig, seed: int, ledger: Ledger, cache, spent, model, closers: list) -> Brain:
+def _live(settings: LLMConfig, seed: int, ledger: Ledger, cache, spent, model, closers: list,
+          agents: int | None) -> Brain:
     if settings.is_offline and model is None:
         from smallville.brain.offline import OfflineBrain
 
@@ -95,14 +96,9 @@ def _live(settings: LLMConfig, seed: int, ledger: Ledger, cache, spent, model, c
     from smallville.brain.wrappers import RatingMemo, Retrying, WithFallbacks
 
     if model is None:
-        from smallville.brain.llm import LLMBrain, import_litellm
+        from smallville.brain.llm import LLMBrain
 
-        try:
-            import_litellm().get_llm_provider(settings.model, api_base=settings.api_base)
-        except Exception:
-            raise BrainError(f"unknown brain {settings.model!r}: use offline, or a litellm model name such as "
-                             "openai/gpt-4o-mini or ollama/llama3.1") from None
-        model = LLMBrain(settings, ledger)
+        model = LLMBrain(settings, ledger, child=settings.calls_in_child(agents))
         closers.append(model.close)
     inner = model
     if settings.budget:

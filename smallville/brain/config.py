@@ -13,6 +13,9 @@ from smallville.brain.prompts import STRUCTURED_MODES
 from smallville.errors import BrainError
 
 
+CHILD_AGENTS = 100      # towns this big make model calls from a child process (call_process: auto)
+
+
 @dataclass(frozen=True)
 class LLMConfig:
     model: str = "offline"                # a litellm model name, or "offline"
@@ -21,7 +24,7 @@ class LLMConfig:
     temperature: float = 0.0
     max_tokens: int = 600
     max_concurrency: int | None = None    # calls in flight at once; None: found by AIMD (throttle.py)
-    concurrency_start: int = 8            # where an adaptive limit starts
+    concurrency_start: int = 32           # where an adaptive limit starts (a town's first rounds ask for everyone)
     concurrency_ceiling: int = 64         # and the most it may reach
     timeout: float = 60.0                 # seconds per call
     retries: int = 2                      # after the first try
@@ -37,6 +40,8 @@ class LLMConfig:
     lookahead: float = 3600.0             # simulated seconds agents may run ahead to fetch answers (0: off)
     budget: dict = field(default_factory=dict)   # limits for the run: {usd, requests, tokens}
     max_requests_per_agent_hour: int = 60  # runaway guard: more requests of one agent in one game hour fall back
+    call_process: bool | str = "auto"     # model calls from a process of their own (calls.py): true, false,
+                                          # or auto: in towns of CHILD_AGENTS agents or more
     extra: dict = field(default_factory=dict)  # passed to litellm.completion as is
 
     def __post_init__(self) -> None:
@@ -60,6 +65,8 @@ class LLMConfig:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
                 raise BrainError(f"brain setting {name}={value!r}: must be a number >= 0 (USD per token)")
+        if self.call_process not in (True, False, "auto"):
+            raise BrainError(f"brain setting call_process={self.call_process!r}: use true, false or auto")
         for name in ("timeout", "backoff", "temperature", "lookahead"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
@@ -79,6 +86,14 @@ class LLMConfig:
     def concurrency_limit(self) -> int:
         """The most calls that may ever be in flight at once."""
         return self.max_concurrency or max(self.concurrency_start, self.concurrency_ceiling)
+
+    def calls_in_child(self, agents: int | None) -> bool:
+        """Whether a town of `agents` makes its model calls from a child process: litellm's
+        CPU per call (about 5 ms) matters once many agents ask at once, and costs a second
+        import of litellm and about 200 MB when few do."""
+        if self.call_process == "auto":
+            return agents is not None and agents >= CHILD_AGENTS
+        return bool(self.call_process)
 
     @property
     def is_offline(self) -> bool:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -17,22 +16,13 @@ from typing import Any, Callable, ContextManager, Sequence
 
 from smallville.brain import requests as rq
 from smallville.brain.base import Failed
+from smallville.brain.calls import ChildCalls, InProcess, Reply, import_litellm
 from smallville.brain.config import LLMConfig
 from smallville.brain.keys import api_key_for
 from smallville.brain.ledger import Ledger
 from smallville.brain.prompts import STRUCTURED_MODES, AnswerError, check_reply, load_templates
 from smallville.brain.throttle import Throttle
 from smallville.errors import BrainError
-
-
-def import_litellm():
-    """litellm, imported on first use only, without fetching its price map."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    litellm.suppress_debug_info = True
-    return litellm
-
 
 
 def price(config, prompt: int, completion: int) -> float:
@@ -51,13 +41,26 @@ def price(config, prompt: int, completion: int) -> float:
 class LLMBrain:
     """Answers requests with a model litellm can call; see the module docstring."""
 
-    def __init__(self, config: LLMConfig, ledger: Ledger | None = None) -> None:
+    def __init__(self, config: LLMConfig, ledger: Ledger | None = None, *, child: bool = False) -> None:
         self.config = config
         self.name = config.model
         self.ledger = ledger or Ledger()
+        # With `child`, calls are made from a child process (calls.py). It starts first: it
+        # imports litellm while this process does the same.
+        self.calls = ChildCalls(config.concurrency_limit, config.timeout) if child else None
+        try:
+            self._litellm = import_litellm()
+            try:
+                self._litellm.get_llm_provider(config.model, api_base=config.api_base)
+            except Exception:
+                raise BrainError(f"unknown brain {config.model!r}: use offline, or a litellm model name such as "
+                                 "openai/gpt-4o-mini or ollama/llama3.1") from None
+            self.api_key = api_key_for(config.model, config.api_base, config.api_key_env)
+        except BaseException:
+            self.close()
+            raise
+        self.calls = self.calls or InProcess()
         self.templates = load_templates()
-        self._litellm = import_litellm()
-        self.api_key = api_key_for(config.model, config.api_base, config.api_key_env)
         self.throttle = Throttle(config.concurrency_first, config.concurrency_limit, adaptive=config.adaptive)
         self.ledger.throttle = self.throttle
         self._pool = ThreadPoolExecutor(max_workers=config.concurrency_limit, thread_name_prefix="smallville-llm")
@@ -93,8 +96,12 @@ class LLMBrain:
         return price(self.config, prompt, completion)
 
     def close(self) -> None:
-        """End the pool of threads that send calls (calls under way finish first)."""
-        self._pool.shutdown(wait=True)
+        """End the pool of threads that send calls and what makes the calls (calls under
+        way finish first)."""
+        if hasattr(self, "_pool"):
+            self._pool.shutdown(wait=True)
+        if self.calls is not None:
+            self.calls.close()
 
     def preflight(self, gate: Callable[[list[dict]], ContextManager] | None = None) -> str | None:
         """Small structured calls before the run starts, in the configured mode and, if the
@@ -153,14 +160,13 @@ class LLMBrain:
             if attempt:
                 time.sleep(self.config.backoff * 2 ** (attempt - 1))
             with gate(messages) if gate else nullcontext():     # a budget that cannot pay stops here
-                try:
-                    response = self._complete(messages, fmt, max_tokens=PROBE_TOKENS)
-                except Exception as exc:  # every provider raises its own types
-                    response, last = None, classify(exc, self._secrets())
+                reply = self._complete(messages, fmt, max_tokens=PROBE_TOKENS)
+                if isinstance(reply, Failed):
+                    last = reply
                     self.ledger.add("preflight", None, calls=1)
                 else:
-                    self._account(None, response)
-            if response is None:
+                    self._account(None, reply)
+            if isinstance(reply, Failed):
                 if last.reason == "connection":
                     break
                 if fmt is not None and names_format(last.error):
@@ -169,7 +175,7 @@ class LLMBrain:
                     break
                 continue
             try:
-                check_reply(PROBE_SCHEMA, response.choices[0].message.content)
+                check_reply(PROBE_SCHEMA, reply.content)
                 return None
             except AnswerError as exc:
                 return str(exc)
@@ -183,28 +189,26 @@ class LLMBrain:
         messages = template.render(request, self.config.structured, self.config.echo_request)
         with self.throttle.slot() as ticket:
             began = time.perf_counter()
-            try:
-                response = self._complete(messages, template.response_format(self.config.structured, request))
-            except Exception as exc:
+            reply = self._complete(messages, template.response_format(self.config.structured, request))
+            if isinstance(reply, Failed):
                 self.ledger.add(request.kind, request.agent, calls=1)
                 self.ledger.add_time(busy=time.perf_counter() - began, began=began)
-                failed = classify(exc, self._secrets())
-                if failed.reason == "rate_limit" or failed.retry_after is not None:
+                if reply.reason == "rate_limit" or reply.retry_after is not None:
                     ticket.rate_limited()
-                return failed
+                return reply
             ticket.answered()
         self.ledger.add_time(busy=time.perf_counter() - began, began=began)
-        self._account(request, response)
-        choice = response.choices[0]
+        self._account(request, reply)
         try:
-            answer = template.parse(request, choice.message.content)
+            answer = template.parse(request, reply.content)
         except AnswerError as exc:
-            cut = " (cut off at max_tokens)" if getattr(choice, "finish_reason", "") == "length" else ""
+            cut = " (cut off at max_tokens)" if reply.finish_reason == "length" else ""
             return Failed(exc.reason, f"{exc}{cut}")
         self.answered += 1
         return answer
 
-    def _complete(self, messages: list[dict], response_format: dict | None, max_tokens: int | None = None) -> Any:
+    def _complete(self, messages: list[dict], response_format: dict | None,
+                  max_tokens: int | None = None) -> Reply | Failed:
         c = self.config
         kwargs: dict[str, Any] = dict(model=c.model, messages=messages, temperature=c.temperature,
                                       max_tokens=max_tokens or c.max_tokens, timeout=c.timeout, max_retries=0,
@@ -215,23 +219,18 @@ class LLMBrain:
             kwargs["api_key"] = self.api_key
         if response_format:
             kwargs["response_format"] = response_format
-        return self._litellm.completion(**kwargs)
+        priced = c.price_prompt is None and c.price_completion is None and self.ledger.cost_known
+        return self.calls(kwargs, self._secrets(), priced)
 
-    def _account(self, request: rq.Message | None, response: Any) -> None:
-        usage = getattr(response, "usage", None)
-        prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
-        completion = int(getattr(usage, "completion_tokens", 0) or 0)
+    def _account(self, request: rq.Message | None, reply: Reply) -> None:
         c = self.config
+        prompt, completion = reply.prompt_tokens, reply.completion_tokens
         if c.price_prompt is not None or c.price_completion is not None:
             cost = prompt * (c.price_prompt or 0.0) + completion * (c.price_completion or 0.0)
-        else:  # litellm prices each response as it parses it; ask again only if it did not
-            cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
-            if cost is None and self.ledger.cost_known:
-                try:
-                    cost = self._litellm.completion_cost(completion_response=response, model=c.model)
-                except Exception:  # a model litellm has no price for: said once, not asked again
-                    self.ledger.cost_known = False
-            cost = float(cost or 0.0)
+        else:  # litellm priced each response as it parsed it; a model it has no price for is said once
+            if reply.cost is None:
+                self.ledger.cost_known = False
+            cost = reply.cost or 0.0
         self.ledger.add(request.kind if request else "preflight", request.agent if request else None, calls=1,
                         prompt_tokens=prompt, completion_tokens=completion, cost=cost)
 
@@ -265,60 +264,3 @@ def secrets_in_environment(extra: str | None = None) -> list[str]:
     names = ("KEY", "TOKEN", "SECRET")
     found = [v for k, v in os.environ.items() if any(n in k.upper() for n in names) and len(v) >= 6]
     return sorted(set(found + ([extra] if extra else [])), key=len, reverse=True)
-
-
-def scrub(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
-
-
-_REASONS = (  # litellm exception class names -> Failed.reason; first match wins
-    ("Timeout", "timeout"), ("RateLimitError", "rate_limit"), ("APIConnectionError", "connection"),
-    ("ServiceUnavailableError", "server"), ("InternalServerError", "server"), ("BadGatewayError", "server"),
-    ("AuthenticationError", "refused"), ("PermissionDeniedError", "refused"), ("NotFoundError", "refused"),
-    ("BadRequestError", "refused"), ("UnprocessableEntityError", "refused"), ("ContextWindowExceededError", "refused"),
-)
-
-
-def classify(exc: BaseException, secrets: list[str]) -> Failed:
-    """A failed call as a `Failed` with a one-line, key-free message."""
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    reason = next((r for name, r in _REASONS if name in names), None)
-    if "Connection error" in str(exc) or isinstance(exc.__cause__, ConnectionError):
-        reason = "connection"             # litellm reports a refused connection as a server error
-    if reason is None:
-        status = getattr(exc, "status_code", None)
-        reason = "rate_limit" if status == 429 else "server" if isinstance(status, int) and status >= 500 else (
-            "refused" if isinstance(status, int) and 400 <= status < 500 else "server")
-    return Failed(reason, scrub(f"{type(exc).__name__}: {one_line(exc)}", secrets), retry_after(exc))
-
-
-_PREFIX = re.compile(r"^(litellm\.\w+:\s*)?(\w+(Error|Exception):\s*)*(\w+Exception\s*-\s*)?")
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception's message whole, on one line, without litellm's repeated class names
-    (`litellm.AuthenticationError: AuthenticationError: OpenAIException - ...`)."""
-    text = " ".join(str(exc).split())
-    return _PREFIX.sub("", text, count=1) or text
-
-
-def retry_after(exc: BaseException) -> float | None:
-    """The wait a refusing server asked for (its Retry-After header: seconds or an HTTP
-    date), if any."""
-    for headers in (getattr(exc, "litellm_response_headers", None),
-                    getattr(getattr(exc, "response", None), "headers", None)):
-        value = headers.get("retry-after") if headers else None
-        if not value:
-            continue
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            from email.utils import parsedate_to_datetime
-
-            try:
-                return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-            except (TypeError, ValueError):
-                continue
-    return None

@@ -77,7 +77,7 @@ class LiteLLMEmbedder:
             data = sorted(answer.data, key=lambda d: _field(d, "index"))
             rows = np.array([_field(d, "embedding") for d in data], dtype=np.float32)
         except Exception as exc:  # every provider raises its own types; report, don't guess
-            from smallville.brain.llm import one_line
+            from smallville.brain.calls import one_line
 
             detail = one_line(exc)
             raise BrainError(

@@ -307,7 +307,7 @@ class MemoryStream:
         n, u = mark.count, mark.rows
         other = MemoryStream(self.dim, self.weights, self.decay, self.embedder, self.index_kind)
         other.embedder_name = self.embedder_name
-        other._table.extend(self._table.matrix()[:u])
+        other._table.extend_from(self._table, u)
         other._reserve(n)
         for name in ("_rows", "_created", "_importance"):
             getattr(other, name)[:n] = getattr(self, name)[:n]

@@ -8,11 +8,22 @@ construction, whatever kernel computes the dot products.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import faiss
 import numpy as np
 
 HASH_SEED = 0x5EED
 HASH_BLOCK = 65536
+
+
+@lru_cache(maxsize=None)
+def _mix(dim: int) -> np.ndarray:
+    """The odd multipliers of the row hash for vectors of `dim` (the same for every table)."""
+    mix = np.random.default_rng(HASH_SEED).integers(1, 2**63, size=dim, dtype=np.uint64)
+    mix |= np.uint64(1)
+    mix.flags.writeable = False
+    return mix
 
 
 class VectorTable:
@@ -26,8 +37,7 @@ class VectorTable:
         self.dim = dim
         self._u = 0
         self._keys: dict[int, int] | None = {}
-        mix = np.random.default_rng(HASH_SEED).integers(1, 2**63, size=dim, dtype=np.uint64)
-        self._mix = mix | np.uint64(1)
+        self._mix = _mix(dim)
         self.index = self._new_index()
 
     def _new_index(self):
@@ -41,7 +51,7 @@ class VectorTable:
         """The row holding `vector` (float32, unit length), appending it if new."""
         if self._keys is None:
             self._rebuild_keys()
-        key = self._hash(vector[None, :])[0]
+        key = int(np.dot(vector.view(np.uint32).astype(np.uint64), self._mix))
         row = self._keys.get(key)
         if row is not None and np.array_equal(self.row(row), vector):
             return row
@@ -55,6 +65,16 @@ class VectorTable:
         if len(rows):
             self._append(np.ascontiguousarray(rows, dtype=np.float32))
             self._keys = None
+
+    def extend_from(self, source: "VectorTable", u: int) -> None:
+        """Append `source`'s first `u` rows, their keys with them (no hashing again): a
+        branch of a stream starts so."""
+        if self._u:
+            raise ValueError("extend_from needs an empty table")
+        self.extend(source.matrix()[:u])
+        if source._keys is None:
+            source._rebuild_keys()
+        self._keys = dict(source._keys) if u == source._u else {k: r for k, r in source._keys.items() if r < u}
 
     def row(self, i: int) -> np.ndarray:
         """Row `i` (a view: copy it before the table grows)."""

@@ -66,7 +66,7 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
     if budget and any(v is not None for v in budget.values()):
         settings = replace(settings, budget={**settings.budget, **{k: v for k, v in budget.items() if v is not None}})
     stack = assemble(settings, seed, cache=cache, replay=(replay_from, 0) if replay_from is not None else None,
-                     live=replay_from is None or replay_fallthrough)
+                     live=replay_from is None or replay_fallthrough, agents=len(scenario.agents))
     if hasattr(stack.brain, "preflight"):
         stack.brain.preflight()             # an unreachable model stops here, before any file is written
     if embedder is None and settings.embedding_model:
@@ -135,7 +135,7 @@ def resume_run(run_dir: str | Path, *, extend: float | None = None, on_start=Non
     settings = settings_of(manifest.brain, budget, spent)
     if budget and not settings.is_offline:
         manifest.brain["budget"] = settings.budget          # the manifest keeps the limits for the next resume
-    stack = assemble(settings, run.seed_now, spent=spent)
+    stack = assemble(settings, run.seed_now, spent=spent, agents=len(manifest.agents))
     manifest.budget_stop = None
     manifest.status, manifest.duration_s, manifest.sim_end = "running", until, run.when(until)
     manifest.resumed.append({
@@ -170,9 +170,11 @@ def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject:
     start = parent.start_point(at)
     settings = settings_of(parent.manifest.brain)
     source, offset = (start[0], start[1]["files"]) if start else (parent.path, {})
-    history = assemble(settings, parent.seed_now, replay=(source, offset.get(RECORD, 0)), run_ahead=False)
+    agents = len(parent.manifest.agents)
+    history = assemble(settings, parent.seed_now, replay=(source, offset.get(RECORD, 0)), run_ahead=False,
+                       agents=agents)
     own = assemble(settings_of(parent.manifest.brain, budget),
-                   seed if seed is not None else parent.seed_now)
+                   seed if seed is not None else parent.seed_now, agents=agents)
     until = at + duration if duration else parent.manifest.duration_s
     path = new_run_dir(Path(runs_dir) if runs_dir else parent.path.parent, f"{parent.path.name}-fork",
                        seed if seed is not None else parent.manifest.seed)

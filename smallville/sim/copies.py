@@ -172,7 +172,16 @@ class Copy:
     module docstring). `finished` once every agent has stopped, or it reached its horizon,
     or it went `PATIENCE` simulated seconds without finding a request to send (every agent
     still going is then where earlier copies have been: a later copy, from a later
-    snapshot, goes on)."""
+    snapshot, goes on).
+
+    An agent whose importance rating has not come goes on (`guessing`) rather than stop:
+    a rating changes nothing others can see of it, only what it retrieves when it next
+    asks, and whether it reflects. So it is rated 10 for now, and stops at its next request
+    other than a rating (a rating's request holds only the texts to rate, the same
+    whatever it retrieves), or a rating of a text it is guessing (a text an agent has had
+    rated is not asked again: `RatingMemo`). Rated at the top, its importance since its last reflection is
+    at least the true one, so it asks to reflect no later than it would: it cannot act on
+    past a reflection it would have made. Others in its arena are not stopped by it."""
 
     def __init__(self, dispatch: RunAheadDispatcher, snapshot: Snapshot, group: frozenset[str],
                  horizon: float) -> None:
@@ -192,6 +201,7 @@ class Copy:
         self.landed = self.ahead.landed_for(group)      # answers for the group landed when it was made
         self.used: Counter[str] = Counter()     # occurrences of each key the copy took since the snapshot
         self.stopped: dict[str, float] = {}     # agent -> when it stopped
+        self.guessing: dict[str, set[str]] = {}  # agents going on with guessed ratings, and their texts
         self.reach = Reach(self.town, self.sim.world.tile_time)
         self.finished = False
         self.finished_at = 0.0                  # when it finished, by the wall clock
@@ -228,10 +238,11 @@ class Copy:
         """Answer a batch of the copy from what has been fetched. A batch's requests were all
         made before any of its answers is applied, so every request of an agent that could
         not have met a stopped agent before the batch is the in-order run's: each is sent,
-        even when a missing answer in the same batch stops its agent."""
+        even when a missing answer in the same batch stops its agent. A missing rating does
+        not stop its agent: it goes on rated at 10 (see `Copy`)."""
         ahead = self.ahead
         _, refused = self.asking.guard(batch)
-        certain = []
+        certain, unsure = [], []
         for i, (agent, _, request, event) in enumerate(batch):
             if i in refused:                       # past the runaway guard's ceiling: the safe default
                 event.succeed(safe_answer(request))
@@ -241,7 +252,12 @@ class Copy:
             self.used[name] += 1
             if agent not in self.stopped:
                 self._spread(agent)
-            if agent not in self.stopped:
+            if agent in self.stopped:
+                continue
+            if agent in self.guessing and (not isinstance(request, rq.RateImportance)
+                                           or not self.guessing[agent].isdisjoint(request.texts)):
+                unsure.append(agent)               # it may rest on a guessed rating: not the run's
+            else:
                 certain.append((agent, key, request, event))
         missing = []
         for agent, key, request, event in certain:
@@ -253,12 +269,17 @@ class Copy:
                     self.found = self.env.now
                     ahead.stats["most_ahead_s"] = max(ahead.stats["most_ahead_s"],
                                                       int(self.env.now - self.dispatch.env.now))
+                    if isinstance(request, rq.RateImportance):
+                        self.guessing.setdefault(agent, set()).update(request.texts)
+                        event.succeed(rq.Importance((10,) * len(request.texts)))
+                        continue
                 missing.append(agent)
             else:
                 event.succeed(self.asking.fit(agent, request, result[0]))
-        for agent in missing:
-            self._mark(agent)
-        if missing:
+        for agent in missing + unsure:
+            if agent not in self.stopped:
+                self._mark(agent)
+        if missing or unsure:
             self._spread()
 
     # ---- who can no longer be trusted -----------------------------------------------
@@ -319,7 +340,10 @@ class Copy:
 def _part(state: dict, group: frozenset[str]) -> dict:
     """The part of a simulation's state that concerns `group` (its conversations are among
     its own people: people who talk share an arena)."""
+    dispatch = state["dispatch"]
     return {**state, "agents": {a: s for a, s in state["agents"].items() if a in group},
+            "dispatch": {**dispatch, "seq": {a: n for a, n in dispatch["seq"].items() if a in group},
+                         "asked": [entry for entry in dispatch["asked"] if entry[0] in group]},
             "positions": {a: p for a, p in state["positions"].items() if a in group},
             "conversations": [c for c in state["conversations"] if c["a"] in group and c["b"] in group]}
 
