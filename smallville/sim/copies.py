@@ -271,6 +271,7 @@ class Copy:
                                                       int(self.env.now - self.dispatch.env.now))
                     if isinstance(request, rq.RateImportance):
                         self.guessing.setdefault(agent, set()).update(request.texts)
+                        ahead.stats["guessed_ratings"] += 1
                         event.succeed(rq.Importance((10,) * len(request.texts)))
                         continue
                 missing.append(agent)
