@@ -66,7 +66,8 @@ def run_scenario(scenario, *, runs_dir: Path | str = "runs", seed: int | None = 
     if budget and any(v is not None for v in budget.values()):
         settings = replace(settings, budget={**settings.budget, **{k: v for k, v in budget.items() if v is not None}})
     stack = assemble(settings, seed, cache=cache, replay=(replay_from, 0) if replay_from is not None else None,
-                     live=replay_from is None or replay_fallthrough, agents=len(scenario.agents))
+                     live=replay_from is None or replay_fallthrough,
+                     agents=len(scenario.agents) if replay_from is None else None)   # a replay calls little
     if hasattr(stack.brain, "preflight"):
         stack.brain.preflight()             # an unreachable model stops here, before any file is written
     if embedder is None and settings.embedding_model:
@@ -171,8 +172,7 @@ def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject:
     settings = settings_of(parent.manifest.brain)
     source, offset = (start[0], start[1]["files"]) if start else (parent.path, {})
     agents = len(parent.manifest.agents)
-    history = assemble(settings, parent.seed_now, replay=(source, offset.get(RECORD, 0)), run_ahead=False,
-                       agents=agents)
+    history = assemble(settings, parent.seed_now, replay=(source, offset.get(RECORD, 0)), run_ahead=False)
     own = assemble(settings_of(parent.manifest.brain, budget),
                    seed if seed is not None else parent.seed_now, agents=agents)
     until = at + duration if duration else parent.manifest.duration_s
