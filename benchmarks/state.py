@@ -95,10 +95,12 @@ def child_ask(run: str, agent: str, question: str) -> dict:
 
     load = _startup(run)
     began = time.perf_counter()
-    look.inspect_agent(simulate_to(run), agent)
+    with simulate_to(run) as sim:
+        look.inspect_agent(sim, agent)
     inspected = time.perf_counter() - began
     began = time.perf_counter()
-    look.interview(simulate_to(run), agent, question)
+    with simulate_to(run) as sim:
+        look.interview(sim, agent, question)
     return {"inspect": inspected, "interview": time.perf_counter() - began, "startup": load}
 
 

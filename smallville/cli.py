@@ -338,14 +338,14 @@ def _ask(args) -> int:
     if agent and agent not in run.manifest.agents:
         raise UsageError(f"unknown agent {agent!r} in {run.path}: it has {', '.join(sorted(run.manifest.agents))}")
     at = _seconds_since(run.start, args.at, "--at") if args.at is not None else None
-    sim = run.state_at(at)                          # it refuses a time outside the run
-    if args.command == "interview":
-        out = look.interview(sim, args.agent, args.question)
-    elif agent:
-        out = look.inspect_agent(sim, agent, args.query)
-    else:
-        out = [{k: v for k, v in look.inspect_agent(sim, a).items() if k in ("agent", "area", "activity")}
-               for a in sim.agents]
+    with run.state_at(at) as sim:                   # it refuses a time outside the run
+        if args.command == "interview":
+            out = look.interview(sim, args.agent, args.question)
+        elif agent:
+            out = look.inspect_agent(sim, agent, args.query)
+        else:
+            out = [{k: v for k, v in look.inspect_agent(sim, a).items() if k in ("agent", "area", "activity")}
+                   for a in sim.agents]
     if args.json:
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return 0

@@ -186,10 +186,11 @@ def _simulate(scenario, brain, meter: _Meter, embedder: str, seed: int, duration
     from smallville.sim import Simulation
     from smallville.sim.log import EventLog, Nowhere
 
-    sim = Simulation(scenario, brain, make_embedder(embedder), seed=seed, log=EventLog(scenario.start, Nowhere()))
-    sim.run(min(scenario.tick, duration))
-    first = {kind: dict(row) for kind, row in meter.rows.items()}
-    sim.run(duration)
+    log = EventLog(scenario.start, Nowhere())
+    with Simulation(scenario, brain, make_embedder(embedder), seed=seed, log=log) as sim:
+        sim.run(min(scenario.tick, duration))
+        first = {kind: dict(row) for kind, row in meter.rows.items()}
+        sim.run(duration)
     return first
 
 

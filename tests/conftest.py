@@ -28,6 +28,13 @@ def simulate(path: Path, seconds: float, seed: int | None = None, embedder: str 
     return sim
 
 
+def smallville_threads() -> set:
+    """The threads alive now that smallville started (all are named `smallville-...`)."""
+    import threading
+
+    return {t for t in threading.enumerate() if t.name.startswith("smallville-")}
+
+
 def manifest_of(**fields):
     """A run's `Manifest` with the given fields, the required ones it lacks left blank."""
     from smallville.run import Manifest

@@ -230,6 +230,26 @@ def test_an_unreachable_model_stops_the_run_in_one_line(tmp_path, capsys, llm):
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_model_run_and_a_state_rebuilt_from_it_leave_no_threads_running(tmp_path, llm):
+    """A model run ends the threads that sent its calls; so does closing the state rebuilt
+    from its record, whose model answers what the record lacks."""
+    from conftest import smallville_threads
+
+    from smallville.run import simulate_to
+
+    before = smallville_threads()
+    done = run(tmp_path, config(llm), hours=1)
+    assert smallville_threads() - before == set()
+    with simulate_to(done.path) as sim:
+        asked = llm.chats
+        agent = sim.agents["klaus_mueller"]
+        questions = ("Where are you?", "What are you doing next?")      # not in the record: a batch for the model
+        sim.brain.answer([rq.Interview(agent.id, agent.name, agent.persona(), q, ()) for q in questions])
+        assert llm.chats == asked + 2
+        assert {t.name.split("_")[0] for t in smallville_threads() - before} == {"smallville-llm"}
+    assert smallville_threads() - before == set()
+
+
 def test_keys_never_reach_the_run_or_the_output(tmp_path, llm):
     llm.fail("500", 3, match="(?s)" + KLAUS + ".*Usual routine")
     settings = tmp_path / "brain.yaml"

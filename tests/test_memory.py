@@ -510,3 +510,30 @@ def test_ten_thousand_memories_rank_as_the_formula_says():
     best = sorted(range(n), key=lambda i: (-scores[i], -i))[:10]
     assert [h.memory.id for h in hits] == best
     assert [h.score for h in hits] == pytest.approx([scores[i] for i in best], abs=1e-6)
+
+
+@pytest.mark.parametrize("index", ["exact", "hnsw"])
+def test_a_large_streams_helper_threads_change_nothing_and_end_when_it_is_closed(monkeypatch, index):
+    """A search over a large stream splits it between helper threads that the stream owns:
+    the hits are those found on one thread, and `close` ends the threads."""
+    from conftest import smallville_threads
+
+    from smallville.memory import scoring
+    from smallville.memory.approx import hnsw
+
+    rng = np.random.default_rng(5)
+    stream = MemoryStream(dim=16, index=index)
+    for i in range(40):
+        stream.add(f"m{i}", rng.normal(size=16), importance=1 + i % 10, created=60.0 * i)
+    query = rng.normal(size=16)
+    alone = [(h.memory.id, h.score) for h in stream.branch().retrieve(query, k=10, now=4000.0)]
+    before = smallville_threads()
+    monkeypatch.setattr(scoring, "PARALLEL_ROWS", 8)         # "large" from 8 rows on
+    monkeypatch.setattr(scoring, "threads", lambda: 2)
+    monkeypatch.setattr(hnsw, "threads", lambda: 2)
+    helped = [(h.memory.id, h.score) for h in stream.retrieve(query, k=10, now=4000.0)]
+    assert smallville_threads() - before                    # the search had helpers
+    if index == "exact":
+        assert helped == alone                               # the very same scores
+    stream.close()
+    assert smallville_threads() - before == set()

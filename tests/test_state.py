@@ -254,3 +254,27 @@ def test_a_run_with_only_old_checkpoints_is_refused_in_one_line(trio, tmp_path):
     result = smallville("resume", old)
     assert result.returncode == 1 and result.stderr.count("\n") == 1
     assert "written by an older smallville" in result.stderr and "schema 1" in result.stderr
+
+
+def test_a_state_rebuilt_from_python_and_a_finished_run_leave_no_threads_running(trio, tmp_path, monkeypatch):
+    """What `state_at` builds (the brain behind the replay, the streams' search helpers) ends
+    when the state is closed; a run ends its own when it finishes."""
+    from conftest import smallville_threads
+
+    from smallville.memory import scoring
+    from smallville.replay import inspect as look
+    from smallville.run import simulate_to
+
+    monkeypatch.setattr(scoring, "PARALLEL_ROWS", 2)         # every search on helper threads
+    monkeypatch.setattr(scoring, "threads", lambda: 2)
+    before = smallville_threads()
+    with simulate_to(trio, 3 * 3600) as sim:
+        assert look.inspect_agent(sim, "klaus_mueller")["recall"]
+        assert look.interview(sim, "klaus_mueller", "What are you doing today?")["answer"]
+        assert smallville_threads() - before
+    assert smallville_threads() - before == set()
+    result = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path, duration=3600, embedder="lexical")
+    assert smallville_threads() - before == set()
+    assert look.inspect_agent(result.simulation, "maria_lopez")["recall"]    # still readable
+    result.simulation.close()
+    assert smallville_threads() - before == set()

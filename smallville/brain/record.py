@@ -12,21 +12,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import defaultdict
 from pathlib import Path
 from typing import IO, Sequence
 
 from smallville.brain import requests as rq
 from smallville.brain.base import Answers, Failed, Fallback, fallbacks_of
 from smallville.brain.ledger import Ledger
+from smallville.brain.recordfile import RecordFile
+from smallville.brain.recordfile import key_of as _key_of
 from smallville.errors import BrainError
 
 RECORD = "answers.jsonl"
-
-
-def _key_of(line: bytes) -> str:
-    """A record line's key, read without parsing the line (it comes first, as `_line` writes it)."""
-    return line[8:24].decode() if line.startswith(b'{"key":"') else json.loads(line)["key"]
 
 
 def _line(data: dict) -> str:
@@ -70,38 +66,28 @@ class Replaying:
     `BrainError` naming it, or goes to `fallthrough` (a live brain) when one is given.
 
     With `start` (a byte offset of the record, such as a checkpoint's), the lines before
-    it count as answered already: replay goes on from there. `served` counts the lines
-    answered (those before `start` included)."""
+    it count as answered already: replay goes on from there, and reads of the record only
+    what it serves (`RecordFile`). `served` counts the lines answered (those before
+    `start` included)."""
 
     name = "replay"
 
     def __init__(self, run_dir: str | Path, fallthrough=None, start: int = 0) -> None:
         self.path = Path(run_dir) / RECORD
         self.fallthrough = fallthrough
-        self._entries: dict[str, list[bytes]] = defaultdict(list)     # lines, read when first served
-        self._used: dict[str, int] = defaultdict(int)
-        self.served = 0
-        offset = 0
         try:
-            with open(self.path, "rb") as f:
-                for n, line in enumerate(f, 1):
-                    before, offset = offset, offset + len(line)
-                    if not line.strip():
-                        continue
-                    try:
-                        key = _key_of(line)
-                        self._entries[key].append(line)
-                    except (ValueError, KeyError):
-                        raise BrainError(f"{self.path}:{n}: not a record line") from None
-                    if before < start:
-                        self._used[key] += 1
-                        self.served += 1
+            self._record = RecordFile(self.path, start)
         except OSError as exc:
             raise BrainError(f"cannot replay from {run_dir}: {exc.strerror or exc}: {self.path}") from None
+        self._taken = 0
         self.missing = 0
 
+    @property
+    def served(self) -> int:
+        return self._record.lines_before() + self._taken
+
     def describe(self) -> dict:
-        out = {"name": "replay", "from": str(self.path.parent), "entries": sum(map(len, self._entries.values()))}
+        out = {"name": "replay", "from": str(self.path.parent), "entries": self._record.lines()}
         if self.fallthrough is not None:
             out["fallthrough"] = self.fallthrough.describe()
         return out
@@ -116,16 +102,18 @@ class Replaying:
         learn = getattr(self.fallthrough, "learn", None)
         for i, request in enumerate(requests):
             key = rq.request_key(request)
-            entries = self._entries.get(key)
-            if not entries:
+            try:
+                line = self._record.take(key)
+            except (ValueError, KeyError):
+                raise BrainError(f"{self.path}: not a record line near the answer to {key}") from None
+            if line is None:
                 if self.fallthrough is None:
                     raise BrainError(f"request {key} ({request.kind} asked by {request.agent}) is not in the record "
                                      f"{self.path}; --replay-fallthrough sends such requests to the live brain")
                 live.append(i)
                 continue
-            entry = json.loads(entries[min(self._used[key], len(entries) - 1)])
-            self._used[key] += 1
-            self.served += 1
+            entry = json.loads(line)
+            self._taken += 1
             out[i] = rq.Message.registry[entry["answer"]["kind"]].from_dict(entry["answer"])
             if learn is not None:        # the live brain goes on knowing what the record answered
                 learn(request, out[i])

@@ -23,28 +23,45 @@ TEXTS, VECTORS = "texts.jsonl", "vectors.f32"
 
 
 class EmbeddingRecord:
-    """The texts and rows in one run folder's `embeddings/` (read at open)."""
+    """The texts and rows in one run folder's `embeddings/`, read when asked for: opening
+    reads nothing, the first look-up reads the texts (not their rows: a text's line number
+    is its row's), and a row is read when its text is first asked for. So a restore reads
+    the rows it uses, however long the run."""
 
     def __init__(self, folder: str | Path, dim: int | None = None) -> None:
         self.folder = Path(folder)
-        self.rows: dict[str, np.ndarray] = {}
-        self.dim = dim
+        self.rows: dict[str, np.ndarray] = {}           # known in memory: read, computed or added
+        self.dim = dim or record_dim(self.folder)
+        self._where: dict[bytes, int] | None = None     # a text's JSON line -> its row on disk (read when first needed)
         self._texts_bytes = 0
         self._count = 0
         self._files = None
         self._pid = os.getpid()                 # a forked copy (run-ahead) never writes the run's files
-        texts_path, vectors_path = self.folder / TEXTS, self.folder / VECTORS
-        self.dim = dim or record_dim(self.folder)
-        if not (texts_path.exists() and vectors_path.exists() and self.dim):
-            return
-        lines = texts_path.read_bytes().split(b"\n")[:-1]             # a torn last line is not read
-        vectors = np.fromfile(vectors_path, dtype="<f4")
-        n = min(len(lines), len(vectors) // self.dim)
-        vectors = vectors[: n * self.dim].reshape(n, self.dim)
-        for line, row in zip(lines[:n], vectors):
-            self.rows.setdefault(json.loads(line), row)
-        self._texts_bytes = sum(len(line) + 1 for line in lines[:n])
-        self._count = n
+
+    def get(self, text: str) -> np.ndarray | None:
+        """The recorded embedding of `text`, if the record has one."""
+        row = self.rows.get(text)
+        if row is None:
+            at = self._index().get(json.dumps(text, ensure_ascii=False).encode("utf-8"))
+            if at is not None:
+                row = self.rows[text] = np.fromfile(self.folder / VECTORS, dtype="<f4", count=self.dim,
+                                                    offset=at * self.dim * 4)
+        return row
+
+    def _index(self) -> dict[bytes, int]:
+        """Each recorded text's line (as `add` writes it) -> its row: the first one for a
+        text written twice. Read once, with the length of what both files hold."""
+        if self._where is None:
+            self._where = {}
+            texts_path, vectors_path = self.folder / TEXTS, self.folder / VECTORS
+            if texts_path.exists() and vectors_path.exists() and self.dim:
+                lines = texts_path.read_bytes().split(b"\n")[:-1]             # a torn last line is not read
+                n = min(len(lines), vectors_path.stat().st_size // (4 * self.dim))
+                self._texts_bytes = sum(map(len, lines[:n])) + n
+                keys = [_canonical(line) if b"\\" in line else line for line in lines[:n]]
+                self._where = dict(zip(reversed(keys), range(n - 1, -1, -1)))
+                self._count = n
+        return self._where
 
     def keep(self, texts: Sequence[str], rows: np.ndarray) -> None:
         """Know these embeddings from now on, in memory only."""
@@ -74,6 +91,7 @@ class EmbeddingRecord:
         """Open both files for appending, cut back to what the record holds."""
         self.folder.mkdir(parents=True, exist_ok=True)
         self.dim = self.dim or dim
+        self._index()
         if not (self.folder / "dim").exists():
             (self.folder / "dim").write_text(str(self.dim))
         self._files = (_cut(self.folder / VECTORS, self._count * self.dim * 4), _cut(self.folder / TEXTS, self._texts_bytes))
@@ -106,11 +124,11 @@ class RecordedEmbedder:
         return known or self.inner.dim
 
     def _known(self, text: str) -> np.ndarray | None:
-        row = self.record.rows.get(text)
+        row = self.record.get(text)
         for base in self.bases:
             if row is not None:
                 break
-            row = base.rows.get(text)
+            row = base.get(text)
         return row
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -128,6 +146,12 @@ class RecordedEmbedder:
 
     def close(self) -> None:
         self.record.close()
+
+
+def _canonical(line: bytes) -> bytes:
+    """A text's line as `add` writes it (a line with an escape may have been written with
+    other escapes)."""
+    return json.dumps(json.loads(line), ensure_ascii=False).encode("utf-8")
 
 
 def record_dim(folder: str | Path) -> int | None:

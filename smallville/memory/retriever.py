@@ -69,7 +69,7 @@ class ExactRetriever:
 
     def search(self, stream: MemoryStream, qs: np.ndarray, k: int, now: float) -> list[Found]:
         n, (w_rec, w_imp, w_rel) = stream._n, stream.weights
-        relevance = scan(self.table.matrix(), qs)     # under way while the other terms are computed
+        relevance = scan(self.table.matrix(), qs, stream.helpers)     # under way while the other terms are computed
         rec = recency(stream._accessed[:n], now, stream.decay)
         rec = normalise(rec, *span(float(rec.min()), float(rec.max())))
         importance = stream._importance[:n]

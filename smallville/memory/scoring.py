@@ -36,12 +36,12 @@ def recency(last_accessed: np.ndarray, now: float, decay: float) -> np.ndarray:
     return np.exp((last_accessed - now) * (-math.log(decay) / 3600.0))
 
 
-def scan(matrix: np.ndarray, queries: np.ndarray):
+def scan(matrix: np.ndarray, queries: np.ndarray, helpers: Helpers | None = None):
     """(m, u) float32 dot products of unit queries (m, d) with the stored rows (u, d).
 
-    Returns a function that gives the result. With one query over a large stream the rows
-    are split between helper threads (the values are the same), which read them while
-    this thread goes on until it asks for the result.
+    Returns a function that gives the result. With one query over a large stream and
+    `helpers`, the rows are split between helper threads (the values are the same), which
+    read them while this thread goes on until it asks for the result.
 
     One pass over the matrix. `np.vecdot` computes each (query, row) pair by the same
     BLAS dot call, so a row's value depends only on that row and the query: never on its
@@ -52,12 +52,12 @@ def scan(matrix: np.ndarray, queries: np.ndarray):
     m, u = len(queries), len(matrix)
     out = np.empty((m, u), dtype=np.float32)
     if m == 1:
-        parts = _split(u)
+        parts = _split(u) if helpers is not None else [(0, u)]
         if len(parts) == 1:
             np.vecdot(matrix, queries[0], out=out[0])
             return lambda: out
-        helpers = pool(len(parts))           # a large stream: rows in parallel, the same values
-        futures = [helpers.submit(np.vecdot, matrix[lo:hi], queries[0], out=out[0, lo:hi]) for lo, hi in parts]
+        pool = helpers.pool(len(parts))      # a large stream: rows in parallel, the same values
+        futures = [pool.submit(np.vecdot, matrix[lo:hi], queries[0], out=out[0, lo:hi]) for lo, hi in parts]
 
         def result() -> np.ndarray:          # meanwhile the caller computes the other terms
             for future in futures:
@@ -75,9 +75,6 @@ def scan(matrix: np.ndarray, queries: np.ndarray):
 PARALLEL_ROWS = 32768
 """Streams of at least this many distinct rows are scored on several threads: one pass
 over memory is bandwidth-bound, and two cores read it faster than one."""
-
-_POOL: dict = {}
-
 
 def threads() -> int:
     """Threads for one pass: the CPUs this process may use, capped by OMP_NUM_THREADS
@@ -99,15 +96,31 @@ def _split(u: int) -> list[tuple[int, int]]:
     return list(zip(edges[:-1], edges[1:]))
 
 
-def pool(n: int) -> ThreadPoolExecutor:
-    """This process's pool of `n` helper threads (one pool per size). A forked child (a
-    run-ahead copy) makes its own: a parent's threads do not survive a fork."""
-    if _POOL.get("pid") != os.getpid():
-        _POOL.clear()
-        _POOL["pid"] = os.getpid()
-    if n not in _POOL:
-        _POOL[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="smallville-helper")
-    return _POOL[n]
+class Helpers:
+    """Helper threads for searches over large streams, started when a search first needs
+    them and ended by `close`, which their owner calls: the `Simulation` for its agents'
+    streams, else the stream itself (`MemoryStream.close`). A search after `close` starts
+    them again. One pool per size; a forked child process makes its own (a parent's threads
+    do not survive a fork)."""
+
+    def __init__(self) -> None:
+        self._pools: dict[int, ThreadPoolExecutor] = {}
+        self._pid = os.getpid()
+
+    def pool(self, n: int) -> ThreadPoolExecutor:
+        """The pool of `n` helper threads."""
+        if self._pid != os.getpid():
+            self._pools, self._pid = {}, os.getpid()
+        if n not in self._pools:
+            self._pools[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="smallville-helper")
+        return self._pools[n]
+
+    def close(self) -> None:
+        """End the helper threads (a search under way finishes first)."""
+        pools, self._pools = self._pools, {}
+        if self._pid == os.getpid():
+            for each in pools.values():
+                each.shutdown(wait=True)
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:

@@ -13,6 +13,7 @@ from smallville.embed import Embedder
 from smallville.memory import storage
 from smallville.memory.record import Hit, Memory
 from smallville.memory.retriever import make_retriever
+from smallville.memory.scoring import Helpers
 
 Query = Union[str, np.ndarray, Sequence[float]]
 """A retrieval query: an embedding, or a text when the stream has an embedder."""
@@ -38,7 +39,9 @@ class MemoryStream:
     "exact" (default: every memory scored, one pass over the embeddings) or "hnsw"
     (approximate, for huge streams: see `smallville.memory.approx`; needs non-negative
     weights; `hnsw_m`, `ef_construction` and `ef_search` tune its graph): the retriever
-    it is built with (`smallville.memory.retriever`).
+    it is built with (`smallville.memory.retriever`). Searches over a large stream use
+    `helpers`' threads: the stream's own (end them with `close`), or its owner's (a
+    `Simulation` lends its agents' streams its own, and ends them).
     """
 
     def __init__(
@@ -52,6 +55,7 @@ class MemoryStream:
         hnsw_m: int = 32,
         ef_construction: int = 64,
         ef_search: int = 64,
+        helpers: Helpers | None = None,
     ) -> None:
         if dim is None:
             if embedder is None:
@@ -86,6 +90,11 @@ class MemoryStream:
         self._accessed = np.zeros(16, dtype=np.float64)
         self._importance = np.zeros(16, dtype=np.int64)
         self._disk: dict | None = None  # what the last save/load wrote where (storage)
+        self.helpers = helpers if helpers is not None else Helpers()
+
+    def close(self) -> None:
+        """End the helper threads of its searches (a later search starts them again)."""
+        self.helpers.close()
 
     @property
     def index(self):

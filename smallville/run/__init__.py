@@ -196,5 +196,6 @@ def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject:
 
 def simulate_to(run_dir: str | Path, at: float | None = None, strict: bool = False):
     """The run's simulation at `at` seconds since its start (default: where it got to),
-    rebuilt in memory from its nearest checkpoint: see `Run.state_at`."""
+    rebuilt in memory from its nearest checkpoint: see `Run.state_at`. Close it when done
+    (`with simulate_to(run) as sim:`)."""
     return Run.open(run_dir).state_at(at, strict)

@@ -127,7 +127,8 @@ class Run:
         """The run's `Simulation` at `at` seconds since its start (default: where it got
         to), rebuilt in memory from the nearest checkpoint before: nothing of the run is
         written or changed. Answers come from the record of the run whose checkpoint it is;
-        what that lacks goes to the run's brain or, with `strict`, is an error."""
+        what that lacks goes to the run's brain or, with `strict`, is an error. Close it
+        (`close`, or `with run.state_at(t) as sim:`) to end the threads its brain holds."""
         from smallville.brain.assembly import assemble, settings_of
         from smallville.checkpoint import restore
         from smallville.sim import SimConfig, Simulation
@@ -144,19 +145,29 @@ class Run:
         own = source == self.path                # else the parent's history, before the fork
         stack = assemble(settings_of(self.manifest.brain), self.seed_now if own else self.manifest.seed,
                          replay=(source, start[1]["files"].get(RECORD, 0) if start else 0), live=not strict)
-        sim = Simulation(self.scenario, stack.brain, self.embedder(write=False), seed=self.manifest.seed,
-                         config=SimConfig.from_dict(self.manifest.config), log=EventLog(self.scenario.start, Nowhere()))
-        if start:
-            restore(sim, *start)
-        fork = self.manifest.fork if own else None
-        if fork and start and fork["t"] == begin:
-            apply_fork(sim, fork)
-
-        def step(now: float) -> None:
-            if fork and now == fork["t"]:
+        try:
+            sim = Simulation(self.scenario, stack.brain, self.embedder(write=False), seed=self.manifest.seed,
+                             config=SimConfig.from_dict(self.manifest.config),
+                             log=EventLog(self.scenario.start, Nowhere()))
+        except BaseException:
+            stack.close()
+            raise
+        sim.on_close(stack.close)
+        try:
+            if start:
+                restore(sim, *start)
+            fork = self.manifest.fork if own else None
+            if fork and start and fork["t"] == begin:
                 apply_fork(sim, fork)
 
-        sim.run(max(at, 1e-6), on_step=step, stops=(fork["t"],) if fork and fork["t"] > begin else ())
+            def step(now: float) -> None:
+                if fork and now == fork["t"]:
+                    apply_fork(sim, fork)
+
+            sim.run(max(at, 1e-6), on_step=step, stops=(fork["t"],) if fork and fork["t"] > begin else ())
+        except BaseException:
+            sim.close()
+            raise
         return sim
 
     def cut_back(self, t: float) -> None:
@@ -175,8 +186,8 @@ class Run:
         elif t <= 0:
             lengths = {EVENTS: 0, RECORD: 0}
         else:
-            sim = self.state_at(t, strict=True)
-            used = sim.brain.served
+            with self.state_at(t, strict=True) as sim:      # (still readable once closed)
+                used = sim.brain.served
             lines = iter(range(1, used + 2))
             lengths = {EVENTS: offset(self.path / EVENTS, lambda line: json.loads(line)["t"] >= t),
                        RECORD: offset(self.path / RECORD, lambda line: next(lines) > used)}   # the first `used` lines

@@ -147,6 +147,7 @@ def go(run: Run, stack, embedder, until: float, *, on_start: Callable | None = N
             for each in stacks:
                 each.close()                           # (copies of run-ahead killed first)
             sim.dispatch.close()
+            sim.close()                                # its streams' search threads (a later search starts them again)
             _final(manifest, sim)
             if manifest.status == "interrupted":   # Ctrl-C may land between an event's line and its count
                 out.flush()

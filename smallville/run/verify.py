@@ -115,4 +115,5 @@ def verify(run_dir: str | Path) -> Verdict:
         return Verdict(log.count, checked, f"the re-simulation could not go on: {exc}")
     finally:
         log.lines.close()
+        sim.close()
     return Verdict(log.count, checked)

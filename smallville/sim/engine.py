@@ -15,6 +15,7 @@ from smallville import events
 from smallville.brain.base import Brain
 from smallville.brain.requests import Message, request_key
 from smallville.memory import INDEXES, MemoryStream
+from smallville.memory.scoring import Helpers
 from smallville.sim import life
 from smallville.sim.agent import Agent, Conversation, Doing
 from smallville.sim.dispatch import Dispatcher
@@ -101,12 +102,14 @@ class Simulation:
         self.places = tuple(sorted({a.split(" / ")[0] for a in self.world.grid.areas()}))
         self._start_of_day = scenario.start.hour * 3600 + scenario.start.minute * 60 + scenario.start.second
         self.agents: dict[str, Agent] = {}
+        self.helpers = Helpers()                # its streams' search threads, ended by `close`
+        self._closers: list = []
         for spec in sorted(scenario.agents, key=lambda s: s.id):
             if streams is not None and spec.id not in streams:
                 continue                        # part of a town (run-ahead's copies): only those given
             stream = streams[spec.id] if streams is not None else MemoryStream(
                 dim=embedder.dim, weights=self.config.weights, decay=self.config.decay, embedder=embedder,
-                index=self.config.index)
+                index=self.config.index, helpers=self.helpers)
             agent = Agent(spec.id, spec, stream, random.Random(f"{self.seed}:agent:{spec.id}"))
             agent.relationships = dict(spec.relationships)
             self.agents[spec.id] = agent
@@ -132,6 +135,24 @@ class Simulation:
             self.log.flush()
             if on_step:
                 on_step(t)
+
+    def on_close(self, closer) -> None:
+        """Have `close` call `closer` too: what was built for this simulation alone, such as
+        the brain stack of a state rebuilt for inspect (`Run.state_at`)."""
+        self._closers.append(closer)
+
+    def close(self) -> None:
+        """End the threads it holds: its streams' search helpers and what `on_close` was
+        given. It can still be read (a later search starts helpers again)."""
+        while self._closers:
+            self._closers.pop()()
+        self.helpers.close()
+
+    def __enter__(self) -> "Simulation":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def start(self) -> None:
         """Bring the town to life (seed memories, then everyone's day), unless it has been
@@ -351,6 +372,7 @@ class Simulation:
         for agent_id, agent_state in state["agents"].items():
             agent = self.agents[agent_id]
             agent.stream = streams[agent_id]
+            agent.stream.helpers = self.helpers
             agent.set_state(agent_state)
             doing = agent.doing
             starts.append((doing.order if doing and doing.until is not None else math.inf, agent_id,

@@ -45,7 +45,7 @@ import numpy as np
 
 from smallville.memory.approx.graph import GraphTable
 from smallville.memory.approx.ordered import LEVELS, AccessOrder
-from smallville.memory.scoring import normalise, pool, recency, span, threads, top_k
+from smallville.memory.scoring import normalise, recency, span, threads, top_k
 
 EXTRA_LIMIT = 8192
 """Most memories read from the access logs in one round; beyond it the index is read
@@ -175,8 +175,9 @@ class HNSWRetriever:
                 self.table.reorder(self.far.rows_by_list())
             least = self.far.least
         if _helper():  # then the cosines of the recent memories likely needed, in turn
-            far = pool(1).submit(least, query)
-            likely = pool(1).submit(self._likely, stream, self.need, query, now, rec_norm,
+            helper = stream.helpers.pool(1)
+            far = helper.submit(least, query)
+            likely = helper.submit(self._likely, stream, self.need, query, now, rec_norm,
                                     imp_norm)
         else:
             far, likely = _done(least(query)), _done(None)
