@@ -77,6 +77,7 @@ class Saved:
     rngs: dict[str, Twists] = field(default_factory=dict)
     accessed: tuple[float, list[np.ndarray]] | None = None           # the last full times: T, per agent
     memories: dict[str, int] = field(default_factory=dict)           # how many each agent's stream held
+    rows: dict[str, int] | None = None     # each stream's distinct embeddings, if its pieces are in this run's checkpoints
 
     def usable(self, root: Path, t: float) -> bool:
         """Whether a checkpoint of `root` at `t` may refer to what this one holds."""
