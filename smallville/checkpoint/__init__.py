@@ -77,6 +77,14 @@ def _write_synced(path: Path, write) -> None:
         os.fsync(f.fileno())
 
 
+def _sync_folder(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_checkpoint(sim, run_dir: Path, files: dict[str, int]) -> Path:
     """Save the simulation's state now; `files` maps run files (events.jsonl, answers.jsonl)
     to their length in bytes at this moment. What the run's previous checkpoint (written or
@@ -101,8 +109,10 @@ def write_checkpoint(sim, run_dir: Path, files: dict[str, int]) -> Path:
     arrays, head["accessed"] = writer.accessed([sim.agents[a].stream.last_accessed() for a in state["agents"]])
     _write_synced(tmp / ACCESSED, lambda f: np.savez(f, **arrays))
     _write_synced(tmp / HEAD, lambda f: f.write(text(head).encode("utf-8")))
+    _sync_folder(tmp)                           # its files' names, before the rename names it
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
+    _sync_folder(root)                          # the rename, before a later checkpoint refers to it
     writer.now.rows = dict(zip(sim.agents, memory["rows"]))
     sim.checkpointed = writer.now
     return final
