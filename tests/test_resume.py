@@ -71,7 +71,7 @@ def test_checkpoints_are_whole_documented_json(whole):
     assert folders == ["000003600", "000007200", "000010800", "000014400", "000018000", "000021600",
                        "000025200", "000028800"]
     head = json.loads((whole / "checkpoints" / "000010800" / "head.json").read_text())
-    assert head["schema"] == 4 and head["t"] == 10800 and head["time"] == "2023-02-13 10:00:00"
+    assert head["schema"] == 5 and head["t"] == 10800 and head["time"] == "2023-02-13 10:00:00"
     assert head["memory"]["from"] == 7200 and head["memory"]["count"] == [
         s["memories"] for s in load_state(whole, head)["agents"].values()]
     assert {"memories.jsonl", "embeddings.f32", "parts.jsonl", "accessed.npz", "head.json"} == {

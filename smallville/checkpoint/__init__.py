@@ -30,7 +30,7 @@ stream in `memory/ID/`, `smallville.memory.storage`) and schema 2 (the whole sta
 
 from __future__ import annotations
 
-import hashlib
+import gc
 import json
 import os
 import shutil
@@ -39,14 +39,15 @@ from pathlib import Path
 import numpy as np
 
 from smallville.checkpoint import streams
+from smallville.checkpoint.hashing import digest
 from smallville.checkpoint.parts import PARTS, Reader, Saved, Writer, folder_name, starts, text
 from smallville.errors import RunError
 
 __all__ = ["CHECKPOINT_SCHEMA", "checkpoints", "digest", "fault_point", "folder_name", "load_state", "restore",
            "write_checkpoint"]
 
-CHECKPOINT_SCHEMA = 4
-READABLE = (2, 3, 4)                       # schemas `restore` reads
+CHECKPOINT_SCHEMA = 5
+READABLE = (2, 3, 4, 5)                      # schemas `restore` reads
 HEAD, ACCESSED, WHOLE_STATE = "head.json", "accessed.npz", "state.json"
 
 
@@ -54,10 +55,6 @@ def fault_point(stage: str, t: float) -> None:
     """Fault injection for the crash tests: SMALLVILLE_FAULT=kill-in-checkpoint:T."""
     if os.environ.get("SMALLVILLE_FAULT") == f"{stage}:{int(t)}":
         os.kill(os.getpid(), 9)
-
-
-def digest(state: dict) -> str:
-    return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
 
 
 def _save_streams(sim, folder: Path, before: Saved | None) -> dict:
@@ -88,8 +85,21 @@ def _sync_folder(path: Path) -> None:
 def write_checkpoint(sim, run_dir: Path, files: dict[str, int]) -> Path:
     """Save the simulation's state now; `files` maps run files (events.jsonl, answers.jsonl)
     to their length in bytes at this moment. What the run's previous checkpoint (written or
-    restored by `sim`) holds already is referred to, not written again."""
-    root = Path(run_dir) / "checkpoints"
+    restored by `sim`) holds already is referred to, not written again.
+
+    The garbage collector waits meanwhile: a checkpoint makes many short-lived containers and
+    no cycles, and each collection they would set off scans the whole town's memory."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _write(sim, Path(run_dir), files)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _write(sim, run_dir: Path, files: dict[str, int]) -> Path:
+    root = run_dir / "checkpoints"
     t = sim.env.now
     final = root / folder_name(t)
     tmp = root / f".{folder_name(t)}.tmp"
@@ -103,7 +113,8 @@ def write_checkpoint(sim, run_dir: Path, files: dict[str, int]) -> Path:
         writer = Writer(root, t, out, before)
         agents = {a: writer.record(a, s) for a, s in state["agents"].items()}
         head = {"schema": CHECKPOINT_SCHEMA, "time": sim.now_datetime().strftime("%Y-%m-%d %H:%M:%S"), "t": t,
-                "digest": digest(state), "files": files, "root": writer.root(state, agents), "memory": memory}
+                "digest": digest(state, agents=writer.digests()), "files": files, "root": writer.root(state, agents),
+                "memory": memory}
         out.flush()
         os.fsync(out.fileno())
     arrays, head["accessed"] = writer.accessed([sim.agents[a].stream.last_accessed() for a in state["agents"]])
@@ -180,7 +191,7 @@ def restore(sim, run_dir: Path, checkpoint: dict) -> None:
     state, saved = _read(run_dir, checkpoint)
     times, full = _accessed(root, checkpoint, list(state["agents"]))
     agents = list(state["agents"])
-    if checkpoint["schema"] == CHECKPOINT_SCHEMA:
+    if checkpoint["schema"] >= 4:
         loaded = streams.read(MemoryStream, root, checkpoint, agents, times, sim.embedder)
         if checkpoint["memory"]["count"] != [s["memories"] for s in state["agents"].values()]:
             raise RunError(f"checkpoint {folder_name(checkpoint['t'])} of {run_dir}: its memory streams' counts "
@@ -191,6 +202,6 @@ def restore(sim, run_dir: Path, checkpoint: dict) -> None:
     sim.set_state(state, loaded)
     if saved is not None:
         saved.accessed = full
-        if checkpoint["schema"] == CHECKPOINT_SCHEMA:
+        if checkpoint["schema"] >= 4:
             saved.rows = dict(zip(agents, checkpoint["memory"]["rows"]))
     sim.checkpointed = saved
