@@ -3,7 +3,7 @@ each writing only what changed since the one before.
 
     RUN_DIR/checkpoints/
       T/head.json           what `checkpoints()` lists: the time, the digest of the whole
-                            state, how long the event log and the answer record were at T,
+                            state (`smallville.checkpoint.hashing`), how long the event log and the answer record were at T,
                             where the state's root part is, and the memory streams' counts
       T/parts.jsonl         the parts of the state first written at T, one JSON a line
       T/accessed.npz        the memories' last-access times: every one, or those changed
@@ -23,9 +23,10 @@ at most three deep, however many came before it.
 A checkpoint folder is written under a temporary name and renamed into place when whole,
 so a crash during a save leaves the previous checkpoints intact; a checkpoint refers only
 to earlier ones, which are never removed before it (`resume` removes later ones). `T` is
-the simulated second, zero-padded (`000007200`). Schema 3 (the same, but each agent's
-stream in `memory/ID/`, `smallville.memory.storage`) and schema 2 (the whole state in
-`T/state.json`, every last-access time in `T/accessed.npz`) are still read.
+the simulated second, zero-padded (`000007200`). Schema 4 (the same, but the digest of the
+whole state's JSON), schema 3 (also each agent's stream in `memory/ID/`,
+`smallville.memory.storage`) and schema 2 (the whole state in `T/state.json`, every
+last-access time in `T/accessed.npz`) are still read.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The memory streams in a checkpoint (schema 4): each checkpoint writes, in its own folder,
+"""The memory streams in a checkpoint (schema 4 and 5): each checkpoint writes, in its own folder,
 what every stream gained since the checkpoint it goes on from, in two files for all agents.
 
     T/memories.jsonl   one line per agent, in the state's order: a JSON list of the memories
@@ -76,7 +76,7 @@ def _chain(root: Path, head: dict) -> list[dict]:
 
 def read(cls: type[MemoryStream], root: Path, head: dict, agents: list[str], times: list[np.ndarray],
          embedder: Embedder | None) -> dict[str, MemoryStream]:
-    """Each agent's stream at `head` (schema 4), last accessed at `times`."""
+    """Each agent's stream at `head` (schema 4 or 5), last accessed at `times`."""
     memory = head["memory"]
     dim, k = memory["dim"], len(agents)
     records: list[list] = [[] for _ in agents]
