@@ -132,7 +132,7 @@ class Writer:
             if not patch:                                       # the same: held again, not copied
                 self.now.dicts[key] = (old, parts)
                 return parts
-            parts = parts + [self.put(patch)] if patch else parts
+            parts = parts + [self.put(patch)]
         else:
             parts = [self.put(value)]
         self.now.dicts[key] = (copy_dict(value), parts)
