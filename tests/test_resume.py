@@ -69,9 +69,13 @@ def test_the_ville_killed_resumes_to_the_same_bytes(tmp_path, ville, fault):
 def test_checkpoints_are_whole_documented_json(whole):
     folders = sorted(p.name for p in (whole / "checkpoints").iterdir())
     assert folders == ["000003600", "000007200", "000010800", "000014400", "000018000", "000021600",
-                       "000025200", "000028800", "memory"]
+                       "000025200", "000028800"]
     head = json.loads((whole / "checkpoints" / "000010800" / "head.json").read_text())
-    assert head["schema"] == 3 and head["t"] == 10800 and head["time"] == "2023-02-13 10:00:00"
+    assert head["schema"] == 5 and head["t"] == 10800 and head["time"] == "2023-02-13 10:00:00"
+    assert head["memory"]["from"] == 7200 and head["memory"]["count"] == [
+        s["memories"] for s in load_state(whole, head)["agents"].values()]
+    assert {"memories.jsonl", "embeddings.f32", "parts.jsonl", "accessed.npz", "head.json"} == {
+        p.name for p in (whole / "checkpoints" / "000010800").iterdir()}
     state = load_state(whole, head)
     assert set(state["agents"]) == {"isabella_rodriguez", "klaus_mueller", "maria_lopez"}
     maria = state["agents"]["maria_lopez"]

@@ -208,20 +208,37 @@ def test_inspect_shows_what_the_event_log_says(trio):
 
 
 def as_written_by_schema(run, schema: int) -> None:
-    """Rewrite a run's checkpoints as an older smallville wrote them: schema 2, each the whole
-    state and every last-access time; schema 1, the state's fields at the top."""
+    """Rewrite a run's checkpoints as an older smallville wrote them: schema 4, the digest of
+    the whole state's JSON; schema 3, also each agent's
+    memory stream in `memory/ID/` (saved where the last checkpoint is), the digest of the
+    whole state's JSON, and the rest as now;
+    schema 2, also each the whole state and every last-access time; schema 1, the state's
+    fields at the top."""
     import numpy as np
 
-    from smallville.checkpoint import _accessed
+    from smallville.checkpoint import _accessed, streams
+    from smallville.memory import MemoryStream
 
     heads = checkpoints(run)
     states = [load_state(run, head) for head in heads]          # all read before any is rewritten
     accessed = [_accessed(run / "checkpoints", head, list(state["agents"]))[0] for head, state in zip(heads, states)]
+    last = streams.read(MemoryStream, run / "checkpoints", heads[-1], list(states[-1]["agents"]), accessed[-1], None)
+    for agent, stream in last.items():
+        stream.save(str(run / "checkpoints" / "memory" / agent))
     for head, state, times in zip(heads, states, accessed):
         folder = run / "checkpoints" / f"{int(head['t']):09d}"
+        if schema == 4:
+            (folder / "head.json").write_text(json.dumps({**head, "schema": 4, "digest": digest(state, 4)}))
+            continue
+        if schema == 3:
+            (folder / streams.MEMORIES).unlink()
+            (folder / streams.ROWS).unlink()
+            head = {k: v for k, v in head.items() if k != "memory"}
+            (folder / "head.json").write_text(json.dumps({**head, "schema": 3, "digest": digest(state, 3)}))
+            continue
         for path in folder.iterdir():
             path.unlink()
-        body = {"schema": 2, "time": head["time"], "t": head["t"], "digest": head["digest"], "files": head["files"],
+        body = {"schema": 2, "time": head["time"], "t": head["t"], "digest": digest(state, 2), "files": head["files"],
                 "state": state}
         if schema == 1:
             body = {**state, "schema": 1, "t": head["t"], "time": head["time"], "digest": "", "files": head["files"]}
@@ -231,16 +248,22 @@ def as_written_by_schema(run, schema: int) -> None:
 
 def test_a_run_written_by_the_previous_version_goes_on_from_its_checkpoints(trio, tmp_path):
     runs = {}
-    for name, schema in (("now", 3), ("old", 2)):
+    for name, schema in (("now", 5), ("old", 2), ("old3", 3), ("old4", 4)):
         runs[name] = tmp_path / name
         subprocess.run(["cp", "-r", str(trio), str(runs[name])], check=True)
-        if schema == 2:
-            as_written_by_schema(runs[name], 2)
+        if schema < 5:
+            as_written_by_schema(runs[name], schema)
         longer = smallville("resume", runs[name], "--for", "1h", "--quiet")
         assert longer.returncode == 0, longer.stderr
-    assert (runs["old"] / "events.jsonl").read_bytes() == (runs["now"] / "events.jsonl").read_bytes()
-    assert [c["schema"] for c in checkpoints(runs["old"])] == [2, 2, 2, 2, 3]
-    assert smallville("verify", runs["old"]).returncode == 0
+    for old in ("old", "old3", "old4"):
+        assert (runs[old] / "events.jsonl").read_bytes() == (runs["now"] / "events.jsonl").read_bytes()
+        assert smallville("verify", runs[old]).returncode == 0
+    assert [c["schema"] for c in checkpoints(runs["old"])] == [2, 2, 2, 2, 5]
+    assert [c["schema"] for c in checkpoints(runs["old3"])] == [3, 3, 3, 3, 5]
+    assert [c["schema"] for c in checkpoints(runs["old4"])] == [4, 4, 4, 4, 5]
+    assert checkpoints(runs["old4"])[-1]["memory"]["from"] == checkpoints(runs["old4"])[-2]["t"]
+    assert checkpoints(runs["old3"])[-1]["memory"]["from"] is None      # after schema 3: the streams whole
+    assert checkpoints(runs["now"])[-1]["memory"]["from"] == checkpoints(runs["now"])[-2]["t"]
 
 
 def test_a_run_with_only_old_checkpoints_is_refused_in_one_line(trio, tmp_path):

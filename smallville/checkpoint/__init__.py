@@ -2,13 +2,14 @@
 each writing only what changed since the one before.
 
     RUN_DIR/checkpoints/
-      memory/ID/            each agent's memory stream, saved incrementally (append-only)
       T/head.json           what `checkpoints()` lists: the time, the digest of the whole
-                            state, how long the event log and the answer record were at T,
-                            and where the state's root part is
+                            state (`smallville.checkpoint.hashing`), how long the event log and the answer record were at T,
+                            where the state's root part is, and the memory streams' counts
       T/parts.jsonl         the parts of the state first written at T, one JSON a line
       T/accessed.npz        the memories' last-access times: every one, or those changed
                             since the last checkpoint that has every one
+      T/memories.jsonl,     what the memory streams gained since the previous checkpoint,
+      T/embeddings.f32      all agents' in two files (`smallville.checkpoint.streams`)
 
 The state (`Simulation.get_state()`) is stored as parts that refer to each other by
 `[T, offset, length]` (bytes of `T/parts.jsonl`): the root part is the state with each
@@ -22,28 +23,32 @@ at most three deep, however many came before it.
 A checkpoint folder is written under a temporary name and renamed into place when whole,
 so a crash during a save leaves the previous checkpoints intact; a checkpoint refers only
 to earlier ones, which are never removed before it (`resume` removes later ones). `T` is
-the simulated second, zero-padded (`000007200`). Schema 2 (the whole state in
-`T/state.json`, every last-access time in `T/accessed.npz`) is still read.
+the simulated second, zero-padded (`000007200`). Schema 4 (the same, but the digest of the
+whole state's JSON), schema 3 (also each agent's stream in `memory/ID/`,
+`smallville.memory.storage`) and schema 2 (the whole state in `T/state.json`, every
+last-access time in `T/accessed.npz`) are still read.
 """
 
 from __future__ import annotations
 
-import hashlib
+import gc
 import json
 import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
+from smallville.checkpoint import streams
+from smallville.checkpoint.hashing import digest
 from smallville.checkpoint.parts import PARTS, Reader, Saved, Writer, folder_name, starts, text
+from smallville.errors import RunError
 
 __all__ = ["CHECKPOINT_SCHEMA", "checkpoints", "digest", "fault_point", "folder_name", "load_state", "restore",
            "write_checkpoint"]
 
-CHECKPOINT_SCHEMA = 3
-READABLE = (2, 3)                       # schemas `restore` reads
+CHECKPOINT_SCHEMA = 5
+READABLE = (2, 3, 4, 5)                      # schemas `restore` reads
 HEAD, ACCESSED, WHOLE_STATE = "head.json", "accessed.npz", "state.json"
 
 
@@ -53,17 +58,14 @@ def fault_point(stage: str, t: float) -> None:
         os.kill(os.getpid(), 9)
 
 
-def digest(state: dict) -> str:
-    return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
-
-
-def _save_streams(sim, root: Path, saved: dict[str, int]) -> None:
-    """Append each agent's new memories to its stream on disk, unless it has the `saved`
-    number still (its last-access times are the checkpoint's). The saves wait on the disk
-    (several files written and synced each), so they go on side by side."""
-    changed = [agent for agent in sim.agents.values() if len(agent.stream) != saved.get(agent.id)]
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        list(pool.map(lambda agent: agent.stream.save(str(root / agent.id)), changed))
+def _save_streams(sim, folder: Path, before: Saved | None) -> dict:
+    """Write what every agent's memory stream gained since `before` (all of it if `before`
+    holds no streams of its own: a fork's first checkpoint, or one after a schema 3 one) into
+    the checkpoint's `folder`, two files for all; the head's `memory`."""
+    base = None
+    if before is not None and before.rows is not None:
+        base = (before.t, [before.memories[a] for a in sim.agents], [before.rows[a] for a in sim.agents])
+    return streams.write([agent.stream for agent in sim.agents.values()], folder, base)
 
 
 def _write_synced(path: Path, write) -> None:
@@ -73,32 +75,57 @@ def _write_synced(path: Path, write) -> None:
         os.fsync(f.fileno())
 
 
+def _sync_folder(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_checkpoint(sim, run_dir: Path, files: dict[str, int]) -> Path:
     """Save the simulation's state now; `files` maps run files (events.jsonl, answers.jsonl)
     to their length in bytes at this moment. What the run's previous checkpoint (written or
-    restored by `sim`) holds already is referred to, not written again."""
-    root = Path(run_dir) / "checkpoints"
+    restored by `sim`) holds already is referred to, not written again.
+
+    The garbage collector waits meanwhile: a checkpoint makes many short-lived containers and
+    no cycles, and each collection they would set off scans the whole town's memory."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _write(sim, Path(run_dir), files)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _write(sim, run_dir: Path, files: dict[str, int]) -> Path:
+    root = run_dir / "checkpoints"
     t = sim.env.now
     final = root / folder_name(t)
     tmp = root / f".{folder_name(t)}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     before = sim.checkpointed if sim.checkpointed is not None and sim.checkpointed.usable(root, t) else None
-    _save_streams(sim, root / "memory", before.memories if before else {})
+    memory = _save_streams(sim, tmp, before)
     fault_point("kill-in-checkpoint", t)
     state = sim.get_state()
     with open(tmp / PARTS, "wb") as out:
         writer = Writer(root, t, out, before)
         agents = {a: writer.record(a, s) for a, s in state["agents"].items()}
         head = {"schema": CHECKPOINT_SCHEMA, "time": sim.now_datetime().strftime("%Y-%m-%d %H:%M:%S"), "t": t,
-                "digest": digest(state), "files": files, "root": writer.root(state, agents)}
+                "digest": digest(state, agents=writer.digests()), "files": files, "root": writer.root(state, agents),
+                "memory": memory}
         out.flush()
         os.fsync(out.fileno())
     arrays, head["accessed"] = writer.accessed([sim.agents[a].stream.last_accessed() for a in state["agents"]])
     _write_synced(tmp / ACCESSED, lambda f: np.savez(f, **arrays))
     _write_synced(tmp / HEAD, lambda f: f.write(text(head).encode("utf-8")))
+    _sync_folder(tmp)                           # its files' names, before the rename names it
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
+    _sync_folder(root)                          # the rename, before a later checkpoint refers to it
+    writer.now.rows = dict(zip(sim.agents, memory["rows"]))
     sim.checkpointed = writer.now
     return final
 
@@ -124,7 +151,7 @@ def checkpoints(run_dir: Path, schema: tuple[int, ...] | None = READABLE) -> lis
 
 def _read(run_dir: Path, head: dict) -> tuple[dict, Saved | None]:
     """A checkpoint's whole state, and (schema 3) what it holds as parts."""
-    if head["schema"] != CHECKPOINT_SCHEMA:
+    if head["schema"] == 2:
         return head["state"], None
     reader = Reader(Path(run_dir) / "checkpoints", head)
     try:
@@ -142,7 +169,7 @@ def load_state(run_dir: Path, checkpoint: dict) -> dict:
 def _accessed(root: Path, head: dict, agents: list[str]) -> tuple[list[np.ndarray], tuple | None]:
     """Each agent's last-access times at a checkpoint, and the full ones a diff is against."""
     with np.load(root / folder_name(head["t"]) / ACCESSED, allow_pickle=False) as saved:
-        if head["schema"] != CHECKPOINT_SCHEMA:
+        if head["schema"] == 2:
             return [saved[a] for a in agents], None
         n, times, changed = saved["n"], saved["t"], saved["i"] if "i" in saved.files else None
     if changed is None:
@@ -164,9 +191,18 @@ def restore(sim, run_dir: Path, checkpoint: dict) -> None:
     root = Path(run_dir) / "checkpoints"
     state, saved = _read(run_dir, checkpoint)
     times, full = _accessed(root, checkpoint, list(state["agents"]))
-    streams = {a: MemoryStream.load(str(root / "memory" / a), sim.embedder, count=s["memories"], accessed=x)
-               for (a, s), x in zip(state["agents"].items(), times)}
-    sim.set_state(state, streams)
+    agents = list(state["agents"])
+    if checkpoint["schema"] >= 4:
+        loaded = streams.read(MemoryStream, root, checkpoint, agents, times, sim.embedder)
+        if checkpoint["memory"]["count"] != [s["memories"] for s in state["agents"].values()]:
+            raise RunError(f"checkpoint {folder_name(checkpoint['t'])} of {run_dir}: its memory streams' counts "
+                           f"differ from its state's")
+    else:                                               # schema 2 and 3: a stream per agent in memory/ID/
+        loaded = {a: MemoryStream.load(str(root / "memory" / a), sim.embedder, count=s["memories"], accessed=x)
+                  for (a, s), x in zip(state["agents"].items(), times)}
+    sim.set_state(state, loaded)
     if saved is not None:
         saved.accessed = full
+        if checkpoint["schema"] >= 4:
+            saved.rows = dict(zip(agents, checkpoint["memory"]["rows"]))
     sim.checkpointed = saved

@@ -9,6 +9,10 @@ that already is, `[T, offset, length]` in bytes of `T/parts.jsonl`.
   was added, at most `SEGMENTS`), and its random generator as words written once and how
   many times to twist them (at most `TWISTS`).
 
+An agent's plan that did not change since the previous checkpoint is not encoded again, nor
+is an agent whose state did not change (the same digest, `smallville.checkpoint.hashing`):
+the reference to its plan, or to its record, is the previous checkpoint's.
+
 So a checkpoint is read by following references at most three deep, however many came
 before it (docs/run-format.md).
 """
@@ -16,11 +20,14 @@ before it (docs/run-format.md).
 from __future__ import annotations
 
 import json
+import marshal
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from smallville.checkpoint.hashing import agent_digest, text
 
 PARTS = "parts.jsonl"
 PATCHED = ("relationships", "talks", "last_talk", "earlier_lines", "seen")    # an agent's dicts
@@ -32,10 +39,6 @@ WORDS = 624                             # the Mersenne Twister's state, in 32-bi
 def folder_name(t: float) -> str:
     """A checkpoint's folder: the simulated second, zero-padded (`000007200`)."""
     return f"{int(t):09d}"
-
-
-def text(value) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def copy_dict(value: dict) -> dict:
@@ -66,6 +69,17 @@ class Twists:
 
 
 @dataclass
+class Kept:
+    """An agent as a checkpoint holds it: its digest, its record's JSON and reference, and its
+    plan's (with the plan's `marshal` bytes, which are equal only for an equal plan of the
+    same types: 5 and 5.0 differ), so a later checkpoint can refer to them."""
+
+    digest: str
+    record: tuple[str, list]
+    plan: tuple[bytes, str, list]
+
+
+@dataclass
 class Saved:
     """What a checkpoint holds, kept on the simulation (`sim.checkpointed`) once written or
     restored, so that the next checkpoint of the same run writes only what changed."""
@@ -77,6 +91,8 @@ class Saved:
     rngs: dict[str, Twists] = field(default_factory=dict)
     accessed: tuple[float, list[np.ndarray]] | None = None           # the last full times: T, per agent
     memories: dict[str, int] = field(default_factory=dict)           # how many each agent's stream held
+    rows: dict[str, int] | None = None     # each stream's distinct embeddings, if its pieces are in this run's checkpoints
+    agents: dict[str, Kept] = field(default_factory=dict)            # those written by a Writer
 
     def usable(self, root: Path, t: float) -> bool:
         """Whether a checkpoint of `root` at `t` may refer to what this one holds."""
@@ -95,7 +111,9 @@ class Writer:
         self.now = Saved(root.resolve(), t)
 
     def put(self, value) -> list:
-        written = text(value)
+        return self.put_text(text(value))
+
+    def put_text(self, written: str) -> list:
         ref = self.before.refs.get(written)
         if ref is None:
             data = written.encode("utf-8")
@@ -111,7 +129,10 @@ class Writer:
         old, parts = self.before.dicts.get(key, (None, []))
         if old is not None and len(parts) < SEGMENTS and old.keys() <= value.keys():
             patch = {k: v for k, v in value.items() if k not in old or old[k] != v or type(old[k]) is not type(v)}
-            parts = parts + [self.put(patch)] if patch else parts
+            if not patch:                                       # the same: held again, not copied
+                self.now.dicts[key] = (old, parts)
+                return parts
+            parts = parts + [self.put(patch)]
         else:
             parts = [self.put(value)]
         self.now.dicts[key] = (copy_dict(value), parts)
@@ -125,14 +146,45 @@ class Writer:
         return twists
 
     def record(self, agent_id: str, state: dict) -> list:
+        """A reference to the agent's record: the previous checkpoint's if its digest is the
+        same (nothing of it encoded again), else a new one."""
         self.now.memories[agent_id] = state["memories"]
-        record = {**state, "plan": self.put(state["plan"])}
+        kept = self.before.agents.get(agent_id)
+        plan = self.plan(kept, state["plan"])
+        digest = agent_digest(state, plan[1])
+        if kept is not None and kept.digest == digest:
+            return self.keep(agent_id, kept)
+        record = {**state, "plan": plan[2]}
         for name in PATCHED:
             record[name] = self.patched((agent_id, name), state[name])
         version, internal, gauss = state["rng"]
         twists = self.words(agent_id, tuple(internal[:WORDS]))
         record["rng"] = [version, internal[WORDS], gauss, twists.twists, twists.ref]
-        return self.put(record)
+        written = text(record)
+        self.now.agents[agent_id] = Kept(digest, (written, self.put_text(written)), plan)
+        return self.now.agents[agent_id].record[1]
+
+    def plan(self, kept: Kept | None, plan: list) -> tuple[bytes, str, list]:
+        """A plan's `marshal` bytes, JSON and reference: those kept if it is the same."""
+        key = marshal.dumps(plan, 2)            # version 2: no references, so equal plans give equal bytes
+        if kept is not None and kept.plan[0] == key:
+            self.now.refs[kept.plan[1]] = kept.plan[2]
+            return kept.plan
+        written = text(plan)
+        return key, written, self.put_text(written)
+
+    def keep(self, agent_id: str, kept: Kept) -> list:
+        """An unchanged agent: what the previous checkpoint holds of it, held again."""
+        for name in PATCHED:
+            self.now.dicts[agent_id, name] = self.before.dicts[agent_id, name]
+        self.now.rngs[agent_id] = self.before.rngs[agent_id]
+        self.now.refs[kept.record[0]] = kept.record[1]
+        self.now.agents[agent_id] = kept
+        return kept.record[1]
+
+    def digests(self) -> dict[str, str]:
+        """Each agent's digest, of those recorded so far."""
+        return {a: kept.digest for a, kept in self.now.agents.items()}
 
     def root(self, state: dict, agents: dict[str, list]) -> list:
         """The state with references to its agents' records, the objects as a dict patched."""

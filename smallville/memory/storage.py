@@ -186,6 +186,25 @@ def _load_v2(cls, path: str, state: dict, embedder: Embedder | None, count: int 
     return stream
 
 
+def build(cls, settings: dict, embedder: Embedder | None, memories: list, rows: np.ndarray,
+          accessed: np.ndarray) -> MemoryStream:
+    """A stream of `settings` (dim, weights, decay, embedder, index) holding `memories`, each
+    `[text, kind, created, importance, links, row]`, over the distinct embeddings `rows`,
+    last accessed at `accessed` (a checkpoint's streams: `smallville.checkpoint.streams`)."""
+    try:
+        stream = _new_stream(cls, settings, embedder, settings.get("index", "exact"))
+        if len(accessed) != len(memories) or len(rows) and rows.shape[1] != stream.dim:
+            raise ValueError(f"{len(memories)} memories with {len(accessed)} access times and rows "
+                             f"of shape {rows.shape}")
+        records = [{"text": m[0], "kind": m[1], "created": m[2], "importance": m[3], "links": m[4], "row": m[5]}
+                   for m in memories]
+        stream._table.extend(rows)
+        stream._bulk_append(records, np.asarray(accessed, dtype=np.float64))
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise RunError(f"a checkpoint's memory stream is damaged: {exc!r}") from exc
+    return stream
+
+
 def _load_v1(cls, path: str, state: dict, embedder: Embedder | None) -> MemoryStream:
     """Schema 1: memories.json (every field) beside embeddings.npy (one row a memory)."""
     n, dim, memories = state["count"], state["dim"], state["memories"]

@@ -1,6 +1,7 @@
 """`smallville verify RUN_DIR`: the proof that a run reproduces. It re-simulates the run from
 its start with the answers of its own record (no model), and checks the event log byte for
-byte and every checkpoint's state as it goes, stopping at the first difference.
+byte and every checkpoint's state as it goes (its digest as the checkpoint's schema defines
+it, `smallville.checkpoint.hashing`), stopping at the first difference.
 
 This is no longer the way back into a run (`continuation` restores checkpoints): a run
 written before a change in the engine's behaviour still resumes, forks and is inspected,
@@ -93,7 +94,7 @@ def verify(run_dir: str | Path) -> Verdict:
         nonlocal checked
         if now in saved:
             state = sim.get_state()
-            if digest(state) != saved[now]["digest"]:
+            if digest(state, saved[now]["schema"]) != saved[now]["digest"]:     # as its schema defines it
                 raise Differs(f"checkpoint {saved[now]['time']}: the state differs at "
                               f"{first_difference(load_state(run_dir, saved[now]), json.loads(json.dumps(state)))}")
             checked += 1

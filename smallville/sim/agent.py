@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from smallville.memory import MemoryStream
 
@@ -56,7 +56,8 @@ class Doing:
     talk: str | None = None
 
     def to_dict(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+        # its fields are all plain values (a tile a tuple): no deep copy (asdict) needed
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(self).items()}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Doing":

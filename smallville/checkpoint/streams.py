@@ -1,0 +1,105 @@
+"""The memory streams in a checkpoint (schema 4 and 5): each checkpoint writes, in its own folder,
+what every stream gained since the checkpoint it goes on from, in two files for all agents.
+
+    T/memories.jsonl   one line per agent, in the state's order: a JSON list of the memories
+                       its stream gained since checkpoint `from`, each
+                       [text, kind, created, importance, links, row]
+    T/embeddings.f32   the distinct embeddings the streams gained, agent after agent, raw
+                       little-endian float32 rows
+
+and in `head.json` `memory`: `from` (the earlier checkpoint these extend, or null: they are
+the streams whole), `count` and `rows` (each stream's memories and distinct embeddings at T,
+in the state's order) and the streams' settings. A stream at T is the chain's pieces, oldest
+first. The files are written and synced inside the checkpoint's unfinished folder, so they
+are on disk before its rename makes the checkpoint count; a crash leaves no stream files to
+repair (schema 3 kept a file set per agent beside the checkpoints, `smallville.memory.storage`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from smallville.checkpoint.parts import folder_name, text
+from smallville.memory import storage
+
+if TYPE_CHECKING:
+    from smallville.embed import Embedder
+    from smallville.memory import MemoryStream
+
+MEMORIES, ROWS = "memories.jsonl", "embeddings.f32"
+SETTINGS = ("dim", "weights", "decay", "embedder", "index")
+
+
+def gained(stream: MemoryStream, start: int) -> list[tuple]:
+    """The stream's memories from `start` on, as `[text, kind, created, importance, links, row]`."""
+    n = len(stream)
+    return list(zip(stream._texts[start:n], stream._kinds[start:n], stream._created[start:n].tolist(),
+                    stream._importance[start:n].tolist(), [list(x) for x in stream._links[start:n]],
+                    stream._rows[start:n].tolist()))
+
+
+def write(streams: list[MemoryStream], folder: Path, base: tuple[float, list[int], list[int]] | None) -> dict:
+    """Write what each of `streams` gained since `base` (T, counts and rows there; None: all)
+    into `folder`, synced; the head's `memory`."""
+    since, counts, rows = base if base is not None else (None, [0] * len(streams), [0] * len(streams))
+    with open(folder / MEMORIES, "wb") as out:
+        out.write("".join(text(gained(s, c)) + "\n" for s, c in zip(streams, counts)).encode("utf-8"))
+        out.flush()
+        os.fsync(out.fileno())
+    with open(folder / ROWS, "wb") as out:
+        for s, u in zip(streams, rows):
+            block = s._table.matrix()[u: len(s._table)]
+            if len(block):
+                out.write(memoryview(np.ascontiguousarray(block, dtype="<f4")))
+        out.flush()
+        os.fsync(out.fileno())
+    first = streams[0] if streams else None
+    return {"from": since, "count": [len(s) for s in streams], "rows": [len(s._table) for s in streams],
+            "dim": first.dim if first else 0, "weights": list(first.weights) if first else [],
+            "decay": first.decay if first else 0.0, "embedder": first.embedder_name if first else None,
+            "index": first.index_kind if first else "exact"}
+
+
+def _chain(root: Path, head: dict) -> list[dict]:
+    """The heads whose pieces make the streams at `head`, oldest first."""
+    chain = [head]
+    while chain[-1]["memory"]["from"] is not None:
+        path = root / folder_name(chain[-1]["memory"]["from"]) / "head.json"
+        chain.append(json.loads(path.read_text(encoding="utf-8")))
+    return chain[::-1]
+
+
+def read(cls: type[MemoryStream], root: Path, head: dict, agents: list[str], times: list[np.ndarray],
+         embedder: Embedder | None) -> dict[str, MemoryStream]:
+    """Each agent's stream at `head` (schema 4 or 5), last accessed at `times`."""
+    memory = head["memory"]
+    dim, k = memory["dim"], len(agents)
+    records: list[list] = [[] for _ in agents]
+    blocks: list[list[np.ndarray]] = [[] for _ in agents]
+    counts, rows = [0] * k, [0] * k
+    for piece in _chain(root, head):
+        m, folder = piece["memory"], root / folder_name(piece["t"])
+        lines = (folder / MEMORIES).read_bytes().split(b"\n")
+        vectors = np.fromfile(folder / ROWS, dtype="<f4")
+        if len(lines) != k + 1 or len(m["count"]) != k or len(vectors) != (sum(m["rows"]) - sum(rows)) * dim:
+            raise ValueError(f"{folder} holds memories for {len(lines) - 1} agents and {len(vectors) // max(dim, 1)} "
+                             f"rows, not what its head says")
+        vectors, at = vectors.reshape(-1, dim), 0
+        for i, line in enumerate(lines[:k]):
+            new = json.loads(line)
+            if len(new) != m["count"][i] - counts[i]:
+                raise ValueError(f"{folder / MEMORIES} has {len(new)} memories for {agents[i]}, "
+                                 f"expected {m['count'][i] - counts[i]}")
+            records[i] += new
+            blocks[i].append(vectors[at: at + m["rows"][i] - rows[i]])
+            at += m["rows"][i] - rows[i]
+        counts, rows = m["count"], m["rows"]
+    settings = {key: memory[key] for key in SETTINGS}
+    return {a: storage.build(cls, settings, embedder, records[i], np.concatenate(blocks[i]) if blocks[i]
+                             else np.zeros((0, dim), dtype=np.float32), times[i])
+            for i, a in enumerate(agents)}
