@@ -190,6 +190,7 @@ def warm_up() -> None:
 def measure(scenario, duration: float, latency: float, concurrency: int | None, lookahead: float,
             hours: Hours | None = None) -> dict:
     server = Server(scenario.seed, latency)
+    reaped = _children_cpu()
     try:
         with tempfile.TemporaryDirectory() as runs, hours or contextlib.nullcontext():
             config = LLMConfig(model="openai/bench", api_base=server.api_base, echo_request=True,
@@ -200,8 +201,17 @@ def measure(scenario, duration: float, latency: float, concurrency: int | None, 
             events = (result.path / "events.jsonl").read_bytes()
     finally:
         stats = server.close()
-    return {"wall": wall, "cpu": cpu, "usage": result.manifest.usage, "server": stats,
+    calls_cpu = _children_cpu() - reaped - stats.get("cpu_s", 0.0) - (server.started_cpu or 0.0)   # the calls' child
+    return {"wall": wall, "cpu": cpu, "calls_cpu": calls_cpu, "usage": result.manifest.usage, "server": stats,
             "batches": result.simulation.dispatch.batches, "events": hashlib.sha256(events).hexdigest()}
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's children that have ended (the server, the calls' child)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def report(name: str, run: dict, agents: int, hours: float, latency: float, bound: float) -> None:
@@ -215,12 +225,14 @@ def report(name: str, run: dict, agents: int, hours: float, latency: float, boun
     print(f"  lower bound {bound:.1f} s (wall / bound {run['wall'] / bound:.2f}); one call at a time "
           f"(calls x latency) {one_at_a_time:.1f} s; speed-up {one_at_a_time / run['wall']:.1f}x")
     print(f"  CPU: {run['cpu']:.1f} s in this process (run-ahead's copies included), "
+          f"{run['calls_cpu']:.1f} s in its child making model calls (if any; importing litellm included), "
           f"{run['server'].get('cpu_s', 0.0):.1f} s in the server")
     if "run_ahead" in usage:
         ra = usage["run_ahead"]
         print(f"  run-ahead: {ra.get('copies', 0)} copies ({ra.get('copies_ms', 0) / 1000:.1f} s), "
               f"{ra.get('sent', 0)} requests fetched, "
-              f"{ra.get('unused', 0)} fetched but never used, {ra.get('failed_copies', 0)} copies failed; "
+              f"{ra.get('unused', 0)} fetched but never used, {ra.get('failed_copies', 0)} copies failed, "
+              f"{ra.get('guessed_ratings', 0)} ratings guessed; "
               f"up to {ra.get('most_ahead_s', 0) / 60:.0f} simulated minutes ahead")
 
 
