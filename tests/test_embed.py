@@ -54,8 +54,9 @@ def test_lexical_ignores_case_and_punctuation():
 
 def test_lexical_same_in_another_process():
     emb = LexicalEmbedder()
-    code = ("import numpy as np, sys; from smallville.embed import LexicalEmbedder; "
-            "np.save(sys.stdout.buffer, LexicalEmbedder().embed(['the bed is idle']))")
+    # numpy writes an array to a file by its position, which a buffered pipe has not: save to bytes first
+    code = ("import io, numpy as np, sys; from smallville.embed import LexicalEmbedder; out = io.BytesIO(); "
+            "np.save(out, LexicalEmbedder().embed(['the bed is idle'])); sys.stdout.buffer.write(out.getvalue())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True,
                          env={**os.environ, "PYTHONHASHSEED": "123"}).stdout
     other = np.load(io.BytesIO(out), allow_pickle=False)
