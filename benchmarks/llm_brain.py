@@ -8,7 +8,7 @@ no model, no network.
     python benchmarks/llm_brain.py --bounds --for 1d
 
 Without --concurrency the brain's default settings hold: the calls in flight are found as
-the run goes (from 8, up to 64).
+the run goes (from 32, up to 64).
 
 Runs the hour twice, in order (one batch of the clock at a time) and with run-ahead, checks
 that both wrote the same event log, and prints for each: requests, model calls and tokens
