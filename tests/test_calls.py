@@ -20,10 +20,10 @@ def kwargs_for(api_base: str, text: str) -> dict:
 
 def test_a_child_gives_the_replies_litellm_gives_here(server):
     api_base, _ = server
-    here, child = InProcess(), ChildCalls(threads=4, timeout=10)
+    here, child = InProcess([]), ChildCalls(threads=4, timeout=10, secrets=[])
     try:
         for text in ("hello", "what is the time?"):
-            ours, theirs = here(kwargs_for(api_base, text), [], False), child(kwargs_for(api_base, text), [], False)
+            ours, theirs = here(kwargs_for(api_base, text), False), child(kwargs_for(api_base, text), False)
             assert isinstance(theirs, Reply) and theirs == ours
             assert theirs.prompt_tokens > 0 and theirs.content
     finally:
@@ -34,9 +34,9 @@ def test_a_child_gives_the_replies_litellm_gives_here(server):
 def test_a_refused_call_fails_alike_in_both_with_no_secret_in_it(server):
     api_base, _ = server
     kwargs = {**kwargs_for(api_base, "hello"), "api_base": "http://127.0.0.1:9/v1", "api_key": "sk-secret-123456"}
-    here, child = InProcess(), ChildCalls(threads=2, timeout=5)
+    here, child = InProcess(["sk-secret-123456"]), ChildCalls(threads=2, timeout=5, secrets=["sk-secret-123456"])
     try:
-        ours, theirs = here(kwargs, ["sk-secret-123456"], False), child(kwargs, ["sk-secret-123456"], False)
+        ours, theirs = here(kwargs, False), child(kwargs, False)
     finally:
         child.close()
     assert isinstance(theirs, Failed) and theirs == ours and theirs.reason == "connection"
@@ -45,22 +45,22 @@ def test_a_refused_call_fails_alike_in_both_with_no_secret_in_it(server):
 
 def test_a_child_that_dies_fails_its_calls_and_those_after(server):
     api_base, _ = server
-    child = ChildCalls(threads=2, timeout=10)
-    assert isinstance(child(kwargs_for(api_base, "hello"), [], False), Reply)
+    child = ChildCalls(threads=2, timeout=10, secrets=[])
+    assert isinstance(child(kwargs_for(api_base, "hello"), False), Reply)
     child._link.proc.kill()
     child._link.proc.wait()
-    after = child(kwargs_for(api_base, "hello again"), [], False)
+    after = child(kwargs_for(api_base, "hello again"), False)
     assert isinstance(after, Failed) and after.reason == "connection" and "gone" in after.error
     child.close()
 
 
 def test_a_child_ignores_ctrl_c_and_ends_when_forgotten(server):
     api_base, _ = server
-    child = ChildCalls(threads=2, timeout=10)
+    child = ChildCalls(threads=2, timeout=10, secrets=[])
     proc = child._link.proc
-    assert isinstance(child(kwargs_for(api_base, "hello"), [], False), Reply)
+    assert isinstance(child(kwargs_for(api_base, "hello"), False), Reply)
     os.killpg(proc.pid, signal.SIGINT)              # what Ctrl-C sends a terminal's process group
-    assert isinstance(child(kwargs_for(api_base, "still there?"), [], False), Reply)
+    assert isinstance(child(kwargs_for(api_base, "still there?"), False), Reply)
     del child
     gc.collect()
     assert proc.wait(timeout=30) == 0

@@ -69,13 +69,14 @@ def call(litellm, kwargs: dict, secrets: list[str], price: bool) -> Reply | Fail
 
 
 class InProcess:
-    """Calls made by litellm in this process."""
+    """Calls made by litellm in this process; no error message holds any of `secrets`."""
 
-    def __init__(self) -> None:
+    def __init__(self, secrets: list[str]) -> None:
         self.litellm = import_litellm()
+        self.secrets = secrets
 
-    def __call__(self, kwargs: dict, secrets: list[str], price: bool) -> Reply | Failed:
-        return call(self.litellm, kwargs, secrets, price)
+    def __call__(self, kwargs: dict, price: bool) -> Reply | Failed:
+        return call(self.litellm, kwargs, self.secrets, price)
 
     def close(self) -> None:
         """Nothing to end."""
@@ -86,21 +87,23 @@ class ChildCalls:
     (so a throttle and run-ahead work as with `InProcess`). The child starts at once and
     imports litellm while this process goes on; it ignores Ctrl-C (the run handles it) and
     ends when this is closed or forgotten, or this process goes away. Calls it can no
-    longer make come back `Failed` ("connection"), as from a server that went away."""
+    longer make come back `Failed` ("connection"), as from a server that went away. No
+    error message holds any of `secrets` (given to the child once, through its stdin)."""
 
-    def __init__(self, threads: int, timeout: float) -> None:
+    def __init__(self, threads: int, timeout: float, secrets: list[str]) -> None:
         self.patience = 2 * timeout + 60.0       # a child that says nothing for this long is taken as gone
         proc = subprocess.Popen([sys.executable, "-m", "smallville.brain.calls", str(threads)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True,
                                 encoding="utf-8")
         self._link = _Link(proc)
+        self._link.write(json.dumps(secrets))          # the first line: what no message may show
         self._numbers = count()
         threading.Thread(target=self._link.read, name="smallville-calls-reader", daemon=True).start()
         self._forget = weakref.finalize(self, self._link.end)
 
-    def __call__(self, kwargs: dict, secrets: list[str], price: bool) -> Reply | Failed:
+    def __call__(self, kwargs: dict, price: bool) -> Reply | Failed:
         n = next(self._numbers)
-        future = self._link.send(n, json.dumps([n, kwargs, secrets, price]))
+        future = self._link.send(n, json.dumps([n, kwargs, price]))
         if isinstance(future, Failed):
             return future
         try:
@@ -130,19 +133,27 @@ class _Link:
         self.lock = threading.Lock()
         self.gone: str | None = None
 
-    def send(self, n: int, line: str) -> Future | Failed:
-        future: Future = Future()
+    def write(self, line: str) -> bool:
+        """Send the child a line; False (and gone from then on) if it cannot take it."""
         with self.lock:
             if self.gone is None:
-                self.waiting[n] = future
                 try:
                     self.proc.stdin.write(line + "\n")
                     self.proc.stdin.flush()
-                    return future
+                    return True
                 except (OSError, ValueError):
-                    self.waiting.pop(n, None)
                     self.gone = "it could not be written to"
-            return self.failed()
+            return False
+
+    def send(self, n: int, line: str) -> Future | Failed:
+        """Call `n`, as `line`: a future of its reply, or why it cannot be made."""
+        future: Future = Future()
+        with self.lock:
+            self.waiting[n] = future
+        if self.write(line):
+            return future
+        self.drop(n)
+        return self.failed()
 
     def drop(self, n: int) -> None:
         with self.lock:
@@ -181,15 +192,17 @@ class _Link:
 
 
 def serve(threads: int) -> None:
-    """The child: calls read from stdin as JSON lines `[n, kwargs, secrets, price]`, each
-    answered on stdout as `[n, reply or failed]` when it is done, `threads` at a time."""
+    """The child: after a first line of secrets (the strings no message may show), calls
+    read from stdin as JSON lines `[n, kwargs, price]`, each answered on stdout as
+    `[n, reply or failed]` when it is done, `threads` at a time."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the run's to handle, not ours
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)                                   # anything printed goes to stderr, not the channel
+    secrets = json.loads(sys.stdin.readline() or "[]")
     litellm = import_litellm()
     lock = threading.Lock()
 
-    def work(n: int, kwargs: dict, secrets: list[str], price: bool) -> None:
+    def work(n: int, kwargs: dict, price: bool) -> None:
         try:
             out = call(litellm, kwargs, secrets, price)
         except BaseException as exc:  # never leave the parent waiting

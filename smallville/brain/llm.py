@@ -47,7 +47,8 @@ class LLMBrain:
         self.ledger = ledger or Ledger()
         # With `child`, calls are made from a child process (calls.py). It starts first: it
         # imports litellm while this process does the same.
-        self.calls = ChildCalls(config.concurrency_limit, config.timeout) if child else None
+        secrets = secrets_in_environment(config.api_key)    # the placeholder key is no secret
+        self.calls = ChildCalls(config.concurrency_limit, config.timeout, secrets) if child else None
         try:
             self._litellm = import_litellm()
             try:
@@ -59,7 +60,7 @@ class LLMBrain:
         except BaseException:
             self.close()
             raise
-        self.calls = self.calls or InProcess()
+        self.calls = self.calls or InProcess(secrets)
         self.templates = load_templates()
         self.throttle = Throttle(config.concurrency_first, config.concurrency_limit, adaptive=config.adaptive)
         self.ledger.throttle = self.throttle
@@ -220,7 +221,7 @@ class LLMBrain:
         if response_format:
             kwargs["response_format"] = response_format
         priced = c.price_prompt is None and c.price_completion is None and self.ledger.cost_known
-        return self.calls(kwargs, self._secrets(), priced)
+        return self.calls(kwargs, priced)
 
     def _account(self, request: rq.Message | None, reply: Reply) -> None:
         c = self.config
@@ -233,9 +234,6 @@ class LLMBrain:
             cost = reply.cost or 0.0
         self.ledger.add(request.kind if request else "preflight", request.agent if request else None, calls=1,
                         prompt_tokens=prompt, completion_tokens=completion, cost=cost)
-
-    def _secrets(self) -> list[str]:
-        return secrets_in_environment(self.config.api_key)   # the placeholder key is no secret
 
 
 # The preflight's probe: a small answer that uses what the answer schemas use (an enum of

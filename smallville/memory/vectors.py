@@ -51,7 +51,7 @@ class VectorTable:
         """The row holding `vector` (float32, unit length), appending it if new."""
         if self._keys is None:
             self._rebuild_keys()
-        key = int(np.dot(vector.view(np.uint32).astype(np.uint64), self._mix))
+        key = self._hash(vector[None, :])[0]
         row = self._keys.get(key)
         if row is not None and np.array_equal(self.row(row), vector):
             return row
@@ -95,8 +95,7 @@ class VectorTable:
         return first
 
     def _hash(self, rows: np.ndarray) -> list[int]:
-        bits = rows.view(np.uint32).astype(np.uint64)
-        return (bits * self._mix).sum(axis=1, dtype=np.uint64).tolist()
+        return (rows.view(np.uint32).astype(np.uint64) @ self._mix).tolist()   # wraps mod 2**64
 
     def _rebuild_keys(self) -> None:
         keys: dict[int, int] = {}

@@ -179,9 +179,10 @@ class Copy:
     asks, and whether it reflects. So it is rated 10 for now, and stops at its next request
     other than a rating (a rating's request holds only the texts to rate, the same
     whatever it retrieves), or a rating of a text it is guessing (a text an agent has had
-    rated is not asked again: `RatingMemo`). Rated at the top, its importance since its last reflection is
-    at least the true one, so it asks to reflect no later than it would: it cannot act on
-    past a reflection it would have made. Others in its arena are not stopped by it."""
+    rated is not asked again: `RatingMemo`). Rated at the top, its importance since its
+    last reflection is at least the true one, so it asks to reflect no later than it would:
+    it cannot act on past a reflection it would have made. Others in its arena are not
+    stopped by it."""
 
     def __init__(self, dispatch: RunAheadDispatcher, snapshot: Snapshot, group: frozenset[str],
                  horizon: float) -> None:
@@ -214,6 +215,10 @@ class Copy:
     @property
     def now(self) -> float:
         return self.env.now
+
+    def answered_since(self) -> bool:
+        """Whether answers have landed for its people since it was made."""
+        return self.ahead.landed_for(self.group) > self.landed
 
     def run(self, events: int, cap: int) -> None:
         """Run on for at most `events` events of the copy's clock, pausing once `cap` calls

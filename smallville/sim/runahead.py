@@ -61,10 +61,9 @@ class Ahead:
         self.landed: Counter[str] = Counter()   # answers landed for each agent
         self.sent_at: dict[Key, float] = {}     # when each call in flight was sent (wall clock)
         self.latency = 0.0                  # how long a call takes (a moving average)
-        self.used: Counter[str] = Counter()  # occurrences of each key the in-order run has taken
         self.stats = Counter()
         self.count = 0                      # answers the in-order run has taken
-        self.at: dict[str, list[int]] = {}  # each key's takes, by their number in the run
+        self.at: dict[str, list[int]] = {}  # each key's takes by the in-order run, by their number in the run
         self.kept: dict[Key, tuple[int, Any]] = {}   # taken answers (number, outcome), back to `base`
         self.base = 0
 
@@ -75,7 +74,7 @@ class Ahead:
         out = []
         for request in requests:
             key = rq.request_key(request)
-            out.append((key, self.used[key] + seen[key]))
+            out.append((key, len(self.at.get(key, ())) + seen[key]))
             seen[key] += 1
         return out
 
@@ -116,7 +115,6 @@ class Ahead:
             self.kept[key] = (self.count, result)
             self.at.setdefault(key[0], []).append(self.count)
             self.count += 1
-            self.used[key[0]] += 1
             if isinstance(result, BaseException):
                 raise result
             answer, error = result
@@ -286,7 +284,7 @@ class RunAheadDispatcher(Dispatcher):
             (at its horizon, out of patience) and the snapshot has moved on."""
             if not copy.finished:
                 return copy.now < snapshot.t
-            if ahead.landed_for(copy.group) > copy.landed:
+            if copy.answered_since():
                 return (not any(key in ahead.flight for key in copy.sent)
                         or time.perf_counter() - copy.finished_at > ahead.latency / 2)
             return not copy.waiting and snapshot.t >= copy.snapshot.t + REFRESH
@@ -311,9 +309,8 @@ class RunAheadDispatcher(Dispatcher):
     def _patience(self) -> float | None:
         """How long to wait for an answer before looking at the copies again: half a call's
         time while a finished copy has answers it has not been made again for (see `_renew`)."""
-        ahead = self.ahead
-        if any(c.finished and ahead.landed_for(c.group) > c.landed for c in self.copies):
-            return max(0.01, ahead.latency / 2)
+        if any(c.finished and c.answered_since() for c in self.copies):
+            return max(0.01, self.ahead.latency / 2)
         return None
 
     def _run_one(self, ahead: Ahead) -> bool:
