@@ -223,8 +223,8 @@ def as_written_by_schema(run, schema: int) -> None:
     states = [load_state(run, head) for head in heads]          # all read before any is rewritten
     accessed = [_accessed(run / "checkpoints", head, list(state["agents"]))[0] for head, state in zip(heads, states)]
     last = streams.read(MemoryStream, run / "checkpoints", heads[-1], list(states[-1]["agents"]), accessed[-1], None)
-    for agent, stream in last.items():
-        stream.save(str(run / "checkpoints" / "memory" / agent))
+    for agent, read in last.items():
+        read().save(str(run / "checkpoints" / "memory" / agent))
     for head, state, times in zip(heads, states, accessed):
         folder = run / "checkpoints" / f"{int(head['t']):09d}"
         if schema == 4:

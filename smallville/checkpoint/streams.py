@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from smallville.checkpoint.parts import folder_name, text
+from smallville.errors import RunError
 from smallville.memory import storage
 
 if TYPE_CHECKING:
@@ -74,32 +76,58 @@ def _chain(root: Path, head: dict) -> list[dict]:
     return chain[::-1]
 
 
+class _Piece:
+    """One checkpoint's memory files, opened when an agent's stream first needs them: the
+    memories' lines, and the embeddings mapped rather than read (a stream takes its rows)."""
+
+    def __init__(self, folder: Path, head: dict, before: tuple[list[int], list[int]], k: int, dim: int) -> None:
+        self.folder, self.memory, (self.counts, self.rows), self.k, self.dim = folder, head["memory"], before, k, dim
+        self._lines: list[bytes] | None = None
+        self._vectors: np.ndarray | None = None
+
+    def _open(self) -> None:
+        m = self.memory
+        lines = (self.folder / MEMORIES).read_bytes().split(b"\n")
+        size, expected = (self.folder / ROWS).stat().st_size, (sum(m["rows"]) - sum(self.rows)) * self.dim
+        if len(lines) != self.k + 1 or len(m["count"]) != self.k or size != expected * 4:
+            raise RunError(f"a checkpoint's memory stream is damaged: {self.folder} holds memories for "
+                           f"{len(lines) - 1} agents and {size // 4 // max(self.dim, 1)} rows, not what its head says")
+        self._lines = lines
+        self._vectors = (np.memmap(self.folder / ROWS, dtype="<f4", mode="r").reshape(-1, self.dim) if size
+                         else np.zeros((0, self.dim), dtype="<f4"))
+
+    def of(self, i: int, agent: str) -> tuple[list, np.ndarray]:
+        """Agent `i`'s memories and distinct embeddings gained in this piece."""
+        if self._lines is None:
+            self._open()
+        m, counts, rows = self.memory, self.counts, self.rows
+        new = json.loads(self._lines[i])
+        if len(new) != m["count"][i] - counts[i]:
+            raise RunError(f"a checkpoint's memory stream is damaged: {self.folder / MEMORIES} has {len(new)} "
+                           f"memories for {agent}, expected {m['count'][i] - counts[i]}")
+        at = sum(m["rows"][:i]) - sum(rows[:i])
+        return new, np.array(self._vectors[at: at + m["rows"][i] - rows[i]], dtype=np.float32)
+
+
 def read(cls: type[MemoryStream], root: Path, head: dict, agents: list[str], times: list[np.ndarray],
-         embedder: Embedder | None) -> dict[str, MemoryStream]:
-    """Each agent's stream at `head` (schema 4 or 5), last accessed at `times`."""
+         embedder: Embedder | None) -> dict[str, Callable[[], MemoryStream]]:
+    """Each agent's stream at `head` (schema 4 or 5), last accessed at `times`, as a function
+    that reads it: a restore that looks at one agent reads one stream."""
     memory = head["memory"]
     dim, k = memory["dim"], len(agents)
-    records: list[list] = [[] for _ in agents]
-    blocks: list[list[np.ndarray]] = [[] for _ in agents]
-    counts, rows = [0] * k, [0] * k
+    pieces, before = [], ([0] * k, [0] * k)
     for piece in _chain(root, head):
-        m, folder = piece["memory"], root / folder_name(piece["t"])
-        lines = (folder / MEMORIES).read_bytes().split(b"\n")
-        vectors = np.fromfile(folder / ROWS, dtype="<f4")
-        if len(lines) != k + 1 or len(m["count"]) != k or len(vectors) != (sum(m["rows"]) - sum(rows)) * dim:
-            raise ValueError(f"{folder} holds memories for {len(lines) - 1} agents and {len(vectors) // max(dim, 1)} "
-                             f"rows, not what its head says")
-        vectors, at = vectors.reshape(-1, dim), 0
-        for i, line in enumerate(lines[:k]):
-            new = json.loads(line)
-            if len(new) != m["count"][i] - counts[i]:
-                raise ValueError(f"{folder / MEMORIES} has {len(new)} memories for {agents[i]}, "
-                                 f"expected {m['count'][i] - counts[i]}")
-            records[i] += new
-            blocks[i].append(vectors[at: at + m["rows"][i] - rows[i]])
-            at += m["rows"][i] - rows[i]
-        counts, rows = m["count"], m["rows"]
+        pieces.append(_Piece(root / folder_name(piece["t"]), piece, before, k, dim))
+        before = (piece["memory"]["count"], piece["memory"]["rows"])
     settings = {key: memory[key] for key in SETTINGS}
-    return {a: storage.build(cls, settings, embedder, records[i], np.concatenate(blocks[i]) if blocks[i]
-                             else np.zeros((0, dim), dtype=np.float32), times[i])
-            for i, a in enumerate(agents)}
+
+    def load(i: int) -> MemoryStream:
+        records, blocks = [], []
+        for piece in pieces:
+            new, block = piece.of(i, agents[i])
+            records += new
+            blocks.append(block)
+        rows = np.concatenate(blocks) if blocks else np.zeros((0, dim), dtype=np.float32)
+        return storage.build(cls, settings, embedder, records, rows, times[i])
+
+    return {a: partial(load, i) for i, a in enumerate(agents)}

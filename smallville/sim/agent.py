@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Callable
 
 from smallville.memory import MemoryStream
 
@@ -95,7 +96,7 @@ class Agent:
 
     id: str
     spec: object                        # smallville.scenario.AgentSpec
-    stream: MemoryStream
+    _stream: MemoryStream | Callable[[], MemoryStream]   # or what reads it, on first use (a restore)
     rng: random.Random
     plan: list[PlanBlock] = field(default_factory=list)
     plan_day: int = -1                  # day index (0 = the scenario's first date) of `plan`
@@ -121,6 +122,16 @@ class Agent:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def stream(self) -> MemoryStream:
+        if not isinstance(self._stream, MemoryStream):
+            self._stream = self._stream()
+        return self._stream
+
+    @stream.setter
+    def stream(self, stream: MemoryStream | Callable[[], MemoryStream]) -> None:
+        self._stream = stream
 
     def persona(self) -> str:
         """A short description of the person for the brain."""

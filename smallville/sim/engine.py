@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
+from typing import Callable
 
 import simpy
 
@@ -346,9 +347,17 @@ class Simulation:
             "agents": {a.id: a.get_state() for a in self.agents.values()},
         }
 
-    def set_state(self, state: dict, streams: dict[str, MemoryStream]) -> None:
+    def _attached(self, stream: MemoryStream | Callable[[], MemoryStream]):
+        """`stream` (or what reads it) searching with this simulation's helpers."""
+        def attach(stream: MemoryStream) -> MemoryStream:
+            stream.helpers = self.helpers
+            return stream
+        return attach(stream) if isinstance(stream, MemoryStream) else (lambda: attach(stream()))
+
+    def set_state(self, state: dict, streams: dict[str, MemoryStream | Callable[[], MemoryStream]]) -> None:
         """Bring a new simulation to the state `get_state` gave, with each agent's memory
-        stream as it was then; every agent goes on with what it was doing."""
+        stream as it was then (or what reads it when it is first used); every agent goes on
+        with what it was doing."""
         if state.get("schema") != STATE_SCHEMA:
             raise ValueError(f"state schema {state.get('schema')!r}, expected {STATE_SCHEMA}")
         if self._started:
@@ -371,8 +380,7 @@ class Simulation:
         starts = []                             # (order, id, start): processes resume in the order they waited
         for agent_id, agent_state in state["agents"].items():
             agent = self.agents[agent_id]
-            agent.stream = streams[agent_id]
-            agent.stream.helpers = self.helpers
+            agent.stream = self._attached(streams[agent_id])
             agent.set_state(agent_state)
             doing = agent.doing
             starts.append((doing.order if doing and doing.until is not None else math.inf, agent_id,
