@@ -78,23 +78,20 @@ def _chain(root: Path, head: dict) -> list[dict]:
 
 class _Piece:
     """One checkpoint's memory files, opened when an agent's stream first needs them: the
-    memories' lines, and the embeddings mapped rather than read (a stream takes its rows)."""
+    memories' lines, read whole, and of the embeddings only the agent's rows."""
 
     def __init__(self, folder: Path, head: dict, before: tuple[list[int], list[int]], k: int, dim: int) -> None:
         self.folder, self.memory, (self.counts, self.rows), self.k, self.dim = folder, head["memory"], before, k, dim
         self._lines: list[bytes] | None = None
-        self._vectors: np.ndarray | None = None
 
     def _open(self) -> None:
         m = self.memory
         lines = (self.folder / MEMORIES).read_bytes().split(b"\n")
-        size, expected = (self.folder / ROWS).stat().st_size, (sum(m["rows"]) - sum(self.rows)) * self.dim
-        if len(lines) != self.k + 1 or len(m["count"]) != self.k or size != expected * 4:
+        size, expected = (self.folder / ROWS).stat().st_size, (sum(m["rows"]) - sum(self.rows)) * self.dim * 4
+        if len(lines) != self.k + 1 or len(m["count"]) != self.k or size != expected:
             raise RunError(f"a checkpoint's memory stream is damaged: {self.folder} holds memories for "
                            f"{len(lines) - 1} agents and {size // 4 // max(self.dim, 1)} rows, not what its head says")
         self._lines = lines
-        self._vectors = (np.memmap(self.folder / ROWS, dtype="<f4", mode="r").reshape(-1, self.dim) if size
-                         else np.zeros((0, self.dim), dtype="<f4"))
 
     def of(self, i: int, agent: str) -> tuple[list, np.ndarray]:
         """Agent `i`'s memories and distinct embeddings gained in this piece."""
@@ -105,8 +102,12 @@ class _Piece:
         if len(new) != m["count"][i] - counts[i]:
             raise RunError(f"a checkpoint's memory stream is damaged: {self.folder / MEMORIES} has {len(new)} "
                            f"memories for {agent}, expected {m['count'][i] - counts[i]}")
-        at = sum(m["rows"][:i]) - sum(rows[:i])
-        return new, np.array(self._vectors[at: at + m["rows"][i] - rows[i]], dtype=np.float32)
+        at, n = sum(m["rows"][:i]) - sum(rows[:i]), m["rows"][i] - rows[i]
+        if not n:
+            return new, np.zeros((0, self.dim), dtype=np.float32)
+        with open(self.folder / ROWS, "rb") as f:
+            block = os.pread(f.fileno(), n * self.dim * 4, at * self.dim * 4)
+        return new, np.frombuffer(block, dtype="<f4").reshape(n, self.dim).astype(np.float32)
 
 
 def read(cls: type[MemoryStream], root: Path, head: dict, agents: list[str], times: list[np.ndarray],
