@@ -48,6 +48,9 @@ class Reply:
     cost: float | None
 
 
+UNPRICED: set[str] = set()     # models litellm has said it knows no price for
+
+
 def call(litellm, kwargs: dict, secrets: list[str], price: bool) -> Reply | Failed:
     """One `litellm.completion(**kwargs)`, as a `Reply`, or as a `Failed` whose message
     holds none of `secrets`. `price`: ask litellm for the cost if the response lacks it."""
@@ -58,11 +61,11 @@ def call(litellm, kwargs: dict, secrets: list[str], price: bool) -> Reply | Fail
     choice = response.choices[0]
     usage = getattr(response, "usage", None)
     cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
-    if cost is None and price:
+    if cost is None and price and kwargs["model"] not in UNPRICED:
         try:
             cost = litellm.completion_cost(completion_response=response, model=kwargs["model"])
-        except Exception:  # a model litellm has no price for
-            cost = None
+        except Exception:  # a model litellm has no price for: not asked again (a sixth of a call's CPU)
+            UNPRICED.add(kwargs["model"])
     return Reply(choice.message.content, getattr(choice, "finish_reason", "") or "",
                  int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0),
                  None if cost is None else float(cost))
