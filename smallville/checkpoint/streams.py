@@ -37,31 +37,23 @@ MEMORIES, ROWS = "memories.jsonl", "embeddings.f32"
 SETTINGS = ("dim", "weights", "decay", "embedder", "index")
 
 
-def gained(stream: MemoryStream, start: int) -> list[tuple]:
-    """The stream's memories from `start` on, as `[text, kind, created, importance, links, row]`."""
-    n = len(stream)
-    return list(zip(stream._texts[start:n], stream._kinds[start:n], stream._created[start:n].tolist(),
-                    stream._importance[start:n].tolist(), [list(x) for x in stream._links[start:n]],
-                    stream._rows[start:n].tolist()))
-
-
 def write(streams: list[MemoryStream], folder: Path, base: tuple[float, list[int], list[int]] | None) -> dict:
     """Write what each of `streams` gained since `base` (T, counts and rows there; None: all)
     into `folder`, synced; the head's `memory`."""
     since, counts, rows = base if base is not None else (None, [0] * len(streams), [0] * len(streams))
     with open(folder / MEMORIES, "wb") as out:
-        out.write("".join(text(gained(s, c)) + "\n" for s, c in zip(streams, counts)).encode("utf-8"))
+        out.write("".join(text(s.records(c)) + "\n" for s, c in zip(streams, counts)).encode("utf-8"))
         out.flush()
         os.fsync(out.fileno())
     with open(folder / ROWS, "wb") as out:
         for s, u in zip(streams, rows):
-            block = s._table.matrix()[u: len(s._table)]
+            block = s.distinct_rows(u)
             if len(block):
                 out.write(memoryview(np.ascontiguousarray(block, dtype="<f4")))
         out.flush()
         os.fsync(out.fileno())
     first = streams[0] if streams else None
-    return {"from": since, "count": [len(s) for s in streams], "rows": [len(s._table) for s in streams],
+    return {"from": since, "count": [len(s) for s in streams], "rows": [len(s.distinct_rows()) for s in streams],
             "dim": first.dim if first else 0, "weights": list(first.weights) if first else [],
             "decay": first.decay if first else 0.0, "embedder": first.embedder_name if first else None,
             "index": first.index_kind if first else "exact"}

@@ -292,6 +292,21 @@ class MemoryStream:
         out.flags.writeable = False
         return out
 
+    def records(self, start: int = 0) -> list[tuple]:
+        """The memories from id `start` on, each `(text, kind, created, importance, links, row)`:
+        `row` is its embedding's place among `distinct_rows()` (what a checkpoint writes)."""
+        n = self._n
+        return list(zip(self._texts[start:n], self._kinds[start:n], self._created[start:n].tolist(),
+                        self._importance[start:n].tolist(), [list(x) for x in self._links[start:n]],
+                        self._rows[start:n].tolist()))
+
+    def distinct_rows(self, start: int = 0) -> np.ndarray:
+        """The distinct embeddings its memories use, from row `start` on (a read-only view):
+        a text remembered twice is embedded once."""
+        view = self._table.matrix()[start: len(self._table)]
+        view.flags.writeable = False
+        return view
+
     def _embedding(self, mid: int) -> np.ndarray:
         """A copy of memory `mid`'s embedding."""
         return self._table.row(int(self._rows[mid])).copy()
