@@ -10,13 +10,12 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from smallville.memory import MemoryStream
 
 
-@dataclass(frozen=True)
-class PlanBlock:
+class PlanBlock(NamedTuple):
     """A block of the day plan in absolute simulated seconds."""
 
     start: float
@@ -25,8 +24,7 @@ class PlanBlock:
     where: str
 
 
-@dataclass(frozen=True)
-class Action:
+class Action(NamedTuple):
     """One 5-15 minute action in absolute simulated seconds."""
 
     start: float
@@ -58,7 +56,10 @@ class Doing:
 
     def to_dict(self) -> dict:
         # its fields are all plain values (a tile a tuple): no deep copy (asdict) needed
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(self).items()}
+        data = dict(vars(self))
+        if self.tile is not None:
+            data["tile"] = list(self.tile)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Doing":
@@ -151,12 +152,11 @@ class Agent:
         """Everything but the memory stream, as JSON (`memories`: how many it holds)."""
         rng = self.rng.getstate()
         return {
-            "plan": [[b.start, b.end, b.activity, b.where] for b in self.plan],
+            "plan": [list(b) for b in self.plan],
             "plan_day": self.plan_day,
             "block": next((i for i, b in enumerate(self.plan) if b is self.block), None),
-            "queue": [[a.start, a.end, a.description, a.object] for a in self.queue],
-            "action": [self.action.start, self.action.end, self.action.description, self.action.object]
-            if self.action else None,
+            "queue": [list(a) for a in self.queue],
+            "action": list(self.action) if self.action else None,
             "activity": self.activity, "status": self.status,
             "doing": self.doing.to_dict() if self.doing else None, "holding": self.holding,
             "free_to_talk": self.free_to_talk, "since_reflection": self.since_reflection,
@@ -171,11 +171,11 @@ class Agent:
 
     def set_state(self, state: dict) -> None:
         """Put back what `get_state` gave (the stream is restored separately)."""
-        self.plan = [PlanBlock(*b) for b in state["plan"]]
+        self.plan = [PlanBlock._make(b) for b in state["plan"]]
         self.plan_day = state["plan_day"]
         self.block = self.plan[state["block"]] if state["block"] is not None else None
-        self.queue = deque(Action(*a) for a in state["queue"])
-        self.action = Action(*state["action"]) if state["action"] else None
+        self.queue = deque(Action._make(a) for a in state["queue"])
+        self.action = Action._make(state["action"]) if state["action"] else None
         self.activity, self.status = state["activity"], state["status"]
         self.doing = Doing.from_dict(state["doing"]) if state["doing"] else None
         self.holding = state["holding"]

@@ -100,7 +100,7 @@ class Simulation:
         self.brain = brain
         self.embedder = embedder
         self.counts: Counter[str] = Counter()
-        self.places = tuple(sorted({a.split(" / ")[0] for a in self.world.grid.areas()}))
+        self.places = self.world.grid.places
         self._start_of_day = scenario.start.hour * 3600 + scenario.start.minute * 60 + scenario.start.second
         self.agents: dict[str, Agent] = {}
         self.helpers = Helpers()                # its streams' search threads, ended by `close`

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 Tile = tuple[int, int]          # (column, row)
 _STEPS = ((0, -1), (-1, 0), (1, 0), (0, 1))   # fixed order: paths are deterministic
@@ -58,6 +58,11 @@ class Grid:
 
     def areas(self) -> list[str]:
         return sorted(self._tiles_by_area)
+
+    @cached_property
+    def places(self) -> tuple[str, ...]:
+        """The top-level places (the first part of each area's path), sorted."""
+        return tuple(sorted({a.split(" / ")[0] for a in self._tiles_by_area}))
 
     def tiles_in(self, area: str) -> list[Tile]:
         """Tiles of an area path or of any area under a prefix, in reading order."""

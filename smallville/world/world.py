@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from smallville.world.grid import Grid, Tile, in_area
 
 
-@dataclass
+@dataclass(eq=False)
 class Thing:
-    """An object on one tile; actions change its state, and it returns to `idle_state`."""
+    """An object on one tile; actions change its state, and it returns to `idle_state`.
+    Two things are the same only if they are one (`world.things.index` finds it at once)."""
 
     name: str
     tile: Tile
