@@ -87,6 +87,24 @@ def test_a_checkpoint_writes_what_changed_and_refers_back_for_the_rest(ville_day
     assert kinds[0] is None and None in kinds[1:] and any(k is not None for k in kinds)
 
 
+def test_a_stream_is_read_from_a_bounded_chain_of_pieces(ville_day):
+    """Every ANCHOR_EVERY checkpoints a piece goes on from the last anchor: the streams of a
+    late checkpoint are read from one piece per anchor and at most ANCHOR_EVERY - 1 more,
+    and each memory is written at most twice."""
+    from smallville.checkpoint import streams
+
+    root, saved = ville_day.path / "checkpoints", checkpoints(ville_day.path)
+    anchors = [c["t"] for c in saved if c["memory"].get("anchor")]
+    assert anchors[0] == saved[0]["t"] and len(anchors) == 1 + (len(saved) - 1) // streams.ANCHOR_EVERY
+    for c in saved:
+        chain = streams._chain(root, c)
+        assert len(chain) <= sum(t <= c["t"] for t in anchors) + streams.ANCHOR_EVERY - 1, c["time"]
+    written = sum(len(json.loads(line)) for c in saved
+                  for line in (root / f"{int(c['t']):09d}" / streams.MEMORIES).read_text().splitlines())
+    held = sum(saved[-1]["memory"]["count"])
+    assert held < written <= 2 * held
+
+
 def test_an_rng_is_stored_as_its_words_twisted_on():
     rng = random.Random("7:agent:ann")
     rng.random()

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -44,8 +45,8 @@ from smallville.checkpoint.hashing import digest
 from smallville.checkpoint.parts import PARTS, Reader, Saved, Writer, folder_name, starts, text
 from smallville.errors import RunError
 
-__all__ = ["CHECKPOINT_SCHEMA", "checkpoints", "digest", "fault_point", "folder_name", "load_state", "restore",
-           "write_checkpoint"]
+__all__ = ["CHECKPOINT_SCHEMA", "checkpoints", "digest", "fault_point", "folder_name", "last_checkpoint", "load_state",
+           "restore", "write_checkpoint"]
 
 CHECKPOINT_SCHEMA = 5
 READABLE = (2, 3, 4, 5)                      # schemas `restore` reads
@@ -59,13 +60,19 @@ def fault_point(stage: str, t: float) -> None:
 
 
 def _save_streams(sim, folder: Path, before: Saved | None) -> dict:
-    """Write what every agent's memory stream gained since `before` (all of it if `before`
-    holds no streams of its own: a fork's first checkpoint, or one after a schema 3 one) into
-    the checkpoint's `folder`, two files for all; the head's `memory`."""
-    base = None
+    """Write what every agent's memory stream gained since `before` into the checkpoint's
+    `folder`, two files for all; the head's `memory`. Every `ANCHOR_EVERY` pieces, the piece
+    is an anchor: what they gained since the last anchor. All of it if `before` holds no
+    streams of its own (a fork's first checkpoint, or one after a schema 3 one)."""
+    base, anchor = None, True
     if before is not None and before.rows is not None:
-        base = (before.t, [before.memories[a] for a in sim.agents], [before.rows[a] for a in sim.agents])
-    return streams.write([agent.stream for agent in sim.agents.values()], folder, base)
+        if before.since_anchor + 1 < streams.ANCHOR_EVERY:
+            base, anchor = (before.t, before.memories, before.rows), False
+        else:
+            base = before.anchor
+    memory = streams.write([agent.stream for agent in sim.agents.values()], folder,
+                           base and (base[0], [base[1][a] for a in sim.agents], [base[2][a] for a in sim.agents]))
+    return {**memory, "anchor": True} if anchor else memory
 
 
 def _write_synced(path: Path, write) -> None:
@@ -125,8 +132,13 @@ def _write(sim, run_dir: Path, files: dict[str, int]) -> Path:
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     _sync_folder(root)                          # the rename, before a later checkpoint refers to it
-    writer.now.rows = dict(zip(sim.agents, memory["rows"]))
-    sim.checkpointed = writer.now
+    now = writer.now
+    now.rows = dict(zip(sim.agents, memory["rows"]))
+    if memory.get("anchor"):
+        now.anchor, now.since_anchor = (t, dict(now.memories), dict(now.rows)), 0
+    else:
+        now.anchor, now.since_anchor = before.anchor, before.since_anchor + 1
+    sim.checkpointed = now
     return final
 
 
@@ -137,16 +149,26 @@ def checkpoints(run_dir: Path, schema: tuple[int, ...] | None = READABLE) -> lis
     """The heads of the run's complete checkpoints of a schema in `schema` (None: any),
     oldest first (a half-written one is skipped): `schema`, `time`, `t`, `digest` and
     `files`. `load_state` gives a checkpoint's whole state."""
-    found = []
-    for folder in sorted((Path(run_dir) / "checkpoints").glob("[0-9]*")):
+    return list(_heads(sorted((Path(run_dir) / "checkpoints").glob("[0-9]*")), schema))
+
+
+def last_checkpoint(run_dir: Path, at: float = math.inf, schema: tuple[int, ...] | None = READABLE,
+                    accept=lambda head: True) -> dict | None:
+    """The head of the run's last complete checkpoint at or before `at` of a schema in
+    `schema` that `accept` takes, reading heads from the newest back only as far as that."""
+    folders = [f for f in (Path(run_dir) / "checkpoints").glob("[0-9]*") if f.name.isdigit() and int(f.name) <= at]
+    return next((h for h in _heads(sorted(folders, reverse=True), schema) if h["t"] <= at and accept(h)), None)
+
+
+def _heads(folders, schema: tuple[int, ...] | None):
+    for folder in folders:
         try:
             name = HEAD if (folder / HEAD).exists() else WHOLE_STATE     # schema 1 and 2: one file
             head = json.loads((folder / name).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if schema is None or head.get("schema") in schema:
-            found.append(head)
-    return found
+            yield head
 
 
 def _read(run_dir: Path, head: dict) -> tuple[dict, Saved | None]:
@@ -205,4 +227,5 @@ def restore(sim, run_dir: Path, checkpoint: dict) -> None:
         saved.accessed = full
         if checkpoint["schema"] >= 4:
             saved.rows = dict(zip(agents, checkpoint["memory"]["rows"]))
+            saved.anchor, saved.since_anchor = streams.anchor_of(root, checkpoint, agents)
     sim.checkpointed = saved

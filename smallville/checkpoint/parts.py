@@ -92,6 +92,8 @@ class Saved:
     accessed: tuple[float, list[np.ndarray]] | None = None           # the last full times: T, per agent
     memories: dict[str, int] = field(default_factory=dict)           # how many each agent's stream held
     rows: dict[str, int] | None = None     # each stream's distinct embeddings, if its pieces are in this run's checkpoints
+    anchor: tuple[float, dict[str, int], dict[str, int]] | None = None   # with `rows`: the streams' last anchor
+    since_anchor: int = 0                  # (T, memories, rows) and the pieces since (`checkpoint.streams`)
     agents: dict[str, Kept] = field(default_factory=dict)            # those written by a Writer
 
     def usable(self, root: Path, t: float) -> bool:

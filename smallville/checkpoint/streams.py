@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 
 MEMORIES, ROWS = "memories.jsonl", "embeddings.f32"
 SETTINGS = ("dim", "weights", "decay", "embedder", "index")
+ANCHOR_EVERY = 24
+"""Pieces after which a checkpoint's piece goes on from the last anchor, not the last
+checkpoint: a stream is read from at most one piece a day and 23 more, whatever the run's
+length, for writing each memory twice."""
 
 
 def write(streams: list[MemoryStream], folder: Path, base: tuple[float, list[int], list[int]] | None) -> dict:
@@ -57,6 +61,15 @@ def write(streams: list[MemoryStream], folder: Path, base: tuple[float, list[int
             "dim": first.dim if first else 0, "weights": list(first.weights) if first else [],
             "decay": first.decay if first else 0.0, "embedder": first.embedder_name if first else None,
             "index": first.index_kind if first else "exact"}
+
+
+def anchor_of(root: Path, head: dict, agents: list[str]) -> tuple[tuple[float, dict, dict], int]:
+    """The anchor of the streams at `head` (T, each agent's count and rows there: the last
+    piece of its chain that is an anchor or whole), and how many pieces came after it."""
+    chain = _chain(root, head)
+    at = max(i for i, h in enumerate(chain) if h["memory"].get("anchor") or h["memory"]["from"] is None)
+    m = chain[at]["memory"]
+    return (chain[at]["t"], dict(zip(agents, m["count"])), dict(zip(agents, m["rows"]))), len(chain) - 1 - at
 
 
 def _chain(root: Path, head: dict) -> list[dict]:

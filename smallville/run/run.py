@@ -67,12 +67,12 @@ class Run:
     def reached(self) -> float:
         """Seconds since the start that the run covers: where it ended, or, for a run that
         died without saying (killed, a power cut), its last checkpoint."""
-        from smallville.checkpoint import checkpoints
+        from smallville.checkpoint import last_checkpoint
 
         if self.manifest.sim_reached:
             return self.seconds(self.manifest.sim_reached)
-        saved = checkpoints(self.path, schema=None)
-        return saved[-1]["t"] if saved else 0.0
+        saved = last_checkpoint(self.path, schema=None)
+        return saved["t"] if saved else 0.0
 
     @property
     def seed_now(self) -> int:
@@ -94,21 +94,21 @@ class Run:
         files are all on disk, else (a fork's time before its own first checkpoint) its
         parent's; None: from the beginning. A run whose checkpoints are all of an older
         format cannot be restored: a RunError says so."""
-        from smallville.checkpoint import CHECKPOINT_SCHEMA, checkpoints
+        from smallville.checkpoint import CHECKPOINT_SCHEMA, last_checkpoint
 
         on_disk = sizes(self.path)
-        usable = [c for c in checkpoints(self.path)
-                  if c["t"] <= at and all(c["files"].get(n, 0) <= on_disk[n] for n in on_disk)]
+        usable = last_checkpoint(self.path, at, accept=lambda c: all(c["files"].get(n, 0) <= on_disk[n]
+                                                                     for n in on_disk))
         if usable:
-            return self.path, usable[-1]
+            return self.path, usable
         fork = self.manifest.fork
         parent = self.parent() if fork and at <= fork["t"] else None
         if parent is not None:
             return parent.start_point(at)
-        old = [c for c in checkpoints(self.path, schema=None) if c["t"] <= at]
+        old = last_checkpoint(self.path, at, schema=None)
         if old:
             raise RunError(f"{self.path} was written by an older smallville: its checkpoints (schema "
-                           f"{old[-1].get('schema')}) hold no state this version can restore (schema "
+                           f"{old.get('schema')}) hold no state this version can restore (schema "
                            f"{CHECKPOINT_SCHEMA}); run its scenario again, or use the smallville that wrote it")
         return None
 
