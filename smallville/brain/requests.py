@@ -22,6 +22,7 @@ class Message:
 
     kind: ClassVar[str] = ""
     registry: ClassVar[dict[str, type]] = {}
+    simulated: ClassVar[bool] = True        # asked by a simulation, so a run's record may hold it
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -158,6 +159,7 @@ class Interview(Message):
     """Answer a question put to the agent, as the agent, from what it remembers."""
 
     kind: ClassVar[str] = "interview"
+    simulated: ClassVar[bool] = False       # asked of a run from outside: never in its record
     agent: str
     name: str
     persona: str
