@@ -135,22 +135,21 @@ def test_a_run_followed_live_seeked_inspected_and_interviewed(tmp_path):
 
             page.open(f"{url}run?id={run.name}#agent={agent}")
             last = events_of(run)[-1]["t"]
-            page.wait_for(f"Number(document.body.dataset.end) >= {last} && document.body.dataset.caught")
+            page.wait_for(f"end >= {last} && drawn && drawn.t === end && document.body.dataset.caught")
             assert page.evaluate("document.body.dataset.status") == "running"
-            assert page.evaluate("document.body.dataset.time") == page.evaluate("document.body.dataset.end")
-            before = json.loads(page.evaluate("document.body.dataset.positions"))
+            before = json.loads(page.evaluate("JSON.stringify(drawn.positions)"))
 
             gate.advance(4 * HOUR)                           # the page follows the run as it goes
             last = events_of(run)[-1]["t"]
-            page.wait_for(f"Number(document.body.dataset.time) >= {last}", what="the page to follow the run")
-            after = json.loads(page.evaluate("document.body.dataset.positions"))
+            page.wait_for(f"drawn.t >= {last}", what="the page to follow the run")
+            after = json.loads(page.evaluate("JSON.stringify(drawn.positions)"))
             assert after != before
             assert after == {a: tile_at(run, a, last) for a in after}
 
             at = 3 * HOUR                                    # seeking back shows the earlier state
             page.evaluate(f"slider.value = {at}; slider.dispatchEvent(new Event('input')); 1")
-            page.wait_for(f"document.body.dataset.time === '{at}'")
-            earlier = json.loads(page.evaluate("document.body.dataset.positions"))
+            page.wait_for(f"drawn.t === {at}")
+            earlier = json.loads(page.evaluate("JSON.stringify(drawn.positions)"))
             assert earlier == {a: tile_at(run, a, at) for a in earlier} and earlier != after
 
             page.wait_for(f"document.body.dataset.panelTime === '{at}' && !!document.getElementById('activity')",

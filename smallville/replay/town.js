@@ -15,6 +15,9 @@ function trackAt(track, t) {
   return [track[i][1], track[i][2]];
 }
 function initials(name) { return name.split(" ").map(w => w[0]).join(""); }
+// An agent's colour: one of 36 hues, so a crowd is drawn with few changes of colour.
+function colorOf(id) { return `hsl(${Math.round(hue(id) / 10) * 10 % 360}, 70%, 40%)`; }
+const CROWD = 250;       // more agents in view than this: squares without initials, by colour
 
 class Town {
   constructor(map, agents) {
@@ -51,30 +54,77 @@ class Town {
     for (let i = before(speech, t); i >= 0 && t - speech[i][0] < tick; i--) out.push(speech[i]);
     return out.reverse();
   }
+  // Each agent's dot and initials, drawn once into one canvas (an atlas): a frame then copies
+  // one small image per agent in view instead of drawing a path and text for each.
+  sprites() {
+    if (this.atlas) return this.atlas;
+    const T = this.T, F = Math.max(10, T + 2), font = `${F}px system-ui`, ox = Math.ceil(0.1 * T) + 1;
+    const measure = document.createElement("canvas").getContext("2d");
+    measure.font = font;
+    const cells = {}, height = F + Math.ceil(1.1 * T) + 2;
+    let x = 0, y = 0;
+    for (const a of this.agents) {
+      a.initials = initials(a.name);
+      const w = ox + T + Math.ceil(measure.measureText(a.initials).width) + 2;
+      if (x + w > 2048) { x = 0; y += height; }
+      cells[a.id] = [x, y, w]; x += w;
+    }
+    const atlas = document.createElement("canvas");
+    atlas.width = 2048; atlas.height = y + height;
+    const g = atlas.getContext("2d");
+    g.font = font;
+    for (const a of this.agents) {
+      const [cx, cy] = cells[a.id], x0 = cx + ox, y0 = cy + F;
+      g.beginPath();
+      g.arc(x0 + T / 2, y0 + T / 2, T * 0.6, 0, 2 * Math.PI);
+      g.fillStyle = colorOf(a.id);
+      g.fill();
+      g.fillStyle = "#111";
+      g.fillText(a.initials, x0 + T, y0);
+    }
+    this.atlas = {canvas: atlas, cells, ox, oy: F, height};
+    return this.atlas;
+  }
   // Draw the part of the town in `view` ({x, y, w, h}, pixels of the whole map) on ctx, whose
-  // canvas is the view's size: the agents at `positions` ({id: [column, row]}), what is said.
-  draw(ctx, view, positions, said, selected) {
-    const T = this.T, x0 = view.x - T, y0 = view.y - T, x1 = view.x + view.w + T, y1 = view.y + view.h + T;
-    const shown = a => { const [c, r] = positions[a.id]; return c * T >= x0 && c * T <= x1 && r * T >= y0 && r * T <= y1; };
-    ctx.fillStyle = "#5c5650"; ctx.fillRect(0, 0, view.w, view.h);
-    ctx.drawImage(this.background, view.x, view.y, view.w, view.h, 0, 0, view.w, view.h);
+  // canvas is the view's size: the agents at `positions` ({id: [column, row]}), what is said;
+  // with `ground` false, on a clear canvas laid over the map (`background`) shown beneath.
+  draw(ctx, view, positions, said, selected, ground = true) {
+    const T = this.T, {canvas: atlas, cells, ox, oy, height} = this.sprites();
+    const x0 = view.x - 4 * T, y0 = view.y - 2 * T, x1 = view.x + view.w + T, y1 = view.y + view.h + T;
+    if (ground) {
+      ctx.fillStyle = "#5c5650"; ctx.fillRect(0, 0, view.w, view.h);
+      ctx.drawImage(this.background, view.x, view.y, view.w, view.h, 0, 0, view.w, view.h);
+    } else ctx.clearRect(0, 0, view.w, view.h);
     ctx.save();
     ctx.translate(-view.x, -view.y);
-    const inView = this.agents.filter(shown);
-    for (const a of inView) {
-      const [c, r] = positions[a.id];
+    const seen = [];
+    for (const a of this.agents) {
+      const [c, r] = positions[a.id], x = c * T, y = r * T;
+      if (x >= x0 && x <= x1 && y >= y0 && y <= y1) seen.push(a);
+    }
+    if (seen.length > CROWD) {                 // a crowd: one square each, a colour at a time
+      if (!this.colors) {
+        this.colors = new Map();
+        for (const a of this.agents) this.colors.set(colorOf(a.id), [...(this.colors.get(colorOf(a.id)) || []), a]);
+      }
+      const shown = new Set(seen);
+      for (const [color, members] of this.colors) {
+        ctx.fillStyle = color;
+        for (const a of members) if (shown.has(a)) { const [c, r] = positions[a.id]; ctx.fillRect(c * T, r * T, T, T); }
+      }
+    } else for (const a of seen) {
+      const [c, r] = positions[a.id], [sx, sy, w] = cells[a.id];
+      ctx.drawImage(atlas, sx, sy, w, height, c * T - ox, r * T - oy, w, height);
+    }
+    if (selected && positions[selected]) {
+      const [c, r] = positions[selected];
       ctx.beginPath();
-      ctx.arc(c * T + T / 2, r * T + T / 2, T * (a.id === selected ? 0.9 : 0.6), 0, 2 * Math.PI);
-      ctx.fillStyle = `hsl(${hue(a.id)}, 70%, 40%)`;
+      ctx.arc(c * T + T / 2, r * T + T / 2, T * 0.9, 0, 2 * Math.PI);
+      ctx.fillStyle = colorOf(selected);
       ctx.fill();
-      if (a.id === selected) { ctx.lineWidth = 2; ctx.strokeStyle = "#000"; ctx.stroke(); }
+      ctx.lineWidth = 2; ctx.strokeStyle = "#000"; ctx.stroke();
     }
     ctx.font = `${Math.max(10, T + 2)}px system-ui`;
-    ctx.fillStyle = "#111";
-    for (const a of inView) {
-      const [c, r] = positions[a.id];
-      ctx.fillText(a.initials || (a.initials = initials(a.name)), c * T + T, r * T);
-    }
     for (const [, a, , text] of said) {
       if (!positions[a]) continue;
       const [c, r] = positions[a];
