@@ -184,6 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
     experiment.add_argument("--quiet", action="store_true", help="no progress or table")
     _budget_flags(experiment)
 
+    serve = commands.add_parser("serve", help="watch runs in a browser, live: a local web server (read-only)")
+    serve.add_argument("runs_dir", type=Path, nargs="?", default=Path("runs"), metavar="RUNS_DIR",
+                       help="the folder of runs to show (default: runs); nothing outside it is served")
+    serve.add_argument("--port", type=int, default=8000, help="the port (default 8000; 0: any free one)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="the address to listen on (default 127.0.0.1: this machine only)")
+
     town = commands.add_parser("town", help="make towns: `town generate` writes a large generated town")
     town_commands = town.add_subparsers(dest="town_command", metavar="COMMAND")
     town_commands.required = True
@@ -216,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
             return _experiment(args)
         if args.command == "estimate":
             return _estimate(args)
+        if args.command == "serve":
+            return _serve(args)
         return _run(args)
     except ScenarioError as exc:
         for problem in exc.problems:
@@ -382,6 +391,20 @@ def _seconds_since(start, text: str, flag: str) -> float:
         return (parse_datetime(text) - start).total_seconds()
     except ValueError as exc:
         raise UsageError(f"{flag}: {exc}") from None
+
+
+def _serve(args) -> int:
+    if not args.runs_dir.is_dir():
+        raise UsageError(f"{args.runs_dir} is not a folder of runs")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: a port is a number from 0 to 65535")
+    from smallville.serve import serve
+
+    try:
+        serve(args.runs_dir, args.host, args.port, say=lambda line: print(line, flush=True))
+    except OSError as exc:
+        raise SmallvilleError(f"cannot listen on {args.host} port {args.port}: {exc.strerror or exc}") from None
+    return 0
 
 
 def _metrics(args) -> int:

@@ -72,6 +72,8 @@ BAD_INPUT = [
     (["replay", "RUN", "--format", "live"], "smallville: error: --format live needs a terminal"),
     (["metrics", "NOWHERE"], "smallville: error: NOWHERE is not a run directory"),
     (["experiment", "missing.yaml"], "smallville: error: missing.yaml: cannot read the experiment file"),
+    (["serve", "NOWHERE"], "smallville: error: NOWHERE is not a folder of runs"),
+    (["serve", "RUN", "--port", "70000"], "smallville: error: --port 70000: a port is a number from 0 to 65535"),
     (["town", "generate", "--agents", "0", "OUT"], "smallville town generate: error: argument --agents: expected"),
     (["town", "generate", "--agents", "2", "RUN/manifest.json"],
      "smallville: error: RUN/manifest.json already exists; use --force to overwrite"),
