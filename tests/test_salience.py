@@ -288,3 +288,14 @@ def test_each_text_is_tagged_once_per_agent():
     answers = memo.answer([first]) + memo.answer([again])
     assert answers[1].tags[0] == answers[0].tags[1]
     assert [r.texts for r in asked] == [("a party", "a chair"), ("a lamp",)]
+
+
+def test_the_original_weights_from_a_scenario_reach_the_run(tmp_path):
+    path = town(tmp_path, "memory:\n  weights: original\n")
+    result = smallville("run", path, "--for", "1h", "--embedder", "lexical", "--quiet", "--runs-dir", tmp_path / "runs")
+    assert result.returncode == 0, result.stderr
+    (run,) = (tmp_path / "runs").iterdir()
+    config = json.loads((run / "manifest.json").read_text())["config"]
+    assert config["weights"] == [0.5, 2.0, 3.0] and config["memory"] == {"model": "paper"}
+    shown = smallville("inspect", run, "--agent", "klaus_mueller", "--json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["recall"]

@@ -153,7 +153,7 @@ class SalienceModel:
         hits: list[Hit] = []
         n = len(stream)
         if n and s.top_k_significant:
-            tags = [mind.tags.get(str(i)) or [stream[i].importance / 10, 1.0] for i in range(n)]
+            tags = [mind.tags.get(str(i)) or [self.top * stream[i].importance / 10, 1.0] for i in range(n)]
             importance = np.array([t[0] for t in tags])
             rate = s.decay_rate * np.maximum(0.0, 1.0 - s.emotion_decay * np.array([t[1] for t in tags]))
             fade = np.exp(-rate * (now - stream._created[:n]) / DAY)
