@@ -114,8 +114,10 @@ def test_the_offline_brain_tags_by_kind_and_words():
     sources, emotions = tuple(dict(MemoryModel().sources)), tuple(dict(MemoryModel().emotions))
     assert tag("Isabella Rodriguez said to Maria Lopez: come to my Valentine's party", "chat", "Maria Lopez",
                sources, emotions) == rq.Tag("neighbour", "joy")
-    assert tag("Maria Lopez said to Isabella Rodriguez: hi", "chat", "Maria Lopez", sources,
-               emotions) == rq.Tag("personal", "neutral")
+    assert tag("Maria Lopez said to Isabella Rodriguez: I love your party idea", "chat", "Maria Lopez", sources,
+               emotions) == rq.Tag("personal", "joy")
+    assert tag("Klaus Mueller said to Maria Lopez: Hi Maria! How is your day going?", "chat", "Maria Lopez",
+               sources, emotions) == rq.Tag("routine", "neutral")          # small talk
     assert tag("coffee machine is idle", "observation", "Maria Lopez", sources, emotions) == rq.Tag("routine", "boredom")
     assert tag("Maria's plan for today", "plan", "Maria Lopez", ("routine",), ("calm",)) == rq.Tag("routine", "calm")
 

@@ -62,10 +62,12 @@ _FEELINGS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 def tag(text: str, kind: str, name: str, sources: Sequence[str], emotions: Sequence[str]) -> rq.Tag:
-    """A memory's source (from its kind and words) and emotion (from its words), each one
-    of the names offered."""
+    """A memory's source (from its kind and words: a chat line of no notable words is small
+    talk, `routine`) and emotion (from its words), each one of the names offered."""
     low = text.lower()
-    if kind == "chat":
+    if kind == "chat" and rate(text) <= 3:      # small talk: as everyday as a sight
+        source = "routine"
+    elif kind == "chat":
         source = "personal" if text.startswith(name + " said to ") else "neighbour"
     elif kind == "plan":
         source = "strategic"

@@ -17,11 +17,11 @@ from smallville.brain.requests import Message, request_key
 from smallville.memory import INDEXES, MemoryStream
 from smallville.memory.models import memory_model
 from smallville.memory.scoring import Helpers
+from smallville.scenario.memorymodel import WEIGHT_PRESETS, MemoryModel, resolve_weights
 from smallville.sim import life
 from smallville.sim.agent import Agent, Conversation, Doing
 from smallville.sim.dispatch import Dispatcher
 from smallville.sim.log import EventLog
-from smallville.scenario.memorymodel import WEIGHT_PRESETS, MemoryModel, resolve_weights
 from smallville.world import World
 from smallville.world.grid import normalize_area
 
