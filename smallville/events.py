@@ -78,8 +78,10 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     _kind(ACTION, "who", "action str, area str, object str/null, until str", "an action begins"),
     _kind(MOVE, "who", "from list, to list, area str, tiles int, arrive str", "a walk begins"),
     _kind(OBJECT, "who changed it", "object str, area str, state str", "an object's state changed"),
-    _kind(MEMORY, "whose", "id int, kind str, importance int, text str, links list?, speaker str?, "
-                           "listener str?, line str?", "a memory was stored (a chat line: who said it to whom)"),
+    _kind(MEMORY, "whose", "id int/null, kind str, importance int, text str, links list?, speaker str?, "
+                           "listener str?, line str?, salience number?, source str?, emotion str?",
+          "a memory was stored (a chat line: who said it to whom; salience model: its I, source and "
+          "emotion, and id null when it stays only in the working memory)"),
     _kind(REFLECT, "who", "importance number, questions list", "enough happened: the questions reflected on"),
     _kind(TALK_START, "who began", "with str, area str", "a conversation begins"),
     _kind(SAY, "speaker", "to str, text str", "a line of a conversation"),

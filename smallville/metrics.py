@@ -70,6 +70,8 @@ class RunMetrics:
         for key in ("conversations", "reflections", "reflect_sessions", "replans", "memories", "actions"):
             row[key] = act["totals"].get(key, 0)
         row["memories_per_agent"] = round(act["totals"].get("memories", 0) / n, 3)
+        if "forgotten" in act["totals"]:
+            row["forgotten_per_agent"] = round(act["totals"]["forgotten"] / n, 3)
         row["requests"] = act.get("requests_total", 0)
         usage = act.get("usage") or {}
         row["tokens"] = usage.get("tokens")
@@ -336,6 +338,8 @@ def _activity(events: list[dict], agents: list[str], manifest) -> dict:
             bump(a, "conversations")
             if e["data"].get("with"):
                 bump(e["data"]["with"], "conversations")
+        elif kind == MEMORY and e["data"]["id"] is None:    # salience model: held in working memory only
+            totals["forgotten"] = totals.get("forgotten", 0) + 1
         elif kind == MEMORY:
             totals["memories"] += 1
             bump(a, "memories")

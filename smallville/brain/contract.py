@@ -45,6 +45,8 @@ def from_model(request: rq.Message, data: dict) -> dict:
     number become a list in the request's order)."""
     if isinstance(request, rq.RateImportance):
         return {**data, "scores": [data["scores"][str(i)] for i in range(len(request.texts))]}
+    if isinstance(request, rq.TagMemories):
+        return {**data, "tags": [data["tags"][str(i)] for i in range(len(request.texts))]}
     return data
 
 
@@ -54,6 +56,8 @@ def to_model_json(answer: rq.Message) -> dict:
     data = _strip(answer.to_dict())
     if isinstance(answer, rq.Importance):
         data["scores"] = {str(i): s for i, s in enumerate(answer.scores)}
+    if isinstance(answer, rq.Tags):
+        data["tags"] = {str(i): t for i, t in enumerate(data["tags"])}
     return data
 
 
@@ -78,6 +82,13 @@ def _importance(props: dict, r: rq.RateImportance) -> None:
     keys = [str(i) for i in range(len(r.texts))]
     props["scores"].update(properties={k: {"type": "integer", "enum": SCORES} for k in keys},
                            required=keys, additionalProperties=False)
+
+
+def _tags(props: dict, r: rq.TagMemories) -> None:
+    keys = [str(i) for i in range(len(r.texts))]
+    tag = {"type": "object", "properties": {"source": _one_of(list(r.sources)), "emotion": _one_of(list(r.emotions))},
+           "required": ["source", "emotion"], "additionalProperties": False}
+    props["tags"].update(properties={k: tag for k in keys}, required=keys, additionalProperties=False)
 
 
 def _plan(props: dict, r: rq.PlanDay) -> None:
@@ -129,5 +140,5 @@ def _interview(props: dict, r: rq.Interview) -> None:
 
 _NARROW: dict[type, Callable[[dict, Any], None]] = {
     rq.RateImportance: _importance, rq.PlanDay: _plan, rq.Decompose: _decompose, rq.React: _react,
-    rq.ReflectQuestions: _questions, rq.Insights: _insights, rq.Interview: _interview,
+    rq.ReflectQuestions: _questions, rq.Insights: _insights, rq.Interview: _interview, rq.TagMemories: _tags,
 }

@@ -49,6 +49,40 @@ def rate(text: str) -> int:
     return min(score, 10)
 
 
+# Word stems and the emotion they lend a memory (the first match wins; else neutral).
+_FEELINGS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("trauma", ("died", "death", "accident", "flood", "fire", "injur")),
+    ("fear", ("afraid", "scared", "danger", "emergency", "worried")),
+    ("anger", ("argu", "fight", "angry", "furious")),
+    ("sadness", ("sad", "sick", "lonely", "miss ", "hospital")),
+    ("joy", ("party", "valentine", "celebrat", "birthday", "wedding", "love", "engaged", "happy", "fun")),
+    ("surprise", ("surpris", "news", "sudden", "election", "mayor")),
+    ("boredom", _DULL),
+)
+
+
+def tag(text: str, kind: str, name: str, sources: Sequence[str], emotions: Sequence[str]) -> rq.Tag:
+    """A memory's source (from its kind and words: a chat line of no notable words is small
+    talk, `routine`) and emotion (from its words), each one of the names offered."""
+    low = text.lower()
+    if kind == "chat" and rate(text) <= 3:      # small talk: as everyday as a sight
+        source = "routine"
+    elif kind == "chat":
+        source = "personal" if text.startswith(name + " said to ") else "neighbour"
+    elif kind == "plan":
+        source = "strategic"
+    elif kind in ("thought", "seed", "reflection"):
+        source = "personal"
+    else:
+        source = "impact" if rate(text) >= 7 else "routine"
+    emotion = next((feeling for feeling, stems in _FEELINGS if any(s in low for s in stems)), "neutral")
+
+    def offered(wanted: str, names: Sequence[str], usual: str) -> str:
+        return wanted if wanted in names else usual if usual in names else names[0]
+
+    return rq.Tag(offered(source, sources, "personal"), offered(emotion, emotions, "neutral"))
+
+
 class OfflineBrain:
     """Answers every request by rule; see the module docstring."""
 
@@ -80,6 +114,9 @@ class OfflineBrain:
 
     def _rate_importance(self, req: rq.RateImportance, rng: random.Random) -> rq.Importance:
         return rq.Importance(tuple(rate(t) for t in req.texts))
+
+    def _tag_memories(self, req: rq.TagMemories, rng: random.Random) -> rq.Tags:
+        return rq.Tags(tuple(tag(t, req.memory_kind, req.name, req.sources, req.emotions) for t in req.texts))
 
     # ---- planning -------------------------------------------------------------------
 

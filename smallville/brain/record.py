@@ -138,12 +138,13 @@ def teach(brain, run_dir: str | Path, size: int) -> None:
     requests: dict[str, dict] = {}
     with open(Path(run_dir) / RECORD, "rb") as f:
         for line in f.read(size).splitlines():
-            if b'"kind":"rate_importance"' not in line[:60]:
+            if b'"kind":"rate_importance"' not in line[:60] and b'"kind":"tag_memories"' not in line[:60]:
                 continue
             entry = json.loads(line)
             requests.setdefault(entry["key"], entry.get("request"))
             if requests[entry["key"]] is not None:
-                learn(rq.RateImportance.from_dict(requests[entry["key"]]), rq.Importance.from_dict(entry["answer"]))
+                request = rq.REQUEST_KINDS[entry["kind"]].from_dict(requests[entry["key"]])
+                learn(request, rq.ANSWER_OF[type(request)].from_dict(entry["answer"]))
 
 
 def recorded_keys(run_dir: str | Path, size: int) -> set[str]:

@@ -74,6 +74,20 @@ class RateImportance(Message):
 
 
 @dataclass(frozen=True)
+class TagMemories(Message):
+    """Where does each of these memories come from, and what does it make the agent feel?
+    (the salience memory model's rating: `smallville.memory.models.salience`)"""
+
+    kind: ClassVar[str] = "tag_memories"
+    agent: str
+    name: str
+    memory_kind: str                            # observation, chat, plan, thought, seed, ...
+    texts: tuple[str, ...]
+    sources: tuple[str, ...]                    # the names a source may take
+    emotions: tuple[str, ...]                   # the names an emotion may take
+
+
+@dataclass(frozen=True)
 class PlanDay(Message):
     """Plan a day in hourly blocks, from the persona, routine and what is remembered."""
 
@@ -182,6 +196,19 @@ class Importance(Message):
 
 
 @dataclass(frozen=True)
+class Tag(Message):
+    kind: ClassVar[str] = "tag"
+    source: str
+    emotion: str
+
+
+@dataclass(frozen=True)
+class Tags(Message):
+    kind: ClassVar[str] = "tags"
+    tags: tuple[Tag, ...]
+
+
+@dataclass(frozen=True)
 class Block(Message):
     kind: ClassVar[str] = "block"
     start: int       # minute of the plan's day; may pass 1440 (after midnight)
@@ -267,5 +294,6 @@ ANSWER_OF: dict[type, type] = {
     ReflectQuestions: Questions,
     Insights: InsightList,
     Interview: Reply,
+    TagMemories: Tags,
 }
 REQUEST_KINDS: dict[str, type] = {cls.kind: cls for cls in ANSWER_OF}

@@ -172,24 +172,44 @@ def fix_for(failed: Failed) -> str:
     return "check the brain settings (docs/llm.md)"
 
 
+RATINGS = (rq.RateImportance, rq.TagMemories)
+"""The requests that rate memories: each text is rated once per agent (`RatingMemo`)."""
+
+
+def _rating_key(request: rq.Message, text: str) -> tuple:
+    if isinstance(request, rq.TagMemories):
+        return request.agent, request.memory_kind, text
+    return request.agent, text
+
+
+def _ratings_of(answer: rq.Message) -> tuple | None:
+    """An answer's ratings, one per text (None for an answer that is none)."""
+    if isinstance(answer, rq.Importance):
+        return answer.scores
+    if isinstance(answer, rq.Tags):
+        return answer.tags
+    return None
+
+
 class RatingMemo(_Wrapper):
-    """Rates each distinct observation text once per agent: a rating request whose texts
-    were all rated before is answered from memory, and known texts are left out of the
-    rest. `reused` in the ledger counts ratings taken from memory."""
+    """Rates each distinct observation text once per agent: a rating request (importance,
+    or the salience model's tags) whose texts were all rated before is answered from memory,
+    and known texts are left out of the rest. `reused` in the ledger counts ratings taken
+    from memory."""
 
     def __init__(self, inner, ledger: Ledger | None = None) -> None:
         super().__init__(inner)
         self.ledger = ledger or Ledger()
-        self._scores: dict[tuple[str, str], int] = {}
+        self._scores: dict[tuple, object] = {}
 
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message | Failed]:
         out: list[rq.Message | Failed | None] = [None] * len(requests)
         asked: list[tuple[int, rq.Message]] = []
         for i, request in enumerate(requests):
-            if not isinstance(request, rq.RateImportance):
+            if not isinstance(request, RATINGS):
                 asked.append((i, request))
                 continue
-            missing = tuple(dict.fromkeys(t for t in request.texts if (request.agent, t) not in self._scores))
+            missing = tuple(dict.fromkeys(t for t in request.texts if _rating_key(request, t) not in self._scores))
             known = len(request.texts) - len(missing)
             if known:
                 self.ledger.add(request.kind, request.agent, reused=known)
@@ -198,27 +218,29 @@ class RatingMemo(_Wrapper):
             else:
                 out[i] = self._rated(request)
         for (i, sent), answer in zip(asked, self.inner.answer([r for _, r in asked]) if asked else []):
-            if isinstance(sent, rq.RateImportance) and isinstance(answer, rq.Importance):
-                self._scores.update({(sent.agent, t): s for t, s in zip(sent.texts, answer.scores)})
+            if isinstance(sent, RATINGS) and _ratings_of(answer) is not None:
+                self.learn(sent, answer)
                 answer = self._rated(requests[i])
             out[i] = answer
         return out  # type: ignore[return-value]
 
     def learn(self, request: rq.Message, answer: rq.Message) -> None:
         """Ratings the record gave are known, as if this memo had asked for them."""
-        if isinstance(request, rq.RateImportance) and isinstance(answer, rq.Importance):
-            self._scores.update({(request.agent, t): s for t, s in zip(request.texts, answer.scores)})
+        ratings = _ratings_of(answer)
+        if isinstance(request, RATINGS) and ratings is not None:
+            self._scores.update({_rating_key(request, t): s for t, s in zip(request.texts, ratings)})
 
-    def _rated(self, request: rq.RateImportance) -> rq.Importance:
-        return rq.Importance(tuple(self._scores[(request.agent, t)] for t in request.texts))
+    def _rated(self, request: rq.Message) -> rq.Message:
+        ratings = tuple(self._scores[_rating_key(request, t)] for t in request.texts)
+        return rq.Tags(ratings) if isinstance(request, rq.TagMemories) else rq.Importance(ratings)
 
 
 # ---- safe defaults --------------------------------------------------------------------
 
 
 def safe_answer(request: rq.Message) -> rq.Message:
-    """What a request gets when no valid answer came: importance 5, a plan from the
-    routine, the whole block as one action, carry on, end the conversation, no questions,
+    """What a request gets when no valid answer came: importance 5 (tags: personal and
+    neutral, `untagged`), a plan from the routine, the whole block as one action, carry on, end the conversation, no questions,
     no insights, no interview answer."""
     if isinstance(request, rq.RateImportance):
         return rq.Importance((5,) * len(request.texts))
@@ -236,7 +258,16 @@ def safe_answer(request: rq.Message) -> rq.Message:
         return rq.InsightList(())
     if isinstance(request, rq.Interview):
         return rq.Reply("(no answer: the model did not respond)")
+    if isinstance(request, rq.TagMemories):
+        return rq.Tags((untagged(request),) * len(request.texts))
     raise TypeError(f"no safe answer for a {type(request).__name__}")
+
+
+def untagged(request: rq.TagMemories) -> rq.Tag:
+    """The safe tag of a memory: personal and neutral (I = 1.0 with seed 003's tables, so the
+    memory may be kept like any notable one), or the first names offered if those are not."""
+    return rq.Tag("personal" if "personal" in request.sources else request.sources[0],
+                  "neutral" if "neutral" in request.emotions else request.emotions[0])
 
 
 def routine_plan(request: rq.PlanDay) -> rq.DayPlan:

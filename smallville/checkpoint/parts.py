@@ -30,7 +30,8 @@ import numpy as np
 from smallville.checkpoint.hashing import agent_digest, text
 
 PARTS = "parts.jsonl"
-PATCHED = ("relationships", "talks", "last_talk", "earlier_lines", "seen")    # an agent's dicts
+PATCHED = ("relationships", "talks", "last_talk", "earlier_lines", "seen", "salience")    # an agent's dicts
+                                        # (`salience`: only under the salience memory model)
 SEGMENTS = 8                            # a dict's parts at most: the first whole, then patches
 TWISTS = 64                             # twists of an rng's words at most before they are written again
 WORDS = 624                             # the Mersenne Twister's state, in 32-bit words
@@ -157,7 +158,7 @@ class Writer:
         if kept is not None and kept.digest == digest:
             return self.keep(agent_id, kept)
         record = {**state, "plan": plan[2]}
-        for name in PATCHED:
+        for name in (n for n in PATCHED if n in state):
             record[name] = self.patched((agent_id, name), state[name])
         version, internal, gauss = state["rng"]
         twists = self.words(agent_id, tuple(internal[:WORDS]))
@@ -177,7 +178,7 @@ class Writer:
 
     def keep(self, agent_id: str, kept: Kept) -> list:
         """An unchanged agent: what the previous checkpoint holds of it, held again."""
-        for name in PATCHED:
+        for name in (n for n in PATCHED if (agent_id, n) in self.before.dicts):
             self.now.dicts[agent_id, name] = self.before.dicts[agent_id, name]
         self.now.rngs[agent_id] = self.before.rngs[agent_id]
         self.now.refs[kept.record[0]] = kept.record[1]
@@ -252,7 +253,7 @@ class Reader:
         state = self.get(ref)
         self.saved.memories[agent_id] = state["memories"]
         state["plan"] = self.get(state["plan"])
-        for name in PATCHED:
+        for name in (n for n in PATCHED if n in state):
             state[name] = self.patched((agent_id, name), state[name])
         version, pos, gauss, twists, words = state["rng"]
         self.saved.rngs[agent_id] = rng = Twists(tuple(self.get(words)), words, twists)

@@ -6,7 +6,9 @@
     hits = stream.retrieve(query_vec, k=10, now=7200.0)   # best first
 
 `index="hnsw"` (one of INDEXES) retrieves approximately, for huge streams
-(`smallville.memory.retriever`, `smallville.memory.approx`).
+(`smallville.memory.retriever`, `smallville.memory.approx`). How a run's agents use their
+streams (the paper's memory, or the salience and consolidation model) is
+`smallville.memory.models`.
 """
 
 from smallville.memory.record import Hit, Memory

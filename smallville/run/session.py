@@ -178,6 +178,8 @@ def go(run: Run, stack, embedder, until: float, *, on_start: Callable | None = N
 def _final(manifest, sim) -> None:
     manifest.counts = {k: sim.counts.get(k, 0) for k in ("memories", "reflections", "conversations", "actions",
                                                          "replans")}
+    if sim.memory.salience:                     # memories held in working memory only, then gone
+        manifest.counts["forgotten"] = sim.counts.get("forgotten", 0)
     manifest.counts["events"] = sim.log.count
     end = sim.probe_knowers()
     manifest.sim_reached = format_sim(sim.scenario.start, sim.env.now)

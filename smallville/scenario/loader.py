@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Iterable
@@ -20,6 +20,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 from smallville.errors import ScenarioError
 from smallville.scenario.agentfile import AGENT_KEYS, agent_fields, build_agent
 from smallville.scenario.mapfile import read_map
+from smallville.scenario.memorymodel import MODELS, MemoryModel, resolve_weights
 from smallville.scenario.model import AGENT_ID, MEMORY_INDEXES, AgentSpec, Problem, Scenario
 from smallville.scenario.timeline import read_events, read_probes, read_scenario_memories
 from smallville.scenario.yamlpos import Field, Reader, child, describe, is_null
@@ -27,7 +28,7 @@ from smallville.scenario.yamlpos import Field, Reader, child, describe, is_null
 SCENARIO_KEYS = ("name", "description", "start", "duration", "tick", "seed", "map", "agents",
                  "memories", "events", "probes", "brain", "memory")
 SCENARIO_REQUIRED = ("name", "start", "map", "agents")
-MEMORY_KEYS = ("index",)
+MEMORY_KEYS = ("index", "weights", "model") + tuple(f.name for f in fields(MemoryModel) if f.name != "model")
 DEFAULT_DURATION = 86400.0
 DEFAULT_TICK = 60.0
 
@@ -120,7 +121,7 @@ def _read_scenario(path: str) -> tuple[Scenario | None, list[Problem]]:
         probes=read_probes(reader, fields.get("probes")),
         sha256=hashlib.sha256(opened.data + b"".join(agent_data)).hexdigest(),
         brain=_read_brain(reader, fields.get("brain")),
-        memory_index=_read_memory(reader, fields.get("memory")),
+        **_read_memory(reader, fields.get("memory")),
     )
     return (None, _ordered(problems)) if problems else (scenario, [])
 
@@ -226,12 +227,40 @@ def _read_brain(reader: Reader, node: Node | None) -> dict:
     return reader.construct(node, "brain") or {}
 
 
-def _read_memory(reader: Reader, node: Node | None) -> str:
-    """The `memory:` settings: the index of every agent's memory stream (exact unless set)."""
+def _read_memory(reader: Reader, node: Node | None) -> dict:
+    """The `memory:` settings as the Scenario's fields: the index of every agent's memory
+    stream (exact unless set), the paper model's weights, and the memory model."""
     if node is None or is_null(node):
-        return "exact"
+        return {}
     fields = reader.mapping(node, "memory", MEMORY_KEYS) or {}
-    return reader.choice(fields.get("index"), "memory.index", MEMORY_INDEXES, default="exact") or "exact"
+    out = {"memory_index": reader.choice(fields.get("index"), "memory.index", MEMORY_INDEXES, default="exact")
+           or "exact"}
+    if "weights" in fields:
+        try:
+            out["memory_weights"] = resolve_weights(reader.construct(fields["weights"], "memory.weights"))
+        except ValueError as error:
+            reader.report(fields["weights"], str(error), "memory.weights")
+    model = reader.choice(fields.get("model"), "memory.model", MODELS, default="paper") or "paper"
+    settings = {}
+    for name, value_node in fields.items():
+        if name in ("index", "weights", "model"):
+            continue
+        key = f"memory.{name}"
+        if model != "salience":
+            reader.report(value_node, f"{name} is a setting of the salience model: it needs model: salience", key)
+            continue
+        value = reader.construct(value_node, key)
+        try:
+            MemoryModel.of({"model": model, name: value})
+        except (TypeError, ValueError) as error:
+            reader.report(value_node, str(error), key)
+            continue
+        settings[name] = value
+    try:
+        out["memory_model"] = MemoryModel.of({"model": model, **settings})
+    except (TypeError, ValueError) as error:
+        reader.report(node, str(error), "memory")
+    return out
 
 
 def _ordered(problems: list[Problem]) -> list[Problem]:

@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from smallville.scenario.memorymodel import MemoryModel
+
 WALL = "wall"
 AREA_SEPARATOR = " / "
 AGENT_ID = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$")
@@ -157,6 +159,8 @@ class Scenario:
     sha256: str = ""
     brain: dict = field(default_factory=dict)
     memory_index: str = "exact"
+    memory_weights: tuple[float, float, float] | None = None   # `memory.weights`; None: the paper's
+    memory_model: MemoryModel = field(default_factory=MemoryModel)
 
     def areas(self) -> tuple[str, ...]:
         """Every area path on the map and each of its sectors, sorted."""

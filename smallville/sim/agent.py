@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 from smallville.memory import MemoryStream
+from smallville.memory.models import Mind
 
 
 class PlanBlock(NamedTuple):
@@ -119,6 +120,7 @@ class Agent:
     knows: set[str] = field(default_factory=set)
     reason: str = ""                    # why the next decomposition is a re-plan
     alerts: list[str] = field(default_factory=list)   # world events seen since the last look
+    working: object = None              # the salience memory model's state (`memory.models.Mind`), if it is used
 
     @property
     def name(self) -> str:
@@ -151,7 +153,7 @@ class Agent:
     def get_state(self) -> dict:
         """Everything but the memory stream, as JSON (`memories`: how many it holds)."""
         rng = self.rng.getstate()
-        return {
+        state = {
             "plan": [list(b) for b in self.plan],
             "plan_day": self.plan_day,
             "block": next((i for i, b in enumerate(self.plan) if b is self.block), None),
@@ -168,6 +170,9 @@ class Agent:
             "memories": len(self.stream),
             "rng": [rng[0], list(rng[1]), rng[2]],
         }
+        if self.working is not None:
+            state.update(self.working.get_state())
+        return state
 
     def set_state(self, state: dict) -> None:
         """Put back what `get_state` gave (the stream is restored separately)."""
@@ -189,3 +194,5 @@ class Agent:
         self.reason, self.alerts = state["reason"], list(state["alerts"])
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))
+        if "working" in state:
+            self.working = Mind.from_state(state)

@@ -16,7 +16,9 @@ from smallville import events
 from smallville.brain.base import Brain
 from smallville.brain.requests import Message, request_key
 from smallville.memory import INDEXES, MemoryStream
+from smallville.memory.models import memory_model
 from smallville.memory.scoring import Helpers
+from smallville.scenario.memorymodel import WEIGHT_PRESETS, MemoryModel, resolve_weights
 from smallville.sim import life
 from smallville.sim.agent import Agent, Conversation, Doing
 from smallville.sim.dispatch import Dispatcher
@@ -29,7 +31,8 @@ from smallville.world.grid import normalize_area
 class SimConfig:
     """Knobs of the architecture; the defaults follow the paper."""
 
-    weights: tuple[float, float, float] = (1.0, 1.0, 1.0)   # recency, importance, relevance
+    weights: tuple[float, float, float] | str | None = None  # recency, importance, relevance, or a preset's
+                                                             # name (paper, original); None: the scenario's
     decay: float = 0.995                                     # recency decay per game hour
     reflection_threshold: float = 150.0
     reflection_questions: int = 3
@@ -48,13 +51,20 @@ class SimConfig:
     planning: bool = True           # off: the day follows the routine, one action per block, no re-planning
     sharing: bool = True            # off: speakers are given no memories, so they pass on no news
     index: str | None = None        # memory index, "exact" or "hnsw"; None: the scenario's (`memory.index`)
+    memory: MemoryModel | str | dict | None = None   # the memory model (paper, salience) and its settings;
+                                                     # None: the scenario's (`memory.model`)
 
     def __post_init__(self) -> None:
         if self.index is not None and self.index not in INDEXES:
             raise ValueError(f"index must be one of {', '.join(INDEXES)}, got {self.index!r}")
+        if self.weights is not None:
+            object.__setattr__(self, "weights", resolve_weights(self.weights))
+        if self.memory is not None:
+            object.__setattr__(self, "memory", MemoryModel.of(self.memory))
 
     def to_dict(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        return {k: (list(v) if isinstance(v, tuple) else v.to_dict() if isinstance(v, MemoryModel) else v)
+                for k, v in self.__dict__.items()}
 
     @classmethod
     def from_dict(cls, data: dict | None) -> "SimConfig":
@@ -88,6 +98,11 @@ class Simulation:
         self.config = config or SimConfig()
         if self.config.index is None:
             self.config = replace(self.config, index=scenario.memory_index)
+        if self.config.weights is None:
+            self.config = replace(self.config, weights=scenario.memory_weights or WEIGHT_PRESETS["paper"])
+        if self.config.memory is None:
+            self.config = replace(self.config, memory=scenario.memory_model)
+        self.memory = memory_model(self.config.memory)     # how agents store, recall and reflect
         self.seed = scenario.seed if seed is None else seed
         self.env = simpy.Environment()
         self.world = world or World.from_map(scenario.map)    # `world`: a copy of another's (`World.copy`)
@@ -258,9 +273,16 @@ class Simulation:
     def ask(self, agent: Agent, request: Message) -> simpy.Event:
         return self.dispatch.ask(agent.id, request)
 
-    def store(self, agent: Agent, text: str, kind: str, importance: int, links=(), created=None,
-              said: events.Said | None = None) -> int:
-        """Add one memory to an agent's stream, and log it (a chat line with who `said` it to whom)."""
+    def store(self, agent: Agent, text: str, kind: str, importance, links=(), created=None,
+              said: events.Said | None = None) -> int | None:
+        """Store one memory as the memory model does (`importance`: the rating it asked for):
+        its id in the agent's stream, or None when the model did not keep it."""
+        return self.memory.store(self, agent, text, kind, importance, links, created, said)
+
+    def keep(self, agent: Agent, text: str, kind: str, importance: int, links=(), created=None,
+             said: events.Said | None = None, **tags) -> int:
+        """Add one memory to an agent's stream, and log it (a chat line with who `said` it to
+        whom; `tags`: what the memory model adds to the event)."""
         at = self.env.now if created is None else created
         mid = agent.stream.add(text, importance=importance, created=at, kind=kind, links=tuple(links))
         self.count("memories")
@@ -269,7 +291,7 @@ class Simulation:
         else:
             agent.since_reflection += importance
         self.emit(events.MEMORY, agent.id, id=mid, kind=kind, importance=importance, text=text,
-                  links=list(links) or None, **(asdict(said) if said else {}))
+                  links=list(links) or None, **(asdict(said) if said else {}), **tags)
         low = text.lower()
         for probe in self.scenario.probes:
             if probe.name not in agent.knows and all(w in low for w in probe.match):
@@ -280,7 +302,7 @@ class Simulation:
     def retrieve(self, agent: Agent, query: str, k: int):
         if not self.config.retrieval:
             return []
-        return agent.stream.retrieve(query, k=k, now=self.env.now) if len(agent.stream) else []
+        return self.memory.retrieve(self, agent, query, k)
 
     def recall(self, agent: Agent, query: str, k: int) -> list[str]:
         return [h.memory.text for h in self.retrieve(agent, query, k)]

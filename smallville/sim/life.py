@@ -225,6 +225,7 @@ def fall_asleep(sim, agent: Agent, block: PlanBlock, bed, area: str):
         agent.holding = sim.world.things.index(bed)
     agent.status, agent.activity = "sleeping", "sleeping"
     sim.emit(events.SLEEP, agent.id, area=area, until=sim.clock(block.end))
+    yield from sim.memory.at_sleep(sim, agent)     # the salience model's night reflection
     agent.seen.clear()
     yield sim.wait(agent, Doing("sleeping", max(sim.env.now, sim.align(block.end)), where=area))
     wake_up(sim, agent, area)
@@ -315,8 +316,8 @@ def remember(sim, agent: Agent, texts: list[str], kind: str, importances=None, l
     importances = list(importances) if importances is not None else [None] * len(texts)
     unrated = [t for t, imp in zip(texts, importances) if imp is None]
     if unrated:
-        answer = yield sim.ask(agent, rq.RateImportance(agent.id, agent.name, tuple(unrated)))
-        scores = iter(answer.scores)
+        answer = yield sim.ask(agent, sim.memory.rating_request(agent, tuple(unrated), kind))
+        scores = iter(sim.memory.ratings(answer))
         importances = [imp if imp is not None else next(scores) for imp in importances]
     for i, (text, importance) in enumerate(zip(texts, importances)):
         sim.store(agent, text, kind, importance, links[i] if links else (), created[i] if created else None,
@@ -326,7 +327,7 @@ def remember(sim, agent: Agent, texts: list[str], kind: str, importances=None, l
 def reflect(sim, agent: Agent):
     """When enough has happened, ask questions of recent memories and store insights
     linked to the evidence they rest on."""
-    if not sim.config.reflection or agent.since_reflection < sim.config.reflection_threshold:
+    if not sim.memory.reflect_due(sim, agent):
         return
     trigger, agent.since_reflection = agent.since_reflection, 0.0
     n = len(agent.stream)

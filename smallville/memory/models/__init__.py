@@ -1,0 +1,28 @@
+"""How an agent's memory works: the seam between the agent's life (`smallville.sim.life`) and
+the memory model the run uses (`smallville.scenario.memorymodel.MemoryModel`).
+
+A `Simulation` holds one model (`sim.memory`), and its life asks it only this:
+
+    sim.memory.rating_request(agent, texts, kind)   the request that rates new memories
+    sim.memory.ratings(answer)                      its answer, one rating per text
+    sim.memory.store(sim, agent, text, kind, rating, links, created, said)
+                                                    keep a memory, or not: its id or None
+    sim.memory.retrieve(sim, agent, query, k)       what comes to mind, best first (`Hit`s)
+    sim.memory.reflect_due(sim, agent)              whether the paper's reflection is due
+    sim.memory.at_sleep(sim, agent)                 (a generator) what happens as it falls asleep
+
+`paper` (`PaperModel`) is Park et al. (2023) as the engine always had it; `salience`
+(`SalienceModel`) is seed 003's salience and consolidation memory.
+"""
+
+from __future__ import annotations
+
+from smallville.memory.models.paper import PaperModel
+from smallville.memory.models.salience import Mind, SalienceModel, strength
+
+__all__ = ["Mind", "PaperModel", "SalienceModel", "memory_model", "strength"]
+
+
+def memory_model(settings) -> PaperModel | SalienceModel:
+    """The model `settings` (a `MemoryModel`) names."""
+    return SalienceModel(settings) if settings.salience else PaperModel(settings)

@@ -1,0 +1,35 @@
+"""The paper's memory (Park et al. 2023): every memory rated 1..10 and kept, retrieved by
+recency + importance + relevance (`MemoryStream.retrieve`), reflection when the importance
+of what was stored since the last one passes a threshold."""
+
+from __future__ import annotations
+
+from smallville.brain import requests as rq
+
+
+class PaperModel:
+    """The default memory model; see the module docstring and `smallville.memory.models`."""
+
+    salience = False
+
+    def __init__(self, settings) -> None:
+        self.settings = settings
+
+    def rating_request(self, agent, texts: tuple[str, ...], kind: str) -> rq.Message:
+        return rq.RateImportance(agent.id, agent.name, texts)
+
+    def ratings(self, answer: rq.Importance) -> tuple[int, ...]:
+        return answer.scores
+
+    def store(self, sim, agent, text: str, kind: str, rating: int, links, created, said) -> int:
+        return sim.keep(agent, text, kind, rating, links, created, said)
+
+    def retrieve(self, sim, agent, query: str, k: int) -> list:
+        return agent.stream.retrieve(query, k=k, now=sim.env.now) if len(agent.stream) else []
+
+    def reflect_due(self, sim, agent) -> bool:
+        return sim.config.reflection and agent.since_reflection >= sim.config.reflection_threshold
+
+    def at_sleep(self, sim, agent):
+        return
+        yield
