@@ -127,7 +127,14 @@ def _interview(props: dict, r: rq.Interview) -> None:
         props["cites"]["maxItems"] = 0
 
 
+def _judge(props: dict, r: rq.Judge) -> None:
+    labels = [label for label, _ in r.answers]
+    props["ranking"].update(items=_one_of(labels), minItems=len(labels), maxItems=len(labels), uniqueItems=True)
+    props["embellished"]["items"]["properties"]["answer"].update(_one_of(labels))
+
+
 _NARROW: dict[type, Callable[[dict, Any], None]] = {
     rq.RateImportance: _importance, rq.PlanDay: _plan, rq.Decompose: _decompose, rq.React: _react,
     rq.ReflectQuestions: _questions, rq.Insights: _insights, rq.Interview: _interview,
+    rq.Judge: _judge,
 }
