@@ -71,6 +71,8 @@ BAD_INPUT = [
     (["replay", "RUN", "--at", "2023-02-13 08:00", "--until", "2023-02-13 07:30"], "smallville: error: --until 2023"),
     (["replay", "RUN", "--format", "live"], "smallville: error: --format live needs a terminal"),
     (["metrics", "NOWHERE"], "smallville: error: NOWHERE is not a run directory"),
+    (["evaluate", "NOWHERE"], "smallville: error: NOWHERE is not a run directory: it has no manifest.json"),
+    (["evaluate", "RUN", "--at", "2023-02-14 09:00"], "smallville: error: --at 2023-02-14 09:00: RUN covers 2023-02-13 07:00"),
     (["experiment", "missing.yaml"], "smallville: error: missing.yaml: cannot read the experiment file"),
     (["town", "generate", "--agents", "0", "OUT"], "smallville town generate: error: argument --agents: expected"),
     (["town", "generate", "--agents", "2", "RUN/manifest.json"],

@@ -129,7 +129,9 @@ def _interview(props: dict, r: rq.Interview) -> None:
 
 def _judge(props: dict, r: rq.Judge) -> None:
     labels = [label for label, _ in r.answers]
-    props["ranking"].update(items=_one_of(labels), minItems=len(labels), maxItems=len(labels), uniqueItems=True)
+    # No uniqueItems (few constrained decoders can enforce it): a label named twice keeps
+    # its first place, and labels left out tie last (evaluate/judge.py).
+    props["ranking"].update(items=_one_of(labels), minItems=len(labels), maxItems=len(labels))
     props["embellished"]["items"]["properties"]["answer"].update(_one_of(labels))
 
 

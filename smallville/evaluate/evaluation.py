@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -37,6 +38,7 @@ class Evaluation:
     usage: dict = field(default_factory=dict)
     estimate: dict | None = None                              # a dry run's: kind -> requests, tokens, cost
     judge: str | None = None
+    seconds: dict = field(default_factory=dict)               # wall time: restoring states, interviews, judging
 
 
 def evaluate(paths: list[Path], *, at: str | None = None, questions: str | Path | None = None, judge_settings=None,
@@ -59,23 +61,29 @@ def evaluate(paths: list[Path], *, at: str | None = None, questions: str | Path 
             out.mkdir(parents=True, exist_ok=True)
             record = open(out / "answers.jsonl", "w", encoding="utf-8")
         known, by_brain, names = {}, {}, {}
+        began = time.perf_counter()
         for s in subjects:
             say(f"interviewing {s.name} ({s.condition}) at {result.at}")
             asked, known[s.name] = interviews.prepare(s, protocol, t)
             settings = brain_settings or _own_settings(s.run)
             names[s.name] = settings.model
             by_brain.setdefault(_key(settings, s.run.seed_now), (settings, s.run.seed_now, []))[2].extend(asked)
+        result.seconds["restore"] = time.perf_counter() - began
         for settings, run_seed, asked in by_brain.values():
             answers = brains.brain(settings, run_seed, record).answer([a.request for a in asked])
             interviews.settle(asked, answers, known, names)
             result.asked += asked
+        result.seconds["interviews"] = time.perf_counter() - began - result.seconds["restore"]
         result.asked.sort(key=lambda a: (a.subject.condition, a.subject.group, a.request.agent, a.question.id))
+        if not dry_run:                              # kept, whatever happens to the judging
+            _jsonl(out / "interviews.jsonl", [a.row for a in result.asked])
         if judge_settings is not None:
             result.matches = judge.matches(result.asked, seed)
             say(f"judging {len(result.matches):,} comparisons with {judge_settings.model}")
             if result.matches:
                 verdicts = brains.brain(judge_settings, seed, record).answer([m.request for m in result.matches])
                 judge.settle(result.matches, verdicts)
+            result.seconds["judge"] = time.perf_counter() - began - sum(result.seconds.values())
         architecture = {s.condition: _architecture(s.run) for s in subjects}
         result.conditions = ratings.per_condition(result.asked, result.matches, architecture)
         result.runs = {name: {**counts, **ratings.measures(counts)}
@@ -191,7 +199,6 @@ def _write(result: Evaluation, subjects, protocol, judge_settings, brain_setting
     from smallville.experiment.results import write_csv
 
     out = result.out
-    _jsonl(out / "interviews.jsonl", [a.row for a in result.asked])
     if judge_settings is not None:
         _jsonl(out / "judgements.jsonl", [m.row() for m in result.matches])
     write_csv(out / "ratings.csv", result.conditions)
@@ -199,7 +206,8 @@ def _write(result: Evaluation, subjects, protocol, judge_settings, brain_setting
     about = {"at": result.at, "protocol": protocol.describe(), "seed": seed,
              "runs": [{"run": str(s.run.path), "condition": s.condition, "group": s.group} for s in subjects],
              "brain": brain_settings.describe() if brain_settings else "each run's own",
-             "judge": judge_settings.describe() if judge_settings else None, "usage": result.usage}
+             "judge": judge_settings.describe() if judge_settings else None, "usage": result.usage,
+             "seconds": {k: round(v, 3) for k, v in result.seconds.items()}}
     _atomic(out / "evaluation.json", json.dumps(about, indent=2, ensure_ascii=False) + "\n")
 
 

@@ -65,7 +65,7 @@ def settle(asked: list[Asked], answers, knowledge: dict[str, Knowledge], brain_n
         row = {"run": a.subject.name, "condition": a.subject.condition, "group": a.subject.group,
                "agent": a.request.agent, "name": a.request.name, "time": a.time, "question_id": a.question.id,
                "category": a.question.category, "question": a.question.text, "answer": answer.text,
-               "memories": [{"id": m, "text": texts[m]} for m in answer.cites if m in texts],
+               "memories": [{"id": m, "text": texts[m]} for m in dict.fromkeys(answer.cites) if m in texts],
                "brain": brain_name[a.subject.name],
                "strangers": strangers(answer.text, a.request.agent, scenario, known)}
         if a.question.fact:

@@ -21,7 +21,9 @@ def trueskill_ratings(found: list[Match]) -> dict[str, tuple[float, float]]:
     try:
         import trueskill
     except ImportError:
-        raise ImportError("ratings need trueskill: pip install 'smallville[evaluate]'") from None
+        from smallville.errors import SmallvilleError
+
+        raise SmallvilleError("ratings need trueskill: pip install 'smallville[evaluate]'") from None
     env = trueskill.TrueSkill(draw_probability=0.1)
     ratings: dict[str, object] = {}
     for m in found:
