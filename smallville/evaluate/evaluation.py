@@ -60,11 +60,11 @@ def evaluate(paths: list[Path], *, at: str | None = None, questions: str | Path 
         if not dry_run:
             out.mkdir(parents=True, exist_ok=True)
             record = open(out / "answers.jsonl", "w", encoding="utf-8")
-        known, by_brain, names = {}, {}, {}
+        known, by_brain, names, vectors = {}, {}, {}, {}
         began = time.perf_counter()
         for s in subjects:
             say(f"interviewing {s.name} ({s.condition}) at {result.at}")
-            asked, known[s.name] = interviews.prepare(s, protocol, t)
+            asked, known[s.name] = interviews.prepare(s, protocol, t, vectors)
             settings = brain_settings or _own_settings(s.run)
             names[s.name] = settings.model
             by_brain.setdefault(_key(settings, s.run.seed_now), (settings, s.run.seed_now, []))[2].extend(asked)

@@ -30,27 +30,46 @@ class Asked:
     row: dict = field(default_factory=dict)
 
 
-def prepare(subject: Subject, protocol: Protocol, at: float) -> tuple[list[Asked], Knowledge]:
+def prepare(subject: Subject, protocol: Protocol, at: float,
+            vectors: dict | None = None) -> tuple[list[Asked], Knowledge]:
     """The interview requests of every agent of a run at `at`, and what its log says each
-    agent knew then. Nothing of the run changes: the state is rebuilt in memory."""
+    agent knew then. Nothing of the run changes: the state is rebuilt in memory. `vectors`
+    keeps the questions' embeddings by embedder across runs (the runs of an experiment ask
+    the same questions: each is embedded once)."""
     run = subject.run
     out: list[Asked] = []
     with run.state_at(at, strict=True) as sim:
         when = sim.now_datetime()
-        for agent_id in sorted(sim.agents):
+        asks = {a: protocol.questions_for(run.scenario, a, when) for a in sorted(sim.agents)}
+        known = embedded(sim.embedder, [q.text for qs in asks.values() for q in qs],
+                         (vectors if vectors is not None else {}).setdefault(_name(run), {}))
+        for agent_id, questions in asks.items():
             agent = sim.agents[agent_id]
-            questions = protocol.questions_for(run.scenario, agent_id, when)
-            texts = [q.text for q in questions]
+            queries = [known[q.text] for q in questions]
             # One pass for all of an agent's questions: each is asked of the same mind,
             # not of one that the questions before it have just reminded of things.
-            hits = agent.stream.retrieve_many(texts, RECALL_K, now=sim.env.now) if len(agent.stream) and texts \
-                else [[] for _ in texts]
+            hits = agent.stream.retrieve_many(queries, RECALL_K, now=sim.env.now) if len(agent.stream) and queries \
+                else [[] for _ in queries]
             for question, found in zip(questions, hits):
                 recalled = tuple((h.memory.id, h.memory.text) for h in found) if sim.config.retrieval else ()
                 request = rq.Interview(agent.id, agent.name, agent.persona(), question.text, recalled)
                 out.append(Asked(subject, question, request, when.strftime("%Y-%m-%d %H:%M"),
                                  tuple(h.memory.text for h in found[:LIVED_K])))
     return out, knowledge_at(run, at)
+
+
+def embedded(embedder, texts: list[str], known: dict) -> dict:
+    """`known` (text -> vector) with `texts` added, those it lacked embedded in one batch."""
+    missing = list(dict.fromkeys(t for t in texts if t not in known))
+    if missing:
+        known.update(zip(missing, embedder.embed(missing)))
+    return known
+
+
+def _name(run) -> str:
+    import json
+
+    return json.dumps(run.manifest.embedder, sort_keys=True)
 
 
 def settle(asked: list[Asked], answers, knowledge: dict[str, Knowledge], brain_name: dict[str, str]) -> None:
