@@ -275,6 +275,15 @@ def test_a_dry_run_prices_the_evaluation_and_writes_nothing(experiment, tmp_path
     assert not (tmp_path / "ev").exists()
 
 
+def test_the_offline_judge_rates_and_plots_beside_the_paper(experiment, tmp_path):
+    done = smallville("evaluate", experiment, "--judge", "offline", "--plot", "--out", tmp_path / "ev")
+    assert done.returncode == 0, done.stderr
+    assert "judged by offline" in done.stdout and "29.89" in done.stdout
+    assert (tmp_path / "ev" / "believability.png").read_bytes()[:4] == b"\x89PNG"
+    rows = (tmp_path / "ev" / "ratings.csv").read_text().splitlines()[1:]
+    assert len(rows) == 2 and all(row.split(",")[3] for row in rows)         # a mu for each condition
+
+
 def test_an_experiment_with_evaluate_gains_believability_columns(experiment):
     from smallville.experiment import load_results
 
