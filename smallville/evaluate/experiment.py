@@ -1,6 +1,7 @@
 """Believability in experiments: an experiment file's `evaluate:` block evaluates its runs
 once they are done, and the results gain columns (per run: the shares; per condition in the
-summary: the TrueSkill rating and its uncertainty)."""
+summary: the TrueSkill rating and its uncertainty). The block's keys are checked where the
+file is read (experiment/spec.py)."""
 
 from __future__ import annotations
 
@@ -8,22 +9,7 @@ from pathlib import Path
 
 from smallville.errors import SmallvilleError
 
-KEYS = ("judge", "at", "questions", "judge_config", "judge_api_base", "brain", "api_base", "seed")
 RUN_COLUMNS = ("factual_agreement", "embellishment_rate", "strangers_rate")
-
-
-def check_block(block, where: str) -> dict:
-    """An experiment file's `evaluate:` block, checked (a `UsageError` naming the key)."""
-    from smallville.experiment.spec import ExperimentError
-
-    if block is True or block == {}:
-        return {}
-    if not isinstance(block, dict):
-        raise ExperimentError(f"{where}: evaluate: expected a mapping such as {{judge: MODEL, at: TIME}}")
-    unknown = sorted(set(block) - set(KEYS))
-    if unknown:
-        raise ExperimentError(f"{where}: evaluate: unknown key(s) {', '.join(unknown)} (known: {', '.join(KEYS)})")
-    return dict(block)
 
 
 def believability(block: dict, out: Path, rows: list[dict], source: Path | None, console=None,

@@ -95,12 +95,26 @@ def load_experiment(path: str | Path) -> Experiment:
         raise ExperimentError(f"{path}: two conditions share a name")
     out = Path(data["out"]) if data.get("out") else Path("runs") / "experiments" / name
     workers = int(data.get("workers") or 1)
-    evaluate = None
-    if data.get("evaluate") is not None:
-        from smallville.evaluate.experiment import check_block
-
-        evaluate = check_block(data["evaluate"], str(path))
+    evaluate = _evaluate_block(data.get("evaluate"), path)
     return Experiment(name, scenario, duration, seeds, conditions, out, data.get("embedder"), workers, path, evaluate)
+
+
+EVALUATE_KEYS = ("judge", "at", "questions", "judge_config", "judge_api_base", "brain", "api_base", "seed")
+
+
+def _evaluate_block(block, path: Path) -> dict | None:
+    """The `evaluate:` block (smallville.evaluate.experiment runs it), its keys checked."""
+    if block is None or block is False:
+        return None
+    if block is True:
+        return {}
+    if not isinstance(block, dict):
+        raise ExperimentError(f"{path}: evaluate: expected a mapping such as {{judge: MODEL, at: TIME}}")
+    unknown = sorted(set(block) - set(EVALUATE_KEYS))
+    if unknown:
+        raise ExperimentError(f"{path}: evaluate: unknown key(s) {', '.join(unknown)} "
+                              f"(known: {', '.join(EVALUATE_KEYS)})")
+    return dict(block)
 
 
 def _find(scenario: Path, source: Path) -> Path:
