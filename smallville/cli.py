@@ -140,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     interview.add_argument("--at", help="the simulated time (YYYY-MM-DD HH:MM; default: the run's end)")
     interview.add_argument("--json", action="store_true", help="print JSON")
 
+    _evaluate_parser(commands)
+
     verify = commands.add_parser("verify", help="re-simulate a run from its start and check it reproduces byte for byte")
     verify.add_argument("run_dir", type=Path, metavar="RUN_DIR")
 
@@ -202,6 +204,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _evaluate_parser(commands) -> None:
+    evaluate = commands.add_parser("evaluate", help="believability, the paper's way: interview every agent of "
+                                                    "every run, judge the answers, rate the conditions")
+    evaluate.add_argument("paths", type=Path, nargs="+", metavar="RUN_DIR",
+                          help="run folders, or an experiment's output folder (runs/experiments/NAME)")
+    evaluate.add_argument("--at", help="the simulated time of the interviews (YYYY-MM-DD HH:MM; default: the end)")
+    evaluate.add_argument("--questions", type=Path, metavar="FILE.yaml",
+                          help="an interview protocol of your own (default: smallville's; see docs/evaluate.md)")
+    evaluate.add_argument("--judge", metavar="MODEL", help="the litellm model that ranks the answers "
+                                                           "(offline: rules, not a model; default: no judge)")
+    evaluate.add_argument("--judge-config", type=Path, metavar="FILE.yaml", help="the judge's brain settings")
+    evaluate.add_argument("--judge-api-base", metavar="URL", help="address of the judge model's server")
+    evaluate.add_argument("--brain", metavar="MODEL", help="who answers the interviews (default: each run's own brain)")
+    evaluate.add_argument("--brain-config", type=Path, metavar="FILE.yaml", help="the answering brain's settings")
+    evaluate.add_argument("--api-base", metavar="URL", help="address of the answering model's server")
+    evaluate.add_argument("--out", type=Path, metavar="DIR",
+                          help="where the evaluation goes (default: EXPERIMENT/evaluation, or evaluation/ beside the runs)")
+    evaluate.add_argument("--seed", type=int, default=0, help="the seed of the order answers are shown in (default 0)")
+    evaluate.add_argument("--cache", type=Path, metavar="DIR", help="a model answer cache (default: OUT/cache)")
+    evaluate.add_argument("--dry-run", action="store_true",
+                          help="count what the models would be sent and what it would cost; nothing is sent or written")
+    evaluate.add_argument("--plot", action="store_true", help="also draw OUT/believability.png (needs smallville[plot])")
+    evaluate.add_argument("--json", action="store_true", help="print JSON")
+    evaluate.add_argument("--quiet", action="store_true", help="no progress lines")
+    _budget_flags(evaluate)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -225,6 +254,10 @@ def main(argv: list[str] | None = None) -> int:
             return _estimate(args)
         if args.command == "serve":
             return _serve(args)
+        if args.command == "evaluate":
+            from smallville.evaluate.command import main as evaluate
+
+            return evaluate(args, _budget(args))
         return _run(args)
     except ScenarioError as exc:
         for problem in exc.problems:

@@ -71,6 +71,8 @@ BAD_INPUT = [
     (["replay", "RUN", "--at", "2023-02-13 08:00", "--until", "2023-02-13 07:30"], "smallville: error: --until 2023"),
     (["replay", "RUN", "--format", "live"], "smallville: error: --format live needs a terminal"),
     (["metrics", "NOWHERE"], "smallville: error: NOWHERE is not a run directory"),
+    (["evaluate", "NOWHERE"], "smallville: error: NOWHERE is not a run directory: it has no manifest.json"),
+    (["evaluate", "RUN", "--at", "2023-02-14 09:00"], "smallville: error: --at 2023-02-14 09:00: RUN covers 2023-02-13 07:00"),
     (["experiment", "missing.yaml"], "smallville: error: missing.yaml: cannot read the experiment file"),
     (["serve", "NOWHERE"], "smallville: error: NOWHERE is not a folder of runs"),
     (["serve", "RUN", "--port", "70000"], "smallville: error: --port 70000: a port is a number from 0 to 65535"),

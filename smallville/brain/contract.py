@@ -138,7 +138,16 @@ def _interview(props: dict, r: rq.Interview) -> None:
         props["cites"]["maxItems"] = 0
 
 
+def _judge(props: dict, r: rq.Judge) -> None:
+    labels = [label for label, _ in r.answers]
+    # No uniqueItems (few constrained decoders can enforce it): a label named twice keeps
+    # its first place, and labels left out tie last (evaluate/judge.py).
+    props["ranking"].update(items=_one_of(labels), minItems=len(labels), maxItems=len(labels))
+    props["embellished"]["items"]["properties"]["answer"].update(_one_of(labels))
+
+
 _NARROW: dict[type, Callable[[dict, Any], None]] = {
     rq.RateImportance: _importance, rq.PlanDay: _plan, rq.Decompose: _decompose, rq.React: _react,
     rq.ReflectQuestions: _questions, rq.Insights: _insights, rq.Interview: _interview, rq.TagMemories: _tags,
+    rq.Judge: _judge,
 }

@@ -244,6 +244,12 @@ class OfflineBrain:
         facts = "; ".join(shared_fact(text).rstrip(".") for _, text in chosen)
         return rq.Reply(f"From what I remember: {facts}.", tuple(mid for mid, _ in chosen))
 
+    def _judge(self, req: rq.Judge, rng: random.Random) -> rq.Verdict:
+        """Rules, not a model: see smallville/evaluate/rulejudge.py."""
+        from smallville.evaluate.rulejudge import rule_verdict
+
+        return rule_verdict(req)
+
 
 def _hourly(start: int, end: int, activity: str, where: str) -> list[rq.Block]:
     """A broad block refined into blocks of at most an hour; sleep stays one block."""

@@ -181,6 +181,20 @@ class Interview(Message):
     memories: tuple[tuple[int, str], ...]      # (memory id, text), most relevant first
 
 
+@dataclass(frozen=True)
+class Judge(Message):
+    """Rank anonymised answers of versions of one agent to one question by how believable
+    they are, and flag claims an answer makes that its version's memories do not hold."""
+
+    kind: ClassVar[str] = "judge"
+    agent: str
+    name: str
+    persona: str
+    question: str
+    answers: tuple[tuple[str, str], ...]       # (label, answer), in the order shown
+    lived: tuple[tuple[str, str], ...]         # (label, memory text): what that version's run holds
+
+
 # ---- answers --------------------------------------------------------------------------
 
 
@@ -285,6 +299,20 @@ class Reply(Message):
     cites: tuple[int, ...] = ()                # ids of the memories the answer rests on
 
 
+@dataclass(frozen=True)
+class Flag(Message):
+    kind: ClassVar[str] = "flag"
+    answer: str                                # the label of the answer
+    claim: str                                 # what it claims that its memories do not hold
+
+
+@dataclass(frozen=True)
+class Verdict(Message):
+    kind: ClassVar[str] = "verdict"
+    ranking: tuple[str, ...]                   # labels, most believable first; () = no judgement
+    embellished: tuple[Flag, ...] = ()
+
+
 ANSWER_OF: dict[type, type] = {
     RateImportance: Importance,
     PlanDay: DayPlan,
@@ -295,5 +323,6 @@ ANSWER_OF: dict[type, type] = {
     Insights: InsightList,
     Interview: Reply,
     TagMemories: Tags,
+    Judge: Verdict,
 }
 REQUEST_KINDS: dict[str, type] = {cls.kind: cls for cls in ANSWER_OF}

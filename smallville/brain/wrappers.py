@@ -241,7 +241,7 @@ class RatingMemo(_Wrapper):
 def safe_answer(request: rq.Message) -> rq.Message:
     """What a request gets when no valid answer came: importance 5 (tags: personal and
     neutral, `untagged`), a plan from the routine, the whole block as one action, carry on, end the conversation, no questions,
-    no insights, no interview answer."""
+    no insights, no interview answer, no judgement."""
     if isinstance(request, rq.RateImportance):
         return rq.Importance((5,) * len(request.texts))
     if isinstance(request, rq.PlanDay):
@@ -260,6 +260,8 @@ def safe_answer(request: rq.Message) -> rq.Message:
         return rq.Reply("(no answer: the model did not respond)")
     if isinstance(request, rq.TagMemories):
         return rq.Tags((untagged(request),) * len(request.texts))
+    if isinstance(request, rq.Judge):
+        return rq.Verdict(())                   # no ranking: the comparison counts for nobody
     raise TypeError(f"no safe answer for a {type(request).__name__}")
 
 

@@ -147,7 +147,14 @@ def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | N
                 for future in as_completed(futures):
                     finished(future.result())
     rows = gather(exp, out)
+    rated = {}
+    if exp.evaluate is not None and rows:
+        from smallville.evaluate.experiment import believability
+
+        rated = believability(exp.evaluate, out, rows, exp.source, console, quiet, budget)
     summary = summarize(Rows(r for r in rows if r["status"] == "completed"))
+    for row in summary:
+        row.update(rated.get(row["condition"], {}))
     write_csv(out / "results.csv", rows)
     write_csv(out / "summary.csv", summary)
     if not quiet:

@@ -38,6 +38,7 @@ class Experiment:
     embedder: str | None = None
     workers: int = 1
     source: Path | None = None
+    evaluate: dict | None = None              # the `evaluate:` block (smallville.evaluate.experiment)
 
     def slots(self) -> list[tuple[Condition, int]]:
         return [(c, s) for c in self.conditions for s in self.seeds]
@@ -58,7 +59,7 @@ def load_experiment(path: str | Path) -> Experiment:
     if not isinstance(data, dict):
         raise ExperimentError(f"{path}: an experiment file is a mapping (name, scenario, seeds, conditions)")
     known = {"name", "scenario", "duration", "seeds", "embedder", "brain", "workers", "out", "base", "conditions",
-             "grid", "description"}
+             "grid", "description", "evaluate"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ExperimentError(f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
@@ -94,7 +95,26 @@ def load_experiment(path: str | Path) -> Experiment:
         raise ExperimentError(f"{path}: two conditions share a name")
     out = Path(data["out"]) if data.get("out") else Path("runs") / "experiments" / name
     workers = int(data.get("workers") or 1)
-    return Experiment(name, scenario, duration, seeds, conditions, out, data.get("embedder"), workers, path)
+    evaluate = _evaluate_block(data.get("evaluate"), path)
+    return Experiment(name, scenario, duration, seeds, conditions, out, data.get("embedder"), workers, path, evaluate)
+
+
+EVALUATE_KEYS = ("judge", "at", "questions", "judge_config", "judge_api_base", "brain", "api_base", "seed")
+
+
+def _evaluate_block(block, path: Path) -> dict | None:
+    """The `evaluate:` block (smallville.evaluate.experiment runs it), its keys checked."""
+    if block is None or block is False:
+        return None
+    if block is True:
+        return {}
+    if not isinstance(block, dict):
+        raise ExperimentError(f"{path}: evaluate: expected a mapping such as {{judge: MODEL, at: TIME}}")
+    unknown = sorted(set(block) - set(EVALUATE_KEYS))
+    if unknown:
+        raise ExperimentError(f"{path}: evaluate: unknown key(s) {', '.join(unknown)} "
+                              f"(known: {', '.join(EVALUATE_KEYS)})")
+    return dict(block)
 
 
 def _find(scenario: Path, source: Path) -> Path:
