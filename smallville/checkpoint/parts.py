@@ -30,7 +30,7 @@ import numpy as np
 from smallville.checkpoint.hashing import agent_digest, text
 
 PARTS = "parts.jsonl"
-PATCHED = ("relationships", "talks", "last_talk", "earlier_lines", "seen")    # an agent's dicts
+PATCHED = ("relationships", "talks", "last_talk", "earlier_lines", "seen", "mind")    # an agent's dicts
 SEGMENTS = 8                            # a dict's parts at most: the first whole, then patches
 TWISTS = 64                             # twists of an rng's words at most before they are written again
 WORDS = 624                             # the Mersenne Twister's state, in 32-bit words
@@ -251,7 +251,8 @@ class Reader:
         self.saved.memories[agent_id] = state["memories"]
         state["plan"] = self.get(state["plan"])
         for name in PATCHED:
-            state[name] = self.patched((agent_id, name), state[name])
+            if name in state:                   # a checkpoint written before `mind` has none
+                state[name] = self.patched((agent_id, name), state[name])
         version, pos, gauss, twists, words = state["rng"]
         self.saved.rngs[agent_id] = rng = Twists(tuple(self.get(words)), words, twists)
         state["rng"] = [version, [*rng.words, pos], gauss]
