@@ -242,10 +242,15 @@ class OfflineBrain:
     # ---- interviews -----------------------------------------------------------------
 
     def _interview(self, req: rq.Interview, rng: random.Random) -> rq.Reply:
-        """The most relevant memories, said back in the first person, with their ids."""
+        """The most relevant memories that share a word with the question (or, for a question
+        about the agent, those about it), said back in the first person, with their ids."""
         words = {w for w in re.findall(r"[a-z']+", req.question.lower()) if len(w) > 3} - _QUESTION_WORDS
-        on_topic = [(mid, text) for mid, text in req.memories if words & set(re.findall(r"[a-z']+", text.lower()))]
-        chosen = on_topic[:3]
+        stems = {w[:4] for w in words}             # "working" finds "work", "days" finds "day's"
+        on_topic = [(mid, text) for mid, text in req.memories
+                    if stems & {w[:4] for w in re.findall(r"[a-z']+", text.lower()) if len(w) > 2}]
+        me = first_name(req.name)
+        about_me = [(mid, text) for mid, text in req.memories if me in text or text.startswith("I ")]
+        chosen = on_topic[:3] or (about_me[:3] if re.search(r"\byour?\b", req.question.lower()) else [])
         if not chosen:
             return rq.Reply("I don't remember anything about that.")
         facts = "; ".join(shared_fact(text).rstrip(".") for _, text in chosen)
@@ -268,13 +273,15 @@ def _broad(blocks: list[rq.Block]) -> tuple[str, ...]:
 
 
 def _topic(fact: str) -> str:
-    """A few words for what a piece of news is about: `Ann Lee is planning a party at ...`
-    -> `Ann Lee's party`; otherwise its first clause."""
+    """A few words for what a piece of news is about, as a passer-by would catch it:
+    `Ann Lee is planning a birthday party at ...` -> `Ann's party`, other news of a person
+    -> `Ann's news`."""
     clause = re.split(r",? (?:at|on|from|in|and) ", fact.rstrip("."), maxsplit=1)[0]
-    owned = re.match(r"^([A-Z][\w'’]*(?: [A-Z][\w'’]*)*) (?:is|was|will be) \w+ing (?:a|an|the) (.+)$", clause)
-    if owned:
-        return f"{owned.group(1)}'s {owned.group(2)}"
-    return " ".join(clause.split()[:8])
+    named = re.match(r"^([A-Z][\w'’]*)(?: [A-Z][\w'’]*)* (?:is|was|will be) (.+)$", clause)
+    if not named:
+        return " ".join(clause.split()[:4])
+    thing = re.match(r"^\w+ing (?:a|an|the) (?:.+ )?(\w+)$", named.group(2))
+    return f"{named.group(1)}'s {thing.group(1) if thing else 'news'}"
 
 
 def _hourly(start: int, end: int, activity: str, where: str) -> list[rq.Block]:

@@ -230,9 +230,8 @@ def safe_answer(request: rq.Message) -> rq.Message:
     if isinstance(request, rq.PlanDay):
         return routine_plan(request)
     if isinstance(request, rq.Decompose):
-        from smallville.brain.repair import repair
-
-        return repair(request, rq.Actions(()))[0]
+        total = max(1, request.end - request.start)
+        return rq.Actions(tuple(rq.Step(min(15, total - t), request.activity) for t in range(0, total, 15)))
     if isinstance(request, rq.React):
         return rq.Reaction("continue")
     if isinstance(request, rq.Speak):

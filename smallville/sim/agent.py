@@ -161,7 +161,7 @@ class Agent:
             "earlier_lines": {k: list(v) for k, v in sorted(self.earlier_lines.items())},
             "seen": dict(sorted(self.seen.items())), "knows": sorted(self.knows),
             "reason": self.reason, "alerts": list(self.alerts),
-            "mind": {"summary": self.summary, "yesterday": self.yesterday, "places": sorted(self.places)},
+            "mind": {"places": sorted(self.places), "summary": self.summary, "yesterday": self.yesterday},
             "memories": len(self.stream),
             "rng": [rng[0], list(rng[1]), rng[2]],
         }
