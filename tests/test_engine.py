@@ -112,9 +112,9 @@ def test_two_days_in_the_ville(ville_two_days):
     assert counts["plan"] >= 50                       # every agent plans each day
     start, end = sim.probe_start, sim.probe_knowers()
     assert start["party"] == ["isabella_rodriguez"] and start["election"] == ["sam_moore"]
-    # The README's five seeds: 15.6 +- 1.8 of 25 knew of the party by the end, 14 were told
-    # of it beforehand and 7 came (6.4 of them told). This seed is within that spread.
-    assert abs(len(end["party"]) - 15.6) <= 3 * 1.8, end["party"]
+    # The README's five seeds: 17.6 +- 1.8 of 25 knew of the party by the end, 14.6 were told
+    # of it beforehand and 10 came (9.4 of them told). This seed is within that spread.
+    assert abs(len(end["party"]) - 17.6) <= 3 * 1.8, end["party"]
     (party,) = party_attendance(sim)
     assert len(party["told"]) >= 10 and len(party["told_and_attended"]) >= 3, party
     # Reflections build on reflections.
