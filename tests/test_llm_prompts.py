@@ -239,9 +239,11 @@ def test_actions_are_cut_to_their_block_and_talk_needs_someone_there():
     from smallville.brain.repair import repair
 
     block = rq.Decompose("a", "Ann", "reading", "Library", 600, 630, (), ())
-    actions, notes = repair(block, rq.Actions((rq.Step(20, "reading"), rq.Step(20, "more"), rq.Step(5, "even more"))))
-    assert [s.minutes for s in actions.steps] == [20, 10] and len(notes) == 2
-    assert repair(block, rq.Actions(()))[0] == rq.Actions((rq.Step(30, "reading"),))
+    actions, notes = repair(block, rq.Actions((rq.Step(15, "reading"), rq.Step(10, "more"), rq.Step(10, "even more"),
+                                               rq.Step(5, "past the end"))))
+    assert [(s.minutes, s.description) for s in actions.steps] == [(15, "reading"), (10, "more"), (5, "even more")]
+    assert len(notes) == 2
+    assert repair(block, rq.Actions(()))[0] == rq.Actions((rq.Step(15, "reading"), rq.Step(15, "reading")))
     react = rq.React("a", "Ann", "reading", ("Bob is here",), (("bob", "Bob", "idle"),), (), ())
     assert repair(react, rq.Reaction("talk", "bob")) == (rq.Reaction("talk", "bob"), ())
     reaction, notes = repair(react, rq.Reaction("talk", None, "hi"))
@@ -255,13 +257,15 @@ def test_numbers_out_of_their_bounds_are_clamped_not_refused():
     templates = load_templates()
     request = rq.Decompose("a", "Ann", "reading", "Library", 600, 900, (), ())
     assert templates["decompose"].schema_for(request)["properties"]["steps"]["items"]["properties"]["minutes"] == {
-        "type": "integer", "description": "duration 1..180", "minimum": 1, "maximum": 180}
+        "type": "integer", "description": "duration in minutes, 5..15", "minimum": 5, "maximum": 15}
     answer = templates["decompose"].parse(request, '{"steps": [{"minutes": 0, "description": "x", "object": null},'
-                                                   ' {"minutes": 400, "description": "y", "object": null}]}')
+                                                   ' {"minutes": 40, "description": "y", "object": null}]}')
     actions, notes = repair(request, answer)
-    assert [s.minutes for s in actions.steps] == [1, 180] and len(notes) == 2
+    assert [(s.minutes, s.description) for s in actions.steps] == [(5, "x"), (15, "y"), (15, "y"), (10, "y")]
+    assert len(notes) == 2
     plan = rq.PlanDay("a", "Ann", "", "Monday", ((420, "wake up", ""),), (), ())
-    answer = templates["plan_day"].parse(plan, '{"blocks": [{"start": 420, "end": 3456, "activity": "work", "where": ""}]}')
+    answer = templates["plan_day"].parse(plan, '{"broad": ["work"], "blocks": [{"start": 420, "end": 3456, '
+                                               '"activity": "work", "where": ""}]}')
     fixed, notes = repair(plan, answer)
     assert [(b.start, b.end) for b in fixed.blocks] == [(420, 2880)] and "clamped" in notes[0]
 

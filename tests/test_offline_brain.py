@@ -4,6 +4,7 @@ from smallville.brain import requests as rq
 from smallville.brain.offline import OfflineBrain, rate
 
 PARTY = "Isabella is planning a Valentine's Day party at Hobbs Cafe on February 14th, 5pm to 7pm."
+OWN_PARTY = "I'm planning a Valentine's Day party at Hobbs Cafe on February 14th, 5pm to 7pm."
 
 
 def ask(brain, request):
@@ -65,11 +66,12 @@ def test_speaker_shares_the_most_important_news_not_yet_discussed():
     memories = ((PARTY, 10, "seed"), ("The coffee machine is idle", 1, "observation"),
                 ("Klaus Mueller likes sociology", 10, "seed"))
     first = ask(brain, rq.Speak("isa", "Isabella Rodriguez", "mar", "Maria Lopez", "a friend", (), memories, ()))
-    assert PARTY in first.text and not first.end
+    assert OWN_PARTY in first.text and not first.end       # one's own news, in the first person
+    assert first.topic == "Isabella's party"
     # Already told in an earlier conversation: the next most important thing instead.
     again = ask(brain, rq.Speak("isa", "Isabella Rodriguez", "mar", "Maria Lopez", "a friend", (), memories,
                                 (first.text,)))
-    assert PARTY not in again.text and "Klaus Mueller likes sociology" in again.text
+    assert OWN_PARTY not in again.text and "Klaus Mueller likes sociology" in again.text
 
 
 def test_heard_news_is_passed_on_without_nesting():
@@ -126,7 +128,11 @@ def test_own_big_news_is_always_told():
     own = ((PARTY, 8, "seed"),)
     lines = [ask(OfflineBrain(seed, gossip=0.0), rq.Speak("isa", "Isabella Rodriguez", "b", "Bob Roy", "", (), own, ()))
              for seed in range(20)]
-    assert all(PARTY in line.text for line in lines)
+    assert all(line.text == "Hi Bob! Guess what? " + OWN_PARTY for line in lines)
+    # and whoever heard it passes it on as news about her, not as their own
+    heard = f"Isabella Rodriguez said to Bob Roy: {lines[0].text}"
+    told = ask(OfflineBrain(0, gossip=1.0), rq.Speak("bob", "Bob Roy", "cy", "Cy Lee", "", (), ((heard, 8, "chat"),), ()))
+    assert told.text == "Hi Cy! Did you hear? Isabella Rodriguez is planning a Valentine's Day party at Hobbs Cafe on February 14th, 5pm to 7pm."
 
 
 def test_every_answer_round_trips_through_json():

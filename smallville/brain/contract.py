@@ -16,6 +16,10 @@ from smallville.brain import requests as rq
 
 SCORES = list(range(1, 11))
 DAY = 24 * 60
+BROAD = (5, 8)          # broad strokes of a day plan
+STEP = (5, 15)          # minutes of an action
+INSIGHTS = 5            # at most, per question
+WAIT = 60               # the longest wait a reaction may ask for, minutes
 
 
 def schema_for(schema: dict, request: rq.Message) -> dict:
@@ -92,6 +96,8 @@ def _tags(props: dict, r: rq.TagMemories) -> None:
 
 
 def _plan(props: dict, r: rq.PlanDay) -> None:
+    fewest = 1 if r.start else min(BROAD[0], max(1, len({what for _, what, _ in r.routine})))
+    props["broad"].update(minItems=fewest, maxItems=BROAD[1])    # a short routine: as many strokes
     props["blocks"]["minItems"] = 1
     block = props["blocks"]["items"]["properties"]
     block["start"].update(minimum=0, maximum=2 * DAY - 1)
@@ -107,15 +113,16 @@ def places_of(r: rq.PlanDay) -> list[str]:
 def _decompose(props: dict, r: rq.Decompose) -> None:
     props["steps"]["minItems"] = 1
     step = props["steps"]["items"]["properties"]
-    step["minutes"].update(minimum=1, maximum=180)
+    step["minutes"].update(minimum=STEP[0], maximum=STEP[1])
     step["object"].update(_one_of(sorted(set(r.objects)), nullable=True))
 
 
 def _react(props: dict, r: rq.React) -> None:
     people = sorted({p[0] for p in r.people})
     if not people:
-        props["action"]["enum"] = ["continue", "replan"]
+        props["action"]["enum"] = ["continue", "wait", "replan"]
     props["target"].update(_one_of(people, nullable=True))
+    props["minutes"].update(minimum=0, maximum=WAIT)
 
 
 def _questions(props: dict, r: rq.ReflectQuestions) -> None:
@@ -123,9 +130,10 @@ def _questions(props: dict, r: rq.ReflectQuestions) -> None:
 
 
 def _insights(props: dict, r: rq.Insights) -> None:
+    props["insights"]["maxItems"] = INSIGHTS
     because = props["insights"]["items"]["properties"]["because"]
     if r.evidence:
-        because["items"] = {"type": "integer", "enum": list(range(len(r.evidence)))}
+        because.update(items={"type": "integer", "enum": list(range(len(r.evidence)))}, minItems=1)
     else:
         because["maxItems"] = 0
 

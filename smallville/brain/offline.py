@@ -16,7 +16,8 @@ from collections import Counter
 from typing import Sequence
 
 from smallville.brain import requests as rq
-from smallville.brain.text import SHARE_MARK, first_name, names_in, progressive, shared_fact
+from smallville.brain.contract import BROAD
+from smallville.brain.text import MEMO_MARK, OWN_MARK, SHARE_MARK, first_name, first_person, names_in, progressive, shared_fact
 
 # Word stems and the importance they lend a memory (the highest match wins).
 _WEIGHTS: tuple[tuple[str, int], ...] = (
@@ -35,7 +36,7 @@ _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augu
 _QUESTION_WORDS = {"about", "know", "what", "when", "where", "which", "does", "have", "your", "with", "that",
                    "this", "there", "their", "think", "tell", "anything", "heard", "hear", "going", "would"}
 _SHAREABLE = ("seed", "chat", "thought", "reflection")
-_FILLERS = ("taking a short break", "checking their phone", "tidying up", "stretching their legs")
+_FILLERS = ("taking a short break", "checking {me}'s phone", "tidying up {me}'s things", "looking over {me}'s notes")
 
 
 def rate(text: str) -> int:
@@ -118,9 +119,25 @@ class OfflineBrain:
     def _tag_memories(self, req: rq.TagMemories, rng: random.Random) -> rq.Tags:
         return rq.Tags(tuple(tag(t, req.memory_kind, req.name, req.sources, req.emotions) for t in req.texts))
 
+    def _summarize(self, req: rq.Summarize, rng: random.Random) -> rq.Summary:
+        """Who they are from their file; what they do from their latest plan; what is on
+        their mind from the weightiest memory on their progress."""
+        me = first_name(req.name)
+        plan = next((m for m in req.occupation if "'s plan for " in m), "")
+        occupation = f"Lately {me}'s days go: {plan.split(': ', 1)[1]}." if ": " in plan else ""
+        weighty = sorted((-rate(m), i, m) for i, m in enumerate(req.progress) if rate(m) >= 5)
+        progress = (f"{me} has been thinking about this: {shared_fact(weighty[0][2]).rstrip('.')}." if weighty
+                    else f"{me} feels the days have been going as usual.")
+        return rq.Summary(req.persona, occupation, progress)
+
     # ---- planning -------------------------------------------------------------------
 
     def _plan_day(self, req: rq.PlanDay, rng: random.Random) -> rq.DayPlan:
+        if req.start:                                 # a re-plan: the plan being replaced, from then on
+            blocks = [rq.Block(max(start, req.start), end, what, where) for start, end, what, where in req.current
+                      if end > req.start]
+            blocks = _insert_engagements(blocks, req, rng, self.attend_chance)
+            return rq.DayPlan(tuple(blocks), _broad(blocks))
         routine = sorted(req.routine)
         if not routine:
             routine = [(7 * 60, "wake up and get ready", ""), (23 * 60, "go to bed and sleep", "")]
@@ -136,7 +153,7 @@ class OfflineBrain:
                 continue
             blocks.extend(_hourly(starts[i], end, progressive(what), where))
         blocks = _insert_engagements(blocks, req, rng, self.attend_chance)
-        return rq.DayPlan(tuple(blocks))
+        return rq.DayPlan(tuple(blocks), _broad(blocks))
 
     def _decompose(self, req: rq.Decompose, rng: random.Random) -> rq.Actions:
         total = max(1, req.end - req.start)
@@ -151,6 +168,8 @@ class OfflineBrain:
             left -= first
         while left > 0:
             minutes = min(left, rng.choice((5, 10, 10, 15, 15)))
+            if 0 < left - minutes < 5:                  # no step under 5 minutes but the block's last
+                minutes = left if left <= 15 else left - 5
             roll = rng.random()
             if req.objects and roll < 0.55:
                 obj = rng.choice(req.objects)
@@ -158,7 +177,7 @@ class OfflineBrain:
             elif roll < 0.9 or minutes == total:
                 steps.append(rq.Step(minutes, req.activity))
             else:
-                steps.append(rq.Step(minutes, rng.choice(_FILLERS)))
+                steps.append(rq.Step(minutes, rng.choice(_FILLERS).format(me=first_name(req.name))))
             left -= minutes
         return rq.Actions(tuple(steps))
 
@@ -177,20 +196,26 @@ class OfflineBrain:
 
     def _speak(self, req: rq.Speak, rng: random.Random) -> rq.Utterance:
         listener = first_name(req.listener_name)
-        said = {shared_fact(line) for _, line in req.history} | {shared_fact(line) for line in req.earlier}
+        lines = [line for _, line in req.history] + list(req.earlier)
+        said = {shared_fact(line) for line in lines}
         news = []
         for i, (text, importance, kind) in enumerate(req.memories):
             fact = shared_fact(text)
-            if kind in _SHAREABLE and importance >= 4 and fact not in said and not fact.startswith(listener):
+            own = first_person(fact, req.name)          # one's own news is said in the first person
+            told = fact in said or (own is not None and any(own in line for line in lines))
+            if (kind in _SHAREABLE and importance >= 4 and not told and not fact.startswith(listener)
+                    and not fact.startswith("I ")):         # one's own thoughts and memos are not news
                 news.append((-importance, i, fact))
         news.sort()
         # Whether to pass a piece of news on to this listener is decided once per talk.
         news = [n for n in news if self._tells(req, n[2], -n[0])]
         opening = not req.history
-        last_shared = bool(req.history) and SHARE_MARK in req.history[-1][1]
+        last_shared = bool(req.history) and (SHARE_MARK in req.history[-1][1] or OWN_MARK in req.history[-1][1])
         if news:
             prefix = f"Hi {listener}! " if opening else ("Oh, I didn't know that. " if last_shared else "")
-            return rq.Utterance(f"{prefix}{SHARE_MARK}{news[0][2]}")
+            own = first_person(news[0][2], req.name)
+            text = f"{prefix}{OWN_MARK}{own}" if own else f"{prefix}{SHARE_MARK}{news[0][2]}"
+            return rq.Utterance(text, topic=_topic(news[0][2]))
         if opening:
             return rq.Utterance(f"Hi {listener}! How is your day going?")
         if len(req.history) < 2:
@@ -206,10 +231,27 @@ class OfflineBrain:
         draw = random.Random(f"{self.seed}:{req.agent}:{req.listener}:{len(req.earlier)}:{fact}").random()
         return draw < self.gossip * (importance - 3) / 7
 
+    def _after_talk(self, req: rq.AfterTalk, rng: random.Random) -> rq.TalkNotes:
+        """The news told (if any) is the topic; a promise to go somewhere becomes the memo."""
+        me, other = first_name(req.name), first_name(req.other_name)
+        told = [shared_fact(f"{who} said to someone: {line}") for who, line in req.lines
+                if SHARE_MARK in line or OWN_MARK in line]
+        topic = _topic(told[0]) if told else "how their days are going"
+        summary = f"{me} talked with {other} about {topic}"
+        engagement = next((f for f in told if _TIME.search(f) and any(m in f.lower() for m in _MONTHS)), "")
+        memo = f"{MEMO_MARK}{engagement}" if engagement else ""
+        thought = (f"I want to keep {topic} in mind when I plan my day" if told
+                   else f"It was nice to catch up with {other}")
+        talks = sum(1 for m in req.memories if _CHAT.search(m)) + 1
+        view = (f"someone {me} has talked with {talks} times, most recently about {topic}" if req.view == ""
+                or req.view.startswith("someone ") else f"{req.view.split('; ')[0]}; they last talked about {topic}")
+        return rq.TalkNotes(summary, thought, memo, view, topic)
+
     # ---- reflection -----------------------------------------------------------------
 
     def _reflect_questions(self, req: rq.ReflectQuestions, rng: random.Random) -> rq.Questions:
-        counts = Counter(n for text in req.memories for n in set(names_in(text)) if n != req.name)
+        counts = Counter(n for text in req.memories for n in {m.removesuffix("'s") for m in names_in(text)}
+                         if n != req.name)
         topics = [n for n, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][: req.count]
         questions = [f"What do I think about {t}?" for t in topics]
         if len(questions) < req.count:
@@ -223,6 +265,8 @@ class OfflineBrain:
         topic = req.question.removeprefix("What do I think about ").rstrip("?")
         about = tuple(i for i, e in enumerate(req.evidence) if topic in e) or tuple(range(len(req.evidence)))
         insights = [rq.Insight(f"{topic} has been a part of {me}'s days lately", about[:5])]
+        if not about:
+            return rq.InsightList(())
         chats = tuple(i for i in about if _CHAT.search(req.evidence[i]))
         if chats:
             insights.append(rq.Insight(f"{me} has been hearing and talking about {topic}", chats[:5]))
@@ -235,10 +279,15 @@ class OfflineBrain:
     # ---- interviews -----------------------------------------------------------------
 
     def _interview(self, req: rq.Interview, rng: random.Random) -> rq.Reply:
-        """The most relevant memories, said back in the first person, with their ids."""
+        """The most relevant memories that share a word with the question (or, for a question
+        about the agent, those about it), said back in the first person, with their ids."""
         words = {w for w in re.findall(r"[a-z']+", req.question.lower()) if len(w) > 3} - _QUESTION_WORDS
-        on_topic = [(mid, text) for mid, text in req.memories if words & set(re.findall(r"[a-z']+", text.lower()))]
-        chosen = on_topic[:3]
+        stems = {w[:4] for w in words}             # "working" finds "work", "days" finds "day's"
+        on_topic = [(mid, text) for mid, text in req.memories
+                    if stems & {w[:4] for w in re.findall(r"[a-z']+", text.lower()) if len(w) > 2}]
+        me = first_name(req.name)
+        about_me = [(mid, text) for mid, text in req.memories if me in text or text.startswith("I ")]
+        chosen = on_topic[:3] or (about_me[:3] if re.search(r"\byour?\b", req.question.lower()) else [])
         if not chosen:
             return rq.Reply("I don't remember anything about that.")
         facts = "; ".join(shared_fact(text).rstrip(".") for _, text in chosen)
@@ -249,6 +298,33 @@ class OfflineBrain:
         from smallville.evaluate.rulejudge import rule_verdict
 
         return rule_verdict(req)
+
+
+def _broad(blocks: list[rq.Block]) -> tuple[str, ...]:
+    """The day's blocks in broad strokes: runs of one activity, the two shortest neighbours
+    joined until there are at most eight."""
+    strokes: list[list] = []                       # [start, end, activity]
+    for b in blocks:
+        if strokes and strokes[-1][2] == b.activity:
+            strokes[-1][1] = b.end
+        else:
+            strokes.append([b.start, b.end, b.activity])
+    while len(strokes) > BROAD[1]:
+        i = min(range(len(strokes) - 1), key=lambda k: (strokes[k + 1][1] - strokes[k][0], k))
+        strokes[i:i + 2] = [[strokes[i][0], strokes[i + 1][1], f"{strokes[i][2]}, then {strokes[i + 1][2]}"]]
+    return tuple(f"{a} at {start // 60 % 24}:{start % 60:02d}" for start, _, a in strokes)
+
+
+def _topic(fact: str) -> str:
+    """A few words for what a piece of news is about, as a passer-by would catch it:
+    `Ann Lee is planning a birthday party at ...` -> `Ann's party`, other news of a person
+    -> `Ann's news`."""
+    clause = re.split(r",? (?:at|on|from|in|and) ", fact.rstrip("."), maxsplit=1)[0]
+    named = re.match(r"^([A-Z][\w'’]*)(?: [A-Z][\w'’]*)* (?:is|was|will be) (.+)$", clause)
+    if not named:
+        return " ".join(clause.split()[:4])
+    thing = re.match(r"^\w+ing (?:a|an|the) (?:.+ )?(\w+)$", named.group(2))
+    return f"{named.group(1)}'s {thing.group(1) if thing else 'news'}"
 
 
 def _hourly(start: int, end: int, activity: str, where: str) -> list[rq.Block]:

@@ -12,9 +12,11 @@ silent. An answer that needs nothing comes back as it is, with no notes.
                is cut from the later block; a place not in the list becomes the closest
                one named (or "" to stay put); gaps, and the rest of the day up to the next
                wake-up, are filled from the persona's routine
-    decompose  minutes are clamped to 1..180; no steps: the whole block is one action; steps
-               past the block's end are cut
-    react      "talk" to no one present: carry on
+    decompose  a step longer than 15 minutes is split into steps of at most 15, one shorter
+               than 5 lengthened to 5 (but the last, if it ends with the block); no steps: the block in 15-minute steps of its
+               activity; steps past the block's end are cut (the last one may end short
+               with the block)
+    react      "talk" to no one present: carry on; a wait of under a minute: 5 minutes
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import replace
 from typing import Callable
 
 from smallville.brain import requests as rq
-from smallville.brain.contract import places_of
+from smallville.brain.contract import STEP, places_of
 from smallville.brain.text import progressive
 
 DAY = 24 * 60
@@ -117,23 +119,30 @@ def _closest(name: str, places) -> str:
 
 def _actions(request: rq.Decompose, actions: rq.Actions, note: Callable[[str], None]) -> rq.Actions:
     total = max(1, request.end - request.start)
-    if actions.steps and all(1 <= s.minutes <= 180 for s in actions.steps) and sum(
-            s.minutes for s in actions.steps) <= total:
-        return actions                                     # the usual case: nothing to do
-    clamped = []
-    for step in actions.steps:
-        if not 1 <= step.minutes <= 180:
-            note(f"{step.description!r} lasting {step.minutes} min clamped to 1..180")
-            step = replace(step, minutes=min(max(step.minutes, 1), 180))
-        clamped.append(step)
-    actions = rq.Actions(tuple(clamped))
+    low, high = STEP
+    minutes = [s.minutes for s in actions.steps]
+    if minutes and all(low <= m <= high for m in minutes[:-1]) and sum(minutes) <= total and (
+            low <= minutes[-1] <= high or 1 <= minutes[-1] < low and sum(minutes) == total):
+        return actions              # the usual case (the last may be short, ending with its block): nothing to do
     if not actions.steps:
-        note("no actions: the whole block is one")
-        return rq.Actions((rq.Step(min(180, total), request.activity),))
-    steps, t = [], 0
+        note("no actions: the block's activity in 15-minute steps")
+        actions = rq.Actions((rq.Step(total, request.activity),))
+    sized = []
     for step in actions.steps:
+        if step.minutes > high:
+            rest = step.minutes % high
+            pieces = [high] * (step.minutes // high) + ([max(low, rest)] if rest else [])
+            note(f"{step.description!r} lasting {step.minutes} min split into {len(pieces)} of at most {high}")
+            sized += [replace(step, minutes=m) for m in pieces]
+        elif step.minutes < low and not (step is actions.steps[-1] and sum(minutes) == total and step.minutes >= 1):
+            note(f"{step.description!r} lasting {step.minutes} min lengthened to {low}")
+            sized.append(replace(step, minutes=low))
+        else:
+            sized.append(step)
+    steps, t = [], 0
+    for step in sized:
         if t >= total:
-            note(f"{len(actions.steps) - len(steps)} actions past the block's end cut")
+            note(f"{len(sized) - len(steps)} actions past the block's end cut")
             break
         if t + step.minutes > total:
             step = replace(step, minutes=total - t)
@@ -147,6 +156,9 @@ def _reaction(request: rq.React, reaction: rq.Reaction, note: Callable[[str], No
     if reaction.action == "talk" and reaction.target not in {p[0] for p in request.people}:
         note(f"talk to {reaction.target!r}, who is not here to talk: carry on")
         return rq.Reaction("continue", None, reaction.reason)
+    if reaction.action == "wait" and reaction.minutes < 1:
+        note(f"a wait of {reaction.minutes} min: 5")
+        return replace(reaction, minutes=5)
     return reaction
 
 

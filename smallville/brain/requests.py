@@ -88,17 +88,38 @@ class TagMemories(Message):
 
 
 @dataclass(frozen=True)
+class Summarize(Message):
+    """The agent summary description (the paper's section 4.3 preamble): who the agent is,
+    what it is busy with, how it feels about its recent progress, each from the memories one
+    query retrieved. One request for the paper's three (their answers are independent)."""
+
+    kind: ClassVar[str] = "summarize"
+    agent: str
+    name: str
+    persona: str                                # the fixed description from the agent's file
+    core: tuple[str, ...]                       # memories on its core characteristics
+    occupation: tuple[str, ...]                 # ... on its current daily occupation
+    progress: tuple[str, ...]                   # ... on its feeling about its recent progress
+
+
+@dataclass(frozen=True)
 class PlanDay(Message):
-    """Plan a day in hourly blocks, from the persona, routine and what is remembered."""
+    """Plan a day: broad strokes (5 to 8) from the agent's summary and yesterday, then
+    those strokes in blocks of at most an hour, given the routine and what is remembered.
+    `start` (a minute of the day) > 0 re-plans the rest of a day from then on, for `reason`."""
 
     kind: ClassVar[str] = "plan_day"
     agent: str
     name: str
-    persona: str
+    persona: str                                # the agent summary description
     date: str                                   # "Monday, February 13, 2023"
     routine: tuple[tuple[int, str, str], ...]   # (minute of day, what, where)
     memories: tuple[str, ...]
-    places: tuple[str, ...]                     # sectors the agent can go to
+    places: tuple[str, ...]                     # the places the agent knows
+    yesterday: str = ""                         # the previous day's plan, in brief
+    start: int = 0
+    reason: str = ""
+    current: tuple[tuple[int, int, str, str], ...] = ()   # a re-plan: the blocks it replaces
 
 
 @dataclass(frozen=True)
@@ -119,7 +140,9 @@ class Decompose(Message):
 
 @dataclass(frozen=True)
 class React(Message):
-    """Something new was perceived: carry on, talk to someone, or re-plan?"""
+    """Something new was perceived: carry on, talk to someone, wait, or re-plan? With the
+    paper's context: the agent's summary, the time, its status, and what it remembers of
+    who or what it observed and of what they are doing (two queries; the model sums them up)."""
 
     kind: ClassVar[str] = "react"
     agent: str
@@ -128,7 +151,10 @@ class React(Message):
     observations: tuple[str, ...]
     people: tuple[tuple[str, str, str], ...]    # (id, name, activity) of those free to talk
     relationships: tuple[tuple[str, str], ...]  # (id, how the agent sees them)
-    memories: tuple[str, ...]
+    memories: tuple[str, ...]                   # on the observed: who or what they are to the agent
+    summary: str = ""                           # the agent summary description
+    time: str = ""                              # "Monday, February 13, 2023, 10:30"
+    doing: tuple[str, ...] = ()                 # memories on what the observed are doing
 
 
 @dataclass(frozen=True)
@@ -140,10 +166,28 @@ class Speak(Message):
     name: str
     listener: str
     listener_name: str
-    relationship: str
+    relationship: str                           # the speaker's view of the listener
     history: tuple[tuple[str, str], ...]        # (speaker name, line) so far
     memories: tuple[tuple[str, int, str], ...]  # (text, importance, kind) the speaker recalls
     earlier: tuple[str, ...]                    # lines of earlier talks between the two
+    summary: str = ""                           # the speaker's summary description
+
+
+@dataclass(frozen=True)
+class AfterTalk(Message):
+    """A conversation is over: what one side keeps of it. The summary becomes a memory, the
+    planning thought and the memo (what to keep in mind: "I told Maria I'd come at 5")
+    become thoughts, and the view of the other is written again from memory (the paper's
+    conversation memory and `reflect.py`'s planning thought and memo, in one request)."""
+
+    kind: ClassVar[str] = "after_talk"
+    agent: str
+    name: str
+    other: str
+    other_name: str
+    view: str                                   # the view of the other before the talk
+    lines: tuple[tuple[str, str], ...]          # (speaker name, line)
+    memories: tuple[str, ...]                   # what the agent remembers of the other
 
 
 @dataclass(frozen=True)
@@ -199,6 +243,28 @@ class Judge(Message):
 
 
 @dataclass(frozen=True)
+class Summary(Message):
+    kind: ClassVar[str] = "summary"
+    core: str
+    occupation: str
+    progress: str
+
+    def text(self, name: str) -> str:
+        """The description as prompts get it."""
+        return " ".join(p.strip() for p in (self.core, self.occupation, self.progress) if p.strip()) or name
+
+
+@dataclass(frozen=True)
+class TalkNotes(Message):
+    kind: ClassVar[str] = "talk_notes"
+    summary: str                # "conversing with Maria about the party"
+    thought: str                # for planning: "I should get the cafe ready for the party"
+    memo: str                   # what to keep in mind: "I told Maria I'd come at 5"
+    view: str                   # the relationship, seen anew
+    topic: str = ""             # what the talk was about, in a few words
+
+
+@dataclass(frozen=True)
 class Importance(Message):
     kind: ClassVar[str] = "importance"
     scores: tuple[int, ...]
@@ -235,13 +301,14 @@ class Block(Message):
 class DayPlan(Message):
     kind: ClassVar[str] = "day_plan"
     blocks: tuple[Block, ...]
+    broad: tuple[str, ...] = ()     # the day in 5 to 8 broad strokes
 
 
 
 @dataclass(frozen=True)
 class Step(Message):
     kind: ClassVar[str] = "step"
-    minutes: int     # 1..180; a model's may be out of range: repair.py clamps it
+    minutes: int     # 5..15; a model's may be out of range: repair.py clamps it
     description: str
     object: str | None = None
 
@@ -256,12 +323,13 @@ class Actions(Message):
 @dataclass(frozen=True)
 class Reaction(Message):
     kind: ClassVar[str] = "reaction"
-    action: str                 # "continue" | "talk" | "replan"
+    action: str                 # "continue" | "talk" | "wait" | "replan"
     target: str | None = None   # whom to talk to
     reason: str = ""
+    minutes: int = 0            # how long to wait
 
     def __post_init__(self) -> None:
-        if self.action not in ("continue", "talk", "replan"):
+        if self.action not in ("continue", "talk", "wait", "replan"):
             raise ValueError(f"unknown reaction {self.action!r}")
 
 
@@ -270,6 +338,7 @@ class Utterance(Message):
     kind: ClassVar[str] = "utterance"
     text: str
     end: bool = False
+    topic: str = ""             # what the conversation is about, in a few words ("" : unchanged)
 
 
 @dataclass(frozen=True)
@@ -315,6 +384,8 @@ class Verdict(Message):
 
 ANSWER_OF: dict[type, type] = {
     RateImportance: Importance,
+    Summarize: Summary,
+    AfterTalk: TalkNotes,
     PlanDay: DayPlan,
     Decompose: Actions,
     React: Reaction,

@@ -6,8 +6,12 @@ import re
 
 _IRREGULAR = {"be": "being", "see": "seeing", "lie": "lying", "die": "dying", "tie": "tying"}
 _NAME = re.compile(r"\b[A-Z][a-z'’]+(?: [A-Z][a-z'’]+)+\b")
-SHARE_MARK = "Did you hear? "
-_FRAME = re.compile(r"^(?:.+? said to .+?: |.+? thinks this matters: )")
+SHARE_MARK = "Did you hear? "          # before news about others
+OWN_MARK = "Guess what? "              # before one's own news, told in the first person
+MEMO_MARK = "I should keep in mind: "  # before what a memo keeps
+_FRAME = re.compile(r"^(?:.+? said to .+?: |.+? thinks this matters: |I should keep in mind: )")
+_SAID = re.compile(r"([A-Z][\w'’]*(?: [A-Z][\w'’]*)*) said to ")
+_PERSONS = (("is ", "I'm "), ("has ", "I've "), ("will ", "I'll "), ("was ", "I was "))
 
 
 def gerund(verb: str) -> str:
@@ -56,14 +60,43 @@ def names_in(text: str) -> list[str]:
 
 def shared_fact(text: str) -> str:
     """The fact a memory carries, without the frames the offline brain puts around facts
-    (`X said to Y: ... Did you hear? FACT`, `X thinks this matters: FACT`)."""
+    (`X said to Y: ... Did you hear? FACT`, `X thinks this matters: FACT`), in the third
+    person (`X said to Y: Guess what? I'm ...` carries `X is ...`)."""
+    speaker = ""
     while True:
-        if SHARE_MARK in text:
-            text = text.split(SHARE_MARK, 1)[1]
+        for mark in (SHARE_MARK, OWN_MARK):
+            if mark in text:
+                before, text = text.split(mark, 1)
+                said = _SAID.findall(before)
+                speaker = said[-1] if said else speaker
+        said = _SAID.match(text)
         stripped = _FRAME.sub("", text, count=1)
         if stripped == text:
-            return text.strip()
+            return third_person(text.strip(), speaker)
+        speaker = said.group(1) if said else speaker
         text = stripped
+
+
+def first_person(fact: str, name: str) -> str | None:
+    """`name`'s own news told by them: `Isa Roy is planning a party, and she ...` -> `I'm
+    planning a party.` (its first clause); None when it does not begin `NAME is/has/will/was`."""
+    for who in (name + " ", first_name(name) + " "):
+        if fact.startswith(who):
+            rest = fact[len(who):]
+            for third, first in _PERSONS:
+                if rest.startswith(third):
+                    clause = re.split(r",? and ", rest[len(third):], maxsplit=1)[0].rstrip(" .")
+                    return f"{first}{clause}."
+    return None
+
+
+def third_person(fact: str, speaker: str) -> str:
+    """A line in the first person as a fact about its `speaker` (the inverse of `first_person`)."""
+    if speaker:
+        for third, first in _PERSONS:
+            if fact.startswith(first):
+                return f"{speaker} {third}{fact[len(first):]}"
+    return fact
 
 
 def first_name(name: str) -> str:

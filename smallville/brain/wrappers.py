@@ -240,14 +240,20 @@ class RatingMemo(_Wrapper):
 
 def safe_answer(request: rq.Message) -> rq.Message:
     """What a request gets when no valid answer came: importance 5 (tags: personal and
-    neutral, `untagged`), a plan from the routine, the whole block as one action, carry on, end the conversation, no questions,
-    no insights, no interview answer, no judgement."""
+    neutral, `untagged`), the fixed persona for a summary, a plan from the routine, the
+    block's activity in 15-minute actions, carry on, end the conversation, a plain note of the
+    talk with the view unchanged, no questions, no insights, no interview answer, no judgement."""
     if isinstance(request, rq.RateImportance):
         return rq.Importance((5,) * len(request.texts))
+    if isinstance(request, rq.Summarize):
+        return rq.Summary(request.persona, "", "")
+    if isinstance(request, rq.AfterTalk):
+        return rq.TalkNotes(f"{request.name} talked with {request.other_name}", "", "", request.view)
     if isinstance(request, rq.PlanDay):
         return routine_plan(request)
     if isinstance(request, rq.Decompose):
-        return rq.Actions((rq.Step(max(1, min(180, request.end - request.start)), request.activity),))
+        total = max(1, request.end - request.start)
+        return rq.Actions(tuple(rq.Step(min(15, total - t), request.activity) for t in range(0, total, 15)))
     if isinstance(request, rq.React):
         return rq.Reaction("continue")
     if isinstance(request, rq.Speak):

@@ -30,8 +30,9 @@ import numpy as np
 from smallville.checkpoint.hashing import agent_digest, text
 
 PARTS = "parts.jsonl"
-PATCHED = ("relationships", "talks", "last_talk", "earlier_lines", "seen", "salience")    # an agent's dicts
-                                        # (`salience`: only under the salience memory model)
+PATCHED = ("relationships", "talks", "last_talk", "earlier_lines", "seen", "mind", "salience")  # an agent's dicts
+                                        # (`salience`: only under the salience memory model; `mind`: not in
+                                        # checkpoints written before it)
 SEGMENTS = 8                            # a dict's parts at most: the first whole, then patches
 TWISTS = 64                             # twists of an rng's words at most before they are written again
 WORDS = 624                             # the Mersenne Twister's state, in 32-bit words

@@ -18,9 +18,11 @@ def _agent(sim, agent_id: str):
 
 
 def inspect_agent(sim, agent_id: str, query: str | None = None, k: int = 10) -> dict:
-    """Everything worth knowing about one agent now, as plain JSON."""
+    """Everything worth knowing about one agent now, as plain JSON. Without a `query`, what
+    it would recall of what it is doing, as it perceives its own action ("Ann Lee is
+    reading"): a text the run embedded when the action began."""
     agent = _agent(sim, agent_id)
-    query = query or agent.activity
+    query = query or f"{agent.name} is {agent.activity}"
     hits = sim.retrieve(agent, query, k) if len(agent.stream) else []
     stream = agent.stream
     reflections = [stream[i] for i in range(len(stream)) if stream[i].kind == "reflection"][-5:]

@@ -11,7 +11,7 @@ from smallville.scenario.model import AGENT_ID, AgentSpec, RoutineItem, SeedMemo
 from smallville.scenario.yamlpos import Field, Reader, child, is_null
 
 AGENT_KEYS = ("name", "age", "traits", "backstory", "currently", "lifestyle", "home", "start_at",
-              "routine", "relationships", "memories")
+              "routine", "relationships", "memories", "places")
 AGENT_REQUIRED = ("name", "home")
 ROUTINE_KEYS = ("at", "do", "where")
 MEMORY_KEYS = ("text", "importance", "at")
@@ -52,6 +52,7 @@ def build_agent(agent_id: str, fields: dict[str, Field], source: Reader, top: No
         relationships=_relationships(fields.get("relationships")),
         memories=_memories(fields.get("memories"), start),
         source=source.file,
+        places=_places(fields.get("places"), areas),
     )
     return agent if len(source.problems) == before else None
 
@@ -120,6 +121,19 @@ def _routine(field: Field | None, areas: tuple[str, ...] | None) -> tuple[Routin
         if at is not None and do is not None:
             items.append(RoutineItem(at, do, where))
     return tuple(sorted(items, key=lambda item: item.at))
+
+
+def _places(field: Field | None, areas: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The area paths (or sectors) a person knows at the start, each checked against the map."""
+    if field is None or is_null(field.node):
+        return ()
+    reader = field.reader
+    places = []
+    for number, item in enumerate(reader.sequence(field.node, field.key) or []):
+        place = check_area(reader, item, child(field.key, number), areas)
+        if place:
+            places.append(place)
+    return tuple(places)
 
 
 def _relationships(field: Field | None) -> dict[str, str]:

@@ -79,6 +79,7 @@ class AgentSpec:
     relationships: dict[str, str]
     memories: tuple[SeedMemory, ...]
     source: str
+    places: tuple[str, ...] = ()        # the places known at the start; () : home, start and routine's
 
 
 @dataclass(frozen=True)

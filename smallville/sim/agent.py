@@ -43,7 +43,8 @@ class Doing:
     `until` is when it next wakes (None while listening: the conversation's end wakes it)
     and `order` the engine's count of waits when it began: agents that wake at the same
     time go on in that order. A walk says what follows it (`then`: "live", "use" the object
-    `thing`, or "sleep" in the bed `thing`); `where` is the area a sleep began in; `talk`
+    `thing`, or "sleep" in the bed `thing`), and so does a wait (`then`: "attend", the
+    action goes on, looking around again, or "live"); `where` is the area a sleep began in; `talk`
     names the conversation."""
 
     phase: str
@@ -121,6 +122,9 @@ class Agent:
     reason: str = ""                    # why the next decomposition is a re-plan
     alerts: list[str] = field(default_factory=list)   # world events seen since the last look
     working: object = None              # the salience memory model's state (`memory.models.Mind`), if it is used
+    summary: str = ""                   # the agent summary description (life.describe)
+    yesterday: str = ""                 # the last day's plan, in broad strokes
+    places: set[str] = field(default_factory=set)     # the places (sectors) it has seen or been told of
 
     @property
     def name(self) -> str:
@@ -141,6 +145,9 @@ class Agent:
         s = self.spec
         parts = [f"{s.name}" + (f", {s.age}" if s.age else ""), s.traits, s.backstory, s.currently, s.lifestyle]
         return ". ".join(p.strip().rstrip(".") for p in parts if p and p.strip()) + "."
+
+    def known_places(self) -> tuple[str, ...]:
+        return tuple(sorted(self.places))
 
     def block_at(self, t: float) -> PlanBlock | None:
         return next((b for b in self.plan if b.start <= t < b.end), None)
@@ -167,6 +174,7 @@ class Agent:
             "earlier_lines": {k: list(v) for k, v in sorted(self.earlier_lines.items())},
             "seen": dict(sorted(self.seen.items())), "knows": sorted(self.knows),
             "reason": self.reason, "alerts": list(self.alerts),
+            "mind": {"places": sorted(self.places), "summary": self.summary, "yesterday": self.yesterday},
             "memories": len(self.stream),
             "rng": [rng[0], list(rng[1]), rng[2]],
         }
@@ -192,6 +200,9 @@ class Agent:
         self.seen = dict(state["seen"])
         self.knows = set(state["knows"])
         self.reason, self.alerts = state["reason"], list(state["alerts"])
+        mind = state.get("mind", {})           # states written before it: nothing known yet
+        self.summary, self.yesterday = mind.get("summary", ""), mind.get("yesterday", "")
+        self.places = set(mind.get("places", ()))
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))
         if "working" in state:

@@ -45,6 +45,7 @@ class SimConfig:
     max_turns: int = 8
     earlier_lines: int = 40
     talk_cooldown: float = 2 * 3600.0
+    perceive_every: float = 5 * 60.0    # seconds between looks around during an action
     # ablations (experiments): each part of the architecture can be switched off
     retrieval: bool = True          # off: requests carry no memories (nothing is recalled)
     reflection: bool = True         # off: agents never reflect
@@ -128,6 +129,7 @@ class Simulation:
                 index=self.config.index, helpers=self.helpers)
             agent = Agent(spec.id, spec, stream, random.Random(f"{self.seed}:agent:{spec.id}"))
             agent.relationships = dict(spec.relationships)
+            agent.places = self.first_places(spec)
             self.agents[spec.id] = agent
             self.world.place(spec.id, self.pick_tile(agent, spec.start_at or spec.home))
         self.probe_start: dict[str, list[str]] = {}
@@ -287,12 +289,13 @@ class Simulation:
         mid = agent.stream.add(text, importance=importance, created=at, kind=kind, links=tuple(links))
         self.count("memories")
         if kind == "reflection":
-            self.count("reflections")       # insights do not count towards the next reflection
-        else:
+            self.count("reflections")
+        if kind == "observation":               # only perceived events count towards a reflection
             agent.since_reflection += importance
         self.emit(events.MEMORY, agent.id, id=mid, kind=kind, importance=importance, text=text,
                   links=list(links) or None, **(asdict(said) if said else {}), **tags)
         low = text.lower()
+        agent.places.update(p for p in self.places if p.lower() in low)     # places it is told of
         for probe in self.scenario.probes:
             if probe.name not in agent.knows and all(w in low for w in probe.match):
                 agent.knows.add(probe.name)
@@ -314,6 +317,16 @@ class Simulation:
     def pick_tile(self, agent: Agent, area: str):
         tiles = self.world.grid.tiles_in(area)
         return agent.rng.choice(tiles) if tiles else self.world.position(agent.id)
+
+    def first_places(self, spec) -> set[str]:
+        """The places an agent knows at the start: those its file names (`places`), or by
+        default its home, where it starts and the places of its routine."""
+        named = getattr(spec, "places", ()) or (spec.home, spec.start_at or "", *(r.where or "" for r in spec.routine))
+        return {self.place_of(where) for where in named} & set(self.places)
+
+    def place_of(self, area: str) -> str:
+        """The sector of an area path ("Hobbs Cafe / kitchen" -> "Hobbs Cafe")."""
+        return normalize_area(area or "").split(" / ")[0]
 
     def known_area(self, where: str) -> str:
         """An area path the map has, or "" (stay put) for one it lacks."""

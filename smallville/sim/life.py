@@ -13,6 +13,7 @@ import simpy
 
 from smallville import events
 from smallville.brain import requests as rq
+from smallville.brain.contract import INSIGHTS
 from smallville.sim.agent import Action, Agent, Doing, PlanBlock
 from smallville.world.grid import in_area
 
@@ -55,14 +56,29 @@ def live(sim, agent: Agent, restored: bool = False):
 # ---- plan ---------------------------------------------------------------------------
 
 
+def describe(sim, agent: Agent):
+    """The agent summary description, from what three queries retrieve (who the agent is,
+    what it does these days, how it feels about its progress); kept in `agent.summary`
+    for the prompts of planning, reacting and talking until the next refresh (each day's
+    plan, each reflection)."""
+    name = agent.name
+    queries = (f"{name}'s core characteristics", f"{name}'s current daily occupation",
+               f"{name}'s feeling about his recent progress in life")
+    core, occupation, progress = (tuple(sim.recall(agent, q, sim.config.retrieve_k)) for q in queries)
+    answer = yield sim.ask(agent, rq.Summarize(agent.id, name, agent.persona(), core, occupation, progress))
+    agent.summary = answer.text(name)
+
+
 def plan_day(sim, agent: Agent, day: int):
-    """Ask for the day's plan in hourly blocks and remember it."""
+    """Plan the day: broad strokes from the agent's summary and yesterday, refined to hourly
+    blocks (5-15 minute actions come block by block, `decompose`); remember the plan."""
     date = sim.date_text(day)
-    routine = tuple((r.at, r.do, r.where or "") for r in agent.spec.routine)
+    routine = routine_of(agent)
+    yield from describe(sim, agent)
     if sim.config.planning:
         memories = sim.recall(agent, f"{agent.name}'s plans for {date}", sim.config.plan_k)
-        plan = yield sim.ask(agent, rq.PlanDay(agent.id, agent.name, agent.persona(), date, routine,
-                                               tuple(memories), sim.places))
+        plan = yield sim.ask(agent, rq.PlanDay(agent.id, agent.name, agent.summary, date, routine,
+                                               tuple(memories), agent.known_places(), agent.yesterday))
     else:
         plan = routine_plan(routine)
     midnight = sim.midnight(day)
@@ -72,12 +88,48 @@ def plan_day(sim, agent: Agent, day: int):
     agent.block = None
     sim.emit(events.PLAN, agent.id, date=date, blocks=[[sim.clock(b.start), sim.clock(b.end), b.activity, b.where]
                                                        for b in agent.plan])
-    broad = []
-    for b in agent.plan:
-        if not broad or broad[-1][1] != b.activity:
-            broad.append((sim.clock(b.start), b.activity))
-    summary = f"{agent.name}'s plan for {date}: " + "; ".join(f"{t} {a}" for t, a in broad)
+    summary = f"{agent.name}'s plan for {date}: " + "; ".join(plan.broad or broad_strokes(sim, agent.plan))
+    agent.yesterday = summary
     yield from remember(sim, agent, [summary], "plan")
+
+
+def replan(sim, agent: Agent, reason: str):
+    """A reaction: the plan from now to the end of the day made again (the paper's whole-plan
+    regeneration), what is done so far kept. Without planning, only the block's rest."""
+    agent.reason = reason
+    agent.queue.clear()
+    if not sim.config.planning:
+        return
+    now, day0 = sim.env.now, sim.midnight(agent.plan_day)
+    minute = int((now - day0) // 60)
+    rest = tuple((int((b.start - day0) // 60), int((b.end - day0) // 60), b.activity, b.where)
+                 for b in agent.plan if b.end > now)
+    memories = sim.recall(agent, reason, sim.config.plan_k)
+    routine = routine_of(agent)
+    plan = yield sim.ask(agent, rq.PlanDay(agent.id, agent.name, agent.summary, sim.date_text(agent.plan_day),
+                                           routine, tuple(memories), agent.known_places(), agent.yesterday,
+                                           minute, reason, rest))
+    done = [b if b.end <= now else PlanBlock(b.start, now, b.activity, b.where) for b in agent.plan if b.start < now]
+    new = [PlanBlock(max(now, day0 + b.start * 60), day0 + b.end * 60, b.activity, sim.known_area(b.where))
+           for b in plan.blocks if day0 + b.end * 60 > now]
+    agent.plan = [b for b in done if b.end > b.start] + new
+    agent.block = None
+
+
+def broad_strokes(sim, plan: list[PlanBlock]) -> list[str]:
+    """A plan's runs of one activity, each with its start: the plan in brief."""
+    broad: list[str] = []
+    last = None
+    for b in plan:
+        if b.activity != last:
+            broad.append(f"{sim.clock(b.start)} {b.activity}")
+            last = b.activity
+    return broad
+
+
+def routine_of(agent: Agent) -> tuple[tuple[int, str, str], ...]:
+    """The agent's routine as requests carry it: (minute of day, what, where)."""
+    return tuple((r.at, r.do, r.where or "") for r in agent.spec.routine)
 
 
 def routine_plan(routine) -> rq.DayPlan:
@@ -116,6 +168,9 @@ def decompose(sim, agent: Agent, block: PlanBlock):
         sim.count("replans")
         sim.emit(events.REPLAN, agent.id, reason=reason, actions=[[sim.clock(a.start), a.description]
                                                                  for a in agent.queue])
+    if agent.queue:
+        steps = "; ".join(f"{sim.clock(a.start)} {a.description}" for a in agent.queue)
+        yield from remember(sim, agent, [f"{agent.name}'s plan until {sim.clock(block.end)}: {steps}"], "plan")
 
 
 # ---- act ----------------------------------------------------------------------------
@@ -149,9 +204,19 @@ def use(sim, agent: Agent, thing):
     sim.count("actions")
     sim.emit(events.ACTION, agent.id, action=action.description, area=sim.world.area_of(agent.id),
              object=thing.name if thing else None, until=sim.clock(action.end))
-    if not (yield from perceive(sim, agent)) and action.end > sim.env.now:
-        yield from wait_free(sim, agent, action.end)
+    yield from attend(sim, agent)
     put_down(sim, agent)
+
+
+def attend(sim, agent: Agent):
+    """Perceive (and maybe react) now and every few minutes until the action ends, so that
+    who walks in mid-action is noticed; stop when a reaction takes the agent away."""
+    while True:
+        if (yield from perceive(sim, agent)) or sim.env.now >= agent.action.end:
+            return
+        until = min(agent.action.end, sim.env.now + sim.config.perceive_every)
+        if (yield from wait_free(sim, agent, until, then="attend")):
+            return
 
 
 def put_down(sim, agent: Agent) -> None:
@@ -163,11 +228,12 @@ def put_down(sim, agent: Agent) -> None:
         sim.emit(events.OBJECT, agent.id, object=thing.name, area=thing.area, state=thing.state)
 
 
-def wait_free(sim, agent: Agent, until: float, order: int | None = None):
-    """Wait until `until`, open to being drawn into a conversation; returns True if one came."""
+def wait_free(sim, agent: Agent, until: float, order: int | None = None, then: str = "live"):
+    """Wait until `until`, open to being drawn into a conversation; returns True if one came.
+    `then` is what follows: "attend" (the action goes on) or "live"."""
     agent.free_to_talk = True
     try:
-        yield sim.wait(agent, Doing("waiting", max(sim.env.now, sim.align(until))), order)
+        yield sim.wait(agent, Doing("waiting", max(sim.env.now, sim.align(until)), then=then), order)
     except simpy.Interrupt as stop:
         agent.free_to_talk = False
         yield from listen(sim, agent, stop.cause)
@@ -207,6 +273,7 @@ def walk(sim, agent: Agent, tile, then: str = "live", thing: int | None = None, 
 
 def arrived(sim, agent: Agent) -> None:
     sim.world.place(agent.id, agent.doing.tile)
+    agent.places.add(sim.place_of(sim.world.area_of(agent.id)))      # a place it has seen
     agent.status = "idle"
 
 
@@ -245,7 +312,9 @@ def carry_on(sim, agent: Agent):
     own process would have, up to where that process would loop back in `live`."""
     doing = agent.doing
     if doing.phase == "waiting":
-        yield from wait_free(sim, agent, doing.until, order=doing.order)
+        if not (yield from wait_free(sim, agent, doing.until, order=doing.order, then=doing.then)) \
+                and doing.then == "attend":
+            yield from attend(sim, agent)
         put_down(sim, agent)
     elif doing.phase == "listening":
         yield from listen(sim, agent, sim.conversations[doing.talk])
@@ -273,9 +342,9 @@ def carry_on(sim, agent: Agent):
 
 
 def perceive(sim, agent: Agent):
-    """See who and what is near; remember what changed; react to it.
+    """See who and what is near, and oneself; remember what changed; react to what is new.
     Returns True when the reaction took the agent away from its action."""
-    seen: list[tuple[str, str]] = []
+    seen: list[tuple[str, str]] = [(agent.id, f"{agent.name} is {agent.activity}")]
     people = sim.world.agents_near(agent.id)
     for other in people:
         seen.append((other, f"{sim.agents[other].name} is {sim.agents[other].activity}"))
@@ -291,42 +360,61 @@ def perceive(sim, agent: Agent):
     free = [o for o in people if o in new_keys and sim.can_talk(agent, sim.agents[o])]
     if not free and not alerts:
         return False
-    observations = tuple(alerts + [text for _, text in new])
-    memories = sim.recall(agent, " ".join(observations[:3]), sim.config.react_k)
-    reaction = yield sim.ask(agent, rq.React(
-        agent.id, agent.name, agent.activity, observations,
-        tuple((o, sim.agents[o].name, sim.agents[o].activity) for o in free),
-        tuple(sorted((o, agent.relationships[o]) for o in free if o in agent.relationships)),
-        tuple(memories)))
+    reaction = yield from react(sim, agent, alerts + [text for key, text in new if key != agent.id], free)
     if reaction.action == "talk" and reaction.target in free and sim.can_talk(agent, sim.agents[reaction.target]):
         yield from converse(sim, agent, sim.agents[reaction.target])
         return True
+    if reaction.action == "wait":              # a wait, then the rest of the action
+        action = agent.action
+        until = min(action.end, sim.align(sim.env.now + reaction.minutes * 60))
+        rest = [Action(until, action.end, action.description, action.object)] if until < action.end else []
+        agent.queue.extendleft(rest + [Action(sim.env.now, until, f"waiting ({reaction.reason})"
+                                              if reaction.reason else "waiting", None)])
+        return True
     if reaction.action == "replan" and agent.block is not None:
-        agent.reason = reaction.reason or "something happened"
-        agent.queue.clear()
+        yield from replan(sim, agent, reaction.reason or "something happened")
         return True
     return False
 
 
-def remember(sim, agent: Agent, texts: list[str], kind: str, importances=None, links=None, created=None,
+def react(sim, agent: Agent, observations: list[str], free: list[str]):
+    """Ask what to do about what was observed, with the paper's context: the agent's summary,
+    the time, what it is doing, and what it remembers of whom (or what) it observed and of
+    what they are doing (two queries)."""
+    focus = [sim.agents[o].name for o in free] or observations[:1]
+    about = sim.recall(agent, f"{agent.name}'s relationship with " + ", ".join(focus), sim.config.react_k)
+    doing = sim.recall(agent, " ".join(observations[:3]), sim.config.react_k)
+    return (yield sim.ask(agent, rq.React(
+        agent.id, agent.name, agent.activity, tuple(observations),
+        tuple((o, sim.agents[o].name, sim.agents[o].activity) for o in free),
+        tuple(sorted((o, agent.relationships[o]) for o in free if o in agent.relationships)),
+        tuple(about), agent.summary, f"{sim.date_text(sim.day_of(sim.env.now))}, {sim.clock(sim.env.now)}",
+        tuple(m for m in doing if m not in about))))
+
+
+def remember(sim, agent: Agent, texts: list[str], kind, importances=None, links=None, created=None,
              said=None):
     """Store memories, asking the brain to rate those without an importance (all of them
-    in one request). `links`, `created` (creation times) and `said` (for chat lines: who
-    said what to whom) give one entry per text."""
+    in one request). `kind` is the memories' kind, or a list of one per text; `links`,
+    `created` (creation times) and `said` (for chat lines: who said what to whom) give one
+    entry per text."""
     importances = list(importances) if importances is not None else [None] * len(texts)
     unrated = [t for t, imp in zip(texts, importances) if imp is None]
     if unrated:
         answer = yield sim.ask(agent, sim.memory.rating_request(agent, tuple(unrated), kind))
         scores = iter(sim.memory.ratings(answer))
         importances = [imp if imp is not None else next(scores) for imp in importances]
+    kinds = [kind] * len(texts) if isinstance(kind, str) else kind
     for i, (text, importance) in enumerate(zip(texts, importances)):
-        sim.store(agent, text, kind, importance, links[i] if links else (), created[i] if created else None,
+        sim.store(agent, text, kinds[i], importance, links[i] if links else (), created[i] if created else None,
                   said[i] if said else None)
 
 
 def reflect(sim, agent: Agent):
-    """When enough has happened, ask questions of recent memories and store insights
-    linked to the evidence they rest on."""
+    """When the perceived events since the last reflection add up to the threshold (the memory
+    model says when: `reflect_due`), ask three questions of the latest memories and store at
+    most five insights for each, linked to the evidence they cite (insights may rest on
+    earlier insights); then the agent's summary is written again."""
     if not sim.memory.reflect_due(sim, agent):
         return
     trigger, agent.since_reflection = agent.since_reflection, 0.0
@@ -334,18 +422,21 @@ def reflect(sim, agent: Agent):
     recent = [agent.stream[i].text for i in range(max(0, n - sim.config.reflection_window), n)]
     questions = yield sim.ask(agent, rq.ReflectQuestions(agent.id, agent.name, tuple(recent),
                                                           sim.config.reflection_questions))
-    evidence = [[h.memory for h in sim.retrieve(agent, q, sim.config.evidence_k)]
-                for q in questions.questions]
+    asked = questions.questions[:sim.config.reflection_questions]
+    evidence = [[h.memory for h in sim.retrieve(agent, q, sim.config.evidence_k)] for q in asked]
     asks = [sim.ask(agent, rq.Insights(agent.id, agent.name, q, tuple(m.text for m in ev)))
-            for q, ev in zip(questions.questions, evidence)]
+            for q, ev in zip(asked, evidence)]
     answers = yield sim.env.all_of(asks)
     texts, links = [], []
     for ask, ev in zip(asks, evidence):
-        for insight in answers[ask].insights:
-            texts.append(insight.text)
-            links.append(tuple(sorted({ev[i].id for i in insight.because if 0 <= i < len(ev)})))
-    sim.emit(events.REFLECT, agent.id, importance=trigger, questions=list(questions.questions))
+        for insight in answers[ask].insights[:INSIGHTS]:
+            cited = tuple(sorted({ev[i].id for i in insight.because if 0 <= i < len(ev)}))
+            if cited:                          # an insight stands on its evidence
+                texts.append(insight.text)
+                links.append(cited)
+    sim.emit(events.REFLECT, agent.id, importance=trigger, questions=list(asked))
     yield from remember(sim, agent, texts, "reflection", links=links)
+    yield from describe(sim, agent)
 
 
 # ---- talk ---------------------------------------------------------------------------
@@ -375,29 +466,44 @@ def talk_on(sim, talk):
         line = yield sim.ask(speaker, rq.Speak(
             speaker.id, speaker.name, listener.id, listener.name,
             speaker.relationships.get(listener.id, ""), tuple(history), tuple(recalled),
-            tuple(speaker.earlier_lines.get(listener.id, ())[-sim.config.earlier_lines:])))
+            tuple(speaker.earlier_lines.get(listener.id, ())[-sim.config.earlier_lines:]), speaker.summary))
         repeated = any(_same_line(line.text, said) for _, said in history)
         history.append((speaker.name, line.text))
         sim.emit(events.SAY, speaker.id, to=listener.id, text=line.text)
+        if line.topic:                         # what others see of the talk
+            for x, y in ((a, b), (b, a)):
+                x.activity = f"talking with {y.name} about {line.topic}"
         talk.turn += 1
         talk.ending = "goodbye" if line.end else "repeat" if repeated else None
         yield sim.wait(a, Doing("talking", sim.env.now + sim.tick, talk=talk.id))
     reason = talk.ending or "turn_limit"
     said = [events.Said(*((a.id, b.id) if name == a.name else (b.id, a.id)), text) for name, text in history]
-    lines = [f"{sim.agents[s.speaker].name} said to {sim.agents[s.listener].name}: {s.line}" for s in said]
-    yield sim.env.all_of([sim.env.process(remember(sim, x, lines, "chat", said=said)) for x in (a, b)])
-    for x, y in ((a, b), (b, a)):
-        x.last_talk[y.id] = sim.env.now
-        x.talks[y.id] = x.talks.get(y.id, 0) + 1
-        x.earlier_lines.setdefault(y.id, []).extend(text for _, text in history)
-        if y.id not in x.relationships:
-            x.relationships[y.id] = f"someone {x.name} met at {sim.world.area_of(x.id)}"
-        sim.emit(events.RELATIONSHIP, x.id, with_=y.id, talks=x.talks[y.id], view=x.relationships[y.id])
-        x.reason = f"talked with {y.name}"
-        x.status = "idle"
+    yield sim.env.all_of([sim.env.process(look_back(sim, x, y, history, said)) for x, y in ((a, b), (b, a))])
     sim.count("conversations")
     sim.emit(events.TALK_END, a.id, with_=b.id, lines=len(history), reason=reason)
     sim.end_talk(talk)
+
+
+def look_back(sim, x: Agent, y: Agent, history: list, said: list):
+    """One side of a conversation that is over: its lines, a summary, a planning thought
+    and a memo remembered (rated in one request), and the view of the other written again
+    from memory."""
+    notes = yield sim.ask(x, rq.AfterTalk(
+        x.id, x.name, y.id, y.name, x.relationships.get(y.id, ""), tuple(history),
+        tuple(sim.recall(x, y.name, sim.config.talk_k))))
+    lines = [f"{sim.agents[s.speaker].name} said to {sim.agents[s.listener].name}: {s.line}" for s in said]
+    kept = [(notes.summary, "conversation"), (notes.thought, "thought"), (notes.memo, "thought")]
+    kept = [(text, kind) for text, kind in kept if text.strip()]
+    yield from remember(sim, x, lines + [t for t, _ in kept], ["chat"] * len(lines) + [k for _, k in kept],
+                        said=said + [None] * len(kept))
+    x.last_talk[y.id] = sim.env.now
+    x.talks[y.id] = x.talks.get(y.id, 0) + 1
+    x.earlier_lines.setdefault(y.id, []).extend(text for _, text in history)
+    x.relationships[y.id] = notes.view.strip() or x.relationships.get(y.id) or f"someone {x.name} has talked with"
+    sim.emit(events.RELATIONSHIP, x.id, with_=y.id, talks=x.talks[y.id], view=x.relationships[y.id])
+    x.reason = f"talked with {y.name}"           # both go on from a new breakdown of their block
+    x.queue.clear()
+    x.status = "idle"
 
 
 def _same_line(a: str, b: str) -> bool:

@@ -1,0 +1,331 @@
+"""The paper's agent step by step (Park et al. 2023, sections 4-5): the summary description,
+the plan hierarchy, reacting with context, what a conversation leaves behind, perceiving
+oneself, the places an agent knows, and what counts toward a reflection. Offline, and
+through the local test server (tests/llmserver.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+
+import pytest
+
+from conftest import CAFE_TRIO, ROOT
+from smallville.brain import requests as rq
+from smallville.brain.offline import OfflineBrain
+from smallville.embed import make_embedder
+from smallville.scenario import load_scenario
+from smallville.sim import Simulation
+
+TINY = ROOT / "tests" / "fixtures" / "tiny_town" / "scenarios" / "tiny.yaml"
+
+
+class Listening(OfflineBrain):
+    """The offline brain, keeping every request it is asked (and what it answered)."""
+
+    def __init__(self, seed: int = 0, **kw) -> None:
+        super().__init__(seed, **kw)
+        self.asked: list[tuple[rq.Message, rq.Message]] = []
+
+    def _answer(self, request):
+        answer = super()._answer(request)
+        self.asked.append((request, answer))
+        return answer
+
+    def of(self, kind: str, agent: str | None = None) -> list[tuple[rq.Message, rq.Message]]:
+        return [(r, a) for r, a in self.asked if r.kind == kind and (agent is None or r.agent == agent)]
+
+
+def run(path, seconds, brain=None, seed=None):
+    scenario = load_scenario(path)
+    brain = brain or Listening(scenario.seed if seed is None else seed)
+    sim = Simulation(scenario, brain, make_embedder("lexical"), seed=seed)
+    sim.run(seconds)
+    return sim, brain
+
+
+@pytest.fixture(scope="module")
+def trio():
+    """Cafe Trio for a day and a half, with every request kept."""
+    return run(CAFE_TRIO, 36 * 3600)
+
+
+def memories(agent, kind=None):
+    return [agent.stream[i] for i in range(len(agent.stream)) if kind is None or agent.stream[i].kind == kind]
+
+
+# ---- the agent summary description ------------------------------------------------------
+
+
+def test_the_summary_is_asked_each_day_and_after_each_reflection_and_reaches_the_prompts(trio):
+    sim, brain = trio
+    for agent in sim.agents.values():
+        asked = brain.of("summarize", agent.id)
+        reflections = sum(1 for r in sim.log.records if r["kind"] == "reflect" and r["agent"] == agent.id)
+        plans = sum(1 for r in sim.log.records if r["kind"] == "plan" and r["agent"] == agent.id)
+        assert len(asked) == plans + reflections                    # cached in between
+        request = asked[0][0]
+        assert request.persona == agent.persona() and request.core and request.occupation
+        assert agent.summary == asked[-1][1].text(agent.name)
+        for kind in ("plan_day", "react", "speak"):
+            for r, _ in brain.of(kind, agent.id):
+                summary = r.persona if kind == "plan_day" else r.summary
+                assert summary in {a.text(agent.name) for _, a in asked}, kind
+    # what an agent lived through changes how it is described
+    assert any(len({a.progress for _, a in brain.of("summarize", aid)}) > 1 for aid in sim.agents)
+
+
+# ---- planning -----------------------------------------------------------------------------
+
+
+def test_a_day_is_planned_in_broad_strokes_then_hours_then_5_to_15_minute_actions(trio):
+    sim, brain = trio
+    for request, plan in brain.of("plan_day"):
+        if not request.start:
+            assert 5 <= len(plan.broad) <= 8
+            assert all(b.end - b.start <= 75 or "sleep" in b.activity for b in plan.blocks)
+    second = [r for r, _ in brain.of("plan_day", "isabella_rodriguez") if not r.start][1]
+    assert second.yesterday.startswith("Isabella Rodriguez's plan for Monday, February 13, 2023: ")
+    for request, actions in brain.of("decompose"):
+        from smallville.brain.repair import repair
+
+        fixed, _ = repair(request, actions)
+        assert all(5 <= s.minutes <= 15 for s in fixed.steps[:-1])
+    for r in sim.log.records:
+        if r["kind"] == "action":
+            h, m = map(int, r["data"]["until"].split(":"))
+            assert ((h * 60 + m) - (int(r["t"]) // 60 + 7 * 60)) % 1440 <= 15, r
+
+
+def test_plans_are_memories_retrieval_surfaces(trio):
+    sim, _ = trio
+    isabella = sim.agents["isabella_rodriguez"]
+    plans = memories(isabella, "plan")
+    assert any(m.text.startswith("Isabella Rodriguez's plan for Tuesday, February 14, 2023: ") for m in plans)
+    assert any("'s plan until " in m.text for m in plans)
+    early, _ = run(CAFE_TRIO, 3600)
+    found = early.recall(early.agents["klaus_mueller"], "Klaus Mueller's plan for the morning", 10)
+    assert any("Klaus Mueller's plan for Monday" in text for text in found)
+    assert any("Klaus Mueller's plan until " in text for text in found)
+
+
+class Replanning(Listening):
+    """Reacts to the first thing it notices by re-planning; a re-plan goes dancing."""
+
+    def _react(self, req, rng):
+        if not self.of("react"):
+            return rq.Reaction("replan", reason="a brass band is playing outside")
+        return super()._react(req, rng)
+
+    def _plan_day(self, req, rng):
+        if req.start:
+            return rq.DayPlan((rq.Block(req.start, req.start + 60, "dancing to the band", ""),
+                               *(rq.Block(max(s, req.start + 60), e, a, w) for s, e, a, w in req.current
+                                 if e > req.start + 60)))
+        return super()._plan_day(req, rng)
+
+
+def test_a_reaction_plans_the_rest_of_the_day_again_and_keeps_what_was_done():
+    sim, brain = run(TINY, 8 * 3600, Replanning(0))
+    [(request, _)] = [(r, a) for r, a in brain.of("plan_day") if r.start]
+    agent = sim.agents[request.agent]
+    assert request.reason == "a brass band is playing outside" and request.current
+    day0 = sim.midnight(agent.plan_day)
+    at = day0 + request.start * 60
+    assert [b for b in agent.plan if b.start == at] and agent.plan[[b.start for b in agent.plan].index(at)].activity \
+        == "dancing to the band"
+    assert all(b.end <= at for b in agent.plan if b.start < at)         # what was done is kept, cut at then
+    replans = [r for r in sim.log.records if r["kind"] == "replan" and r["agent"] == agent.id]
+    assert replans[0]["data"]["reason"] == "a brass band is playing outside"
+    assert any(r["kind"] == "action" and r["agent"] == agent.id and "dancing" in r["data"]["action"]
+               for r in sim.log.records)
+
+
+# ---- reacting -----------------------------------------------------------------------------
+
+
+def test_a_reaction_is_asked_with_the_summary_the_time_and_two_queries_of_context(trio):
+    sim, brain = trio
+    reacts = brain.of("react")
+    assert reacts
+    for request, _ in reacts:
+        assert request.summary and request.time.startswith(("Monday, February 13, 2023, ",
+                                                            "Tuesday, February 14, 2023, "))
+        assert request.observations and request.activity
+        assert not set(request.memories) & set(request.doing)
+    assert any(r.memories and r.doing for r, _ in reacts)
+    # nothing new perceived, no question: fewer reactions than actions by far
+    actions = sum(1 for r in sim.log.records if r["kind"] == "action")
+    assert len(reacts) < actions / 4
+
+
+class Waiting(Listening):
+    """Waits 10 minutes the first time it reacts, and carries on after that (no talks)."""
+
+    def _react(self, req, rng):
+        if not self.of("react"):
+            return rq.Reaction("wait", reason="the band is loud", minutes=10)
+        return rq.Reaction("continue")
+
+
+def test_a_reaction_may_wait_and_then_the_action_goes_on():
+    sim, brain = run(CAFE_TRIO, 4 * 3600, Waiting(0))
+    who = brain.of("react")[0][0].agent
+    acts = [r for r in sim.log.records if r["kind"] == "action" and r["agent"] == who]
+    [i] = [i for i, r in enumerate(acts) if r["data"]["action"] == "waiting (the band is loud)"]
+    before, waiting, after = acts[i - 1], acts[i], acts[i + 1]
+    assert after["t"] - waiting["t"] <= 10 * 60
+    assert after["data"]["action"] == before["data"]["action"]          # the action goes on after the wait
+
+
+# ---- conversations ------------------------------------------------------------------------
+
+
+def test_each_side_keeps_a_summary_a_thought_a_memo_and_a_new_view_of_the_other(trio):
+    sim, brain = trio
+    after = brain.of("after_talk")
+    ends = [r for r in sim.log.records if r["kind"] == "talk_end"]
+    assert len(after) == 2 * len(ends) > 0
+    for request, notes in after:
+        agent = sim.agents[request.agent]
+        texts = {m.text: m.kind for m in memories(agent)}
+        assert texts[notes.summary] == "conversation" and texts[notes.thought] == "thought"
+        assert request.lines and request.other_name == sim.agents[request.other].name
+    views = [r for r in sim.log.records if r["kind"] == "relationship"]
+    assert {(v["agent"], v["data"]["view"]) for v in views} == {(r.agent, n.view) for r, n in after}
+    memos = [n.memo for _, n in after if n.memo]
+    assert memos and all("Valentine's Day party" in m for m in memos)
+    isabella = sim.agents["isabella_rodriguez"]
+    assert any(isabella.relationships[o] != isabella.spec.relationships.get(o) for o in isabella.relationships)
+
+
+def test_own_news_is_told_in_the_first_person_and_others_see_the_topic(trio):
+    sim, _ = trio
+    said = [r["data"]["text"] for r in sim.log.records if r["kind"] == "say" and r["agent"] == "isabella_rodriguez"]
+    assert any("Guess what? I'm planning a Valentine's Day party" in s for s in said)
+    seen = [m.text for a in sim.agents.values() for m in memories(a, "observation")]
+    assert any(" is talking with " in t and " about " in t for t in seen)
+
+
+# ---- perceiving oneself, places known ------------------------------------------------------
+
+
+def test_agents_perceive_their_own_actions(trio):
+    sim, _ = trio
+    for agent in sim.agents.values():
+        actions = {r["data"]["action"] for r in sim.log.records if r["kind"] == "action" and r["agent"] == agent.id}
+        own = {m.text.removeprefix(agent.name + " is ") for m in memories(agent, "observation")
+               if m.text.startswith(agent.name + " is ")}
+        assert len(actions & own) > len(actions) / 2
+
+
+def test_an_agent_plans_with_the_places_it_knows_and_learns_more():
+    scenario = load_scenario(ROOT / "scenarios" / "the_ville.yaml")
+    brain = Listening(scenario.seed)
+    sim = Simulation(scenario, brain, make_embedder("lexical"))
+    klaus = sim.agents["klaus_mueller"]
+    start = set(klaus.places)
+    assert start == {sim.place_of(w) for w in (klaus.spec.home, klaus.spec.start_at,
+                                                *(r.where or "" for r in klaus.spec.routine))} & set(sim.places)
+    assert start < set(sim.places)
+    sim.run(12 * 3600)
+    [(first, _)] = brain.of("plan_day", "klaus_mueller")[:1]
+    told = " ".join(m.text for m in memories(klaus, "seed")).lower()
+    assert set(first.places) == start | {p for p in sim.places if p.lower() in told}
+    assert klaus.places >= set(first.places)
+    unknown = sorted(set(sim.places) - klaus.places)[0]
+    sim.store(klaus, f"Maria Lopez said to Klaus Mueller: have you been to {unknown}?", "chat", 3)
+    assert unknown in klaus.places                                  # told of it
+
+
+def test_an_agent_file_may_name_the_places_known(tmp_path):
+    folder = ROOT / "tests" / "fixtures" / "tiny_town"
+    text = (folder / "agents" / "ann_lee.yaml").read_text()
+    (tmp_path / "agents").mkdir()
+    for f in (folder / "agents").iterdir():
+        (tmp_path / "agents" / f.name).write_text(f.read_text())
+    scenario_text = (folder / "scenarios" / "tiny.yaml").read_text()
+    (tmp_path / "tiny.yaml").write_text(scenario_text)
+    first = load_scenario(tmp_path / "tiny.yaml")
+    home = first.agents[0].home
+    (tmp_path / "agents" / "ann_lee.yaml").write_text(text + f"places: [{home}]\n")
+    scenario = load_scenario(tmp_path / "tiny.yaml")
+    ann = next(a for a in scenario.agents if a.id == "ann_lee")
+    assert ann.places == (home,)
+    sim = Simulation(scenario, OfflineBrain(0), make_embedder("lexical"))
+    assert sim.agents["ann_lee"].places == {sim.place_of(home)}
+
+
+# ---- reflection ----------------------------------------------------------------------------
+
+
+def test_only_perceived_events_count_toward_a_reflection(trio):
+    sim, brain = trio
+    for agent in sim.agents.values():
+        kept = memories(agent)
+        perceived = sum(m.importance for m in kept if m.kind == "observation")
+        reflections = sum(1 for r in sim.log.records if r["kind"] == "reflect" and r["agent"] == agent.id)
+        triggers = sum(r["data"]["importance"] for r in sim.log.records
+                       if r["kind"] == "reflect" and r["agent"] == agent.id)
+        assert triggers + agent.since_reflection == pytest.approx(perceived)
+        assert reflections == 0 or triggers >= reflections * sim.config.reflection_threshold
+    for request, answer in brain.of("reflect_questions"):
+        assert len(answer.questions) <= 3
+    for request, answer in brain.of("insights"):
+        assert len(answer.insights) <= 5 and all(i.because for i in answer.insights)
+
+
+def test_seed_memories_plans_and_chat_do_not_start_a_reflection():
+    scenario = load_scenario(CAFE_TRIO)
+    sim = Simulation(scenario, OfflineBrain(1), make_embedder("lexical"))
+    sim.run(60)
+    for agent in sim.agents.values():
+        assert memories(agent, "seed") and memories(agent, "plan")
+        assert agent.since_reflection == sum(m.importance for m in memories(agent, "observation"))
+
+
+# ---- state ---------------------------------------------------------------------------------
+
+
+def test_the_summary_yesterday_and_places_are_state_and_come_back(trio):
+    sim, _ = trio
+    state = sim.get_state()
+    isabella = state["agents"]["isabella_rodriguez"]
+    assert isabella["mind"]["summary"] == sim.agents["isabella_rodriguez"].summary
+    assert isabella["mind"]["yesterday"].startswith("Isabella Rodriguez's plan for Tuesday")
+    assert isabella["mind"]["places"] == sorted(sim.agents["isabella_rodriguez"].places)
+    again = Simulation(sim.scenario, OfflineBrain(sim.seed), make_embedder("lexical"))
+    again.set_state(json.loads(json.dumps(state)), {a: sim.agents[a].stream for a in sim.agents})
+    assert again.get_state()["agents"] == state["agents"]
+
+
+# ---- through a model ------------------------------------------------------------------------
+
+
+def test_every_new_request_goes_to_a_model_and_comes_back_valid(tmp_path, monkeypatch):
+    """Against the local test server (random answers valid for each schema): every kind is
+    asked, none falls back, actions keep to 5-15 minutes."""
+    from llmserver import SOCIABLE, LLMServer
+
+    from smallville.brain import LLMConfig
+    from smallville.run import run_scenario
+
+    for name in list(os.environ):
+        if name.endswith("_API_KEY"):
+            monkeypatch.delenv(name)
+    with LLMServer(seed=3) as server:
+        server.prefer = {**SOCIABLE, "where": "Hobbs Cafe"}
+        config = LLMConfig(model="openai/test-model", api_base=server.api_base, backoff=0.0, retries=1)
+        result = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path, duration=3 * 3600, brain=config,
+                              embedder="lexical")
+        asked = Counter(p["kind"] for p in server.prompts)
+    usage = result.manifest.usage["by_kind"]
+    for kind in ("summarize", "plan_day", "decompose", "react", "speak", "after_talk", "rate_importance"):
+        assert asked[kind] > 0, kind
+        assert usage[kind]["fallbacks"] == 0, kind
+    events = [json.loads(line) for line in (result.path / "events.jsonl").read_text().splitlines()]
+    views = [e for e in events if e["kind"] == "relationship"]
+    assert views
+    kinds = Counter(e["data"]["kind"] for e in events if e["kind"] == "memory")
+    assert kinds["conversation"] > 0 and kinds["plan"] > 3
