@@ -102,7 +102,8 @@ def test_the_filter_keeps_what_passes_the_threshold_by_a_seeded_draw(tmp_path):
     assert any(m["salience"] >= 0.6 for m in held) and any(m["salience"] < 0.6 for m in held)
     assert {m["source"] for m in memories} >= {"routine", "neighbour", "strategic", "reflection"}
     insights = [m for m in kept if m["kind"] == "reflection"]
-    assert len(insights) == 3 * sum(e["kind"] == "reflect" for e in events) and insights
+    nights = sum(e["kind"] == "reflect" for e in events)          # three a night, or as many as the brain gave
+    assert nights and 2 * nights <= len(insights) <= 3 * nights
     assert all(m["salience"] == 9.0 for m in insights)
     assert result.manifest.counts["memories"] == len(kept) and result.manifest.counts["forgotten"] == len(held)
     assert result.manifest.config["memory"]["model"] == "salience"
@@ -263,7 +264,7 @@ def test_a_model_tags_memories_through_the_local_server(tmp_path, monkeypatch):
         prompts = [p for p in server.prompts if p["kind"] == "tag_memories"]
     assert result.manifest.status == "completed" and result.manifest.requests["tag_memories"] > 0
     assert "rate_importance" not in result.manifest.requests
-    assert prompts and "awe" in prompts[0]["user"] and "Kind of memory: " in prompts[0]["user"]
+    assert prompts and "awe" in prompts[0]["user"] and "Each memory's kind" in prompts[0]["user"]
     memories = [json.loads(line)["data"] for line in (result.path / "events.jsonl").read_text().splitlines()
                 if json.loads(line)["kind"] == "memory"]
     assert memories and all(m["source"] in dict(settings.sources) and m["emotion"] in dict(settings.emotions)
@@ -285,8 +286,8 @@ def test_each_text_is_tagged_once_per_agent():
 
     memo = RatingMemo(Counting())
     sources, emotions = ("routine", "neighbour"), ("neutral", "joy")
-    first = rq.TagMemories("ann", "Ann", "observation", ("a party", "a chair"), sources, emotions)
-    again = rq.TagMemories("ann", "Ann", "observation", ("a chair", "a lamp"), sources, emotions)
+    first = rq.TagMemories("ann", "Ann", ("observation",) * 2, ("a party", "a chair"), sources, emotions)
+    again = rq.TagMemories("ann", "Ann", ("observation",) * 2, ("a chair", "a lamp"), sources, emotions)
     answers = memo.answer([first]) + memo.answer([again])
     assert answers[1].tags[0] == answers[0].tags[1]
     assert [r.texts for r in asked] == [("a party", "a chair"), ("a lamp",)]

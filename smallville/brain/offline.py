@@ -117,7 +117,7 @@ class OfflineBrain:
         return rq.Importance(tuple(rate(t) for t in req.texts))
 
     def _tag_memories(self, req: rq.TagMemories, rng: random.Random) -> rq.Tags:
-        return rq.Tags(tuple(tag(t, req.memory_kind, req.name, req.sources, req.emotions) for t in req.texts))
+        return rq.Tags(tuple(tag(t, k, req.name, req.sources, req.emotions) for t, k in zip(req.texts, req.kinds)))
 
     def _summarize(self, req: rq.Summarize, rng: random.Random) -> rq.Summary:
         """Who they are from their file; what they do from their latest plan; what is on

@@ -81,7 +81,7 @@ class TagMemories(Message):
     kind: ClassVar[str] = "tag_memories"
     agent: str
     name: str
-    memory_kind: str                            # observation, chat, plan, thought, seed, ...
+    kinds: tuple[str, ...]                      # each memory's kind: observation, chat, plan, thought, ...
     texts: tuple[str, ...]
     sources: tuple[str, ...]                    # the names a source may take
     emotions: tuple[str, ...]                   # the names an emotion may take

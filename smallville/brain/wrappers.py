@@ -176,10 +176,19 @@ RATINGS = (rq.RateImportance, rq.TagMemories)
 """The requests that rate memories: each text is rated once per agent (`RatingMemo`)."""
 
 
-def _rating_key(request: rq.Message, text: str) -> tuple:
+def _rating_keys(request: rq.Message) -> list[tuple]:
+    """Each text's key in the memo: a tag also depends on the memory's kind."""
     if isinstance(request, rq.TagMemories):
-        return request.agent, request.memory_kind, text
-    return request.agent, text
+        return [(request.agent, k, t) for k, t in zip(request.kinds, request.texts)]
+    return [(request.agent, t) for t in request.texts]
+
+
+def _only(request: rq.Message, keep: list[int]) -> rq.Message:
+    """The rating request for the texts at `keep` only."""
+    texts = tuple(request.texts[i] for i in keep)
+    if isinstance(request, rq.TagMemories):
+        return replace(request, texts=texts, kinds=tuple(request.kinds[i] for i in keep))
+    return replace(request, texts=texts)
 
 
 def _ratings_of(answer: rq.Message) -> tuple | None:
@@ -209,12 +218,16 @@ class RatingMemo(_Wrapper):
             if not isinstance(request, RATINGS):
                 asked.append((i, request))
                 continue
-            missing = tuple(dict.fromkeys(t for t in request.texts if _rating_key(request, t) not in self._scores))
+            first = {}                      # each missing key's first text
+            for j, key in enumerate(_rating_keys(request)):
+                if key not in self._scores:
+                    first.setdefault(key, j)
+            missing = list(first.values())
             known = len(request.texts) - len(missing)
             if known:
                 self.ledger.add(request.kind, request.agent, reused=known)
             if missing:
-                asked.append((i, request if len(missing) == len(request.texts) else replace(request, texts=missing)))
+                asked.append((i, request if len(missing) == len(request.texts) else _only(request, missing)))
             else:
                 out[i] = self._rated(request)
         for (i, sent), answer in zip(asked, self.inner.answer([r for _, r in asked]) if asked else []):
@@ -228,10 +241,10 @@ class RatingMemo(_Wrapper):
         """Ratings the record gave are known, as if this memo had asked for them."""
         ratings = _ratings_of(answer)
         if isinstance(request, RATINGS) and ratings is not None:
-            self._scores.update({_rating_key(request, t): s for t, s in zip(request.texts, ratings)})
+            self._scores.update(zip(_rating_keys(request), ratings))
 
     def _rated(self, request: rq.Message) -> rq.Message:
-        ratings = tuple(self._scores[_rating_key(request, t)] for t in request.texts)
+        ratings = tuple(self._scores[key] for key in _rating_keys(request))
         return rq.Tags(ratings) if isinstance(request, rq.TagMemories) else rq.Importance(ratings)
 
 

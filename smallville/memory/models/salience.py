@@ -108,7 +108,8 @@ class SalienceModel:
     # ---- rating and storing ----------------------------------------------------------
 
     def rating_request(self, agent, texts: tuple[str, ...], kind: str) -> rq.Message:
-        return rq.TagMemories(agent.id, agent.name, kind, texts, tuple(self.sources), tuple(self.emotions))
+        kinds = (kind,) * len(texts) if isinstance(kind, str) else tuple(kind)     # one, or one per text
+        return rq.TagMemories(agent.id, agent.name, kinds, texts, tuple(self.sources), tuple(self.emotions))
 
     def ratings(self, answer: rq.Tags) -> tuple[rq.Tag, ...]:
         return answer.tags
