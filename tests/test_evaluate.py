@@ -14,6 +14,7 @@ import pytest
 
 from smallville.brain import requests as rq
 from smallville.brain.offline import OfflineBrain
+from smallville.brain.text import shared_fact
 
 TOWN = Path(__file__).parent / "fixtures" / "tiny_town" / "scenarios" / "interviews.yaml"
 STRANGER = "I had tea with Cy Dale yesterday."
@@ -167,7 +168,8 @@ def test_evaluate_interviews_every_agent_of_every_run_and_never_changes_a_run(ex
     assert len({r["time"] for r in rows}) == 1 and rows[0]["time"] == "2023-02-13 10:00"   # the end, for all
     full = [r for r in rows if r["condition"] == "full"]
     assert any(r["memories"] for r in full)                             # answers name what they drew on
-    assert all(m["text"] in r["answer"] or r["brain"] != "offline" for r in full for m in r["memories"][:1])
+    assert all(shared_fact(m["text"]).rstrip(".") in r["answer"] or r["brain"] != "offline"   # said back
+               for r in full for m in r["memories"][:1])
     assert not any(r["memories"] for r in rows if r["condition"] == "ablated")   # nothing recalled
     ratings = (tmp_path / "ev" / "ratings.csv").read_text().splitlines()
     assert ratings[0].startswith("condition,runs,answers,trueskill_mu,trueskill_sigma,embellishment_rate")

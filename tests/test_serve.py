@@ -146,7 +146,9 @@ def test_a_run_followed_live_seeked_inspected_and_interviewed(tmp_path):
             assert after != before
             assert after == {a: tile_at(run, a, last) for a in after}
 
-            at = 3 * HOUR                                    # seeking back shows the earlier state
+            at = next(t for t in range(3 * HOUR, 0, -HOUR)   # seeking back shows the earlier state: an
+                      if {a: tile_at(run, a, t) for a in after} != after)   # hour when someone was elsewhere
+            clock = f"2023-02-13 {7 + at // HOUR:02d}:00"
             page.evaluate(f"slider.value = {at}; slider.dispatchEvent(new Event('input')); 1")
             page.wait_for(f"drawn.t === {at}")
             earlier = json.loads(page.evaluate("JSON.stringify(drawn.positions)"))
@@ -154,7 +156,7 @@ def test_a_run_followed_live_seeked_inspected_and_interviewed(tmp_path):
 
             page.wait_for(f"document.body.dataset.panelTime === '{at}' && !!document.getElementById('activity')",
                           what="the agent panel")
-            state = cli("inspect", run, "--agent", agent, "--at", "2023-02-13 10:00", "--json")
+            state = cli("inspect", run, "--agent", agent, "--at", clock, "--json")
             assert page.evaluate("document.getElementById('activity').textContent") == state["activity"]
             panel = page.evaluate("document.getElementById('info').textContent")
             assert state["area"] in panel and "Plan" in panel and "Reflections" in panel
@@ -165,7 +167,7 @@ def test_a_run_followed_live_seeked_inspected_and_interviewed(tmp_path):
                           "document.getElementById('send').click(); 1")
             page.wait_for("document.body.dataset.answered", what="the interview's answer")
             said = page.evaluate("document.getElementById('said').textContent")
-            asked = cli("interview", run, agent, question, "--at", "2023-02-13 10:00", "--json")
+            asked = cli("interview", run, agent, question, "--at", clock, "--json")
             assert said == asked["answer"] and "Valentine" in said
             cited = page.evaluate("[...document.querySelectorAll('#answer li')].map(li => li.textContent)")
             assert cited == [m["text"] for m in asked["memories"]] and cited
