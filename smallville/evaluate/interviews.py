@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from smallville.brain import requests as rq
+from smallville.replay.inspect import interview_request
 from smallville.evaluate.knowledge import Knowledge, claims_to_know, knowledge_at, strangers
 from smallville.evaluate.protocol import Protocol, Question
 from smallville.evaluate.subjects import Subject
@@ -46,13 +47,12 @@ def prepare(subject: Subject, protocol: Protocol, at: float,
         for agent_id, questions in asks.items():
             agent = sim.agents[agent_id]
             queries = [known[q.text] for q in questions]
-            # One pass for all of an agent's questions: each is asked of the same mind,
-            # not of one that the questions before it have just reminded of things.
-            hits = agent.stream.retrieve_many(queries, RECALL_K, now=sim.env.now) if len(agent.stream) and queries \
-                else [[] for _ in queries]
+            # One pass for all of an agent's questions, recalled as the run's memory model
+            # recalls: each is asked of the same mind, not of one that the questions before
+            # it have just reminded of things.
+            hits = sim.memory.retrieve_many(sim, agent, queries, RECALL_K)
             for question, found in zip(questions, hits):
-                recalled = tuple((h.memory.id, h.memory.text) for h in found) if sim.config.retrieval else ()
-                request = rq.Interview(agent.id, agent.name, agent.persona(), question.text, recalled)
+                request = interview_request(agent, question.text, found if sim.config.retrieval else ())
                 out.append(Asked(subject, question, request, when.strftime("%Y-%m-%d %H:%M"),
                                  tuple(h.memory.text for h in found[:LIVED_K])))
     return out, knowledge_at(run, at)

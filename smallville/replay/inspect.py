@@ -48,12 +48,15 @@ def inspect_agent(sim, agent_id: str, query: str | None = None, k: int = 10) -> 
     }
 
 
+def interview_request(agent, question: str, hits) -> rq.Interview:
+    """The question put to `agent`, with the memories it brought back (`hits`)."""
+    return rq.Interview(agent.id, agent.name, agent.persona(), question, tuple((h.memory.id, h.memory.text) for h in hits))
+
+
 def interview(sim, agent_id: str, question: str, k: int = 10) -> dict:
     """The agent's answer to a question, from the memories the question brings back."""
     agent = _agent(sim, agent_id)
-    hits = sim.retrieve(agent, question, k) if len(agent.stream) else []
-    request = rq.Interview(agent.id, agent.name, agent.persona(), question,
-                           tuple((h.memory.id, h.memory.text) for h in hits))
+    request = interview_request(agent, question, sim.retrieve(agent, question, k))
     reply = sim.brain.answer([request])[0]
     cited = [i for i in reply.cites if 0 <= i < len(agent.stream)]
     return {"agent": agent.id, "name": agent.name, "time": sim.now_datetime().strftime("%Y-%m-%d %H:%M"),

@@ -8,6 +8,7 @@ A `Simulation` holds one model (`sim.memory`), and its life asks it only this:
     sim.memory.store(sim, agent, text, kind, rating, links, created, said)
                                                     keep a memory, or not: its id or None
     sim.memory.retrieve(sim, agent, query, k)       what comes to mind, best first (`Hit`s)
+    sim.memory.retrieve_many(sim, agent, queries, k)  the same for several queries of one moment
     sim.memory.reflect_due(sim, agent)              whether the paper's reflection is due
     sim.memory.at_sleep(sim, agent)                 (a generator) what happens as it falls asleep
 

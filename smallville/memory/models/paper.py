@@ -27,6 +27,12 @@ class PaperModel:
     def retrieve(self, sim, agent, query: str, k: int) -> list:
         return agent.stream.retrieve(query, k=k, now=sim.env.now) if len(agent.stream) else []
 
+    def retrieve_many(self, sim, agent, queries: list, k: int) -> list[list]:
+        """`retrieve` for several queries of one moment, in one pass (`MemoryStream.retrieve_many`)."""
+        if not len(agent.stream) or not queries:
+            return [[] for _ in queries]
+        return agent.stream.retrieve_many(queries, k, now=sim.env.now)
+
     def reflect_due(self, sim, agent) -> bool:
         return sim.config.reflection and agent.since_reflection >= sim.config.reflection_threshold
 

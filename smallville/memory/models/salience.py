@@ -146,6 +146,10 @@ class SalienceModel:
 
     # ---- retrieval -------------------------------------------------------------------
 
+    def retrieve_many(self, sim, agent, queries: list, k: int) -> list[list[Hit]]:
+        """`retrieve` for each query (text or its embedding)."""
+        return [self.retrieve(sim, agent, query, k) for query in queries]
+
     def retrieve(self, sim, agent, query: str, k: int) -> list[Hit]:
         """The strongest long-term memories, then the working memory (`k` plays no part)."""
         s, mind, stream, now = self.settings, self.mind(agent), agent.stream, sim.env.now
