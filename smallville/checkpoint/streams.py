@@ -88,6 +88,7 @@ class _Piece:
     def __init__(self, folder: Path, head: dict, before: tuple[list[int], list[int]], k: int, dim: int) -> None:
         self.folder, self.memory, (self.counts, self.rows), self.k, self.dim = folder, head["memory"], before, k, dim
         self._lines: list[bytes] | None = None
+        self._at: np.ndarray | None = None
 
     def _open(self) -> None:
         m = self.memory
@@ -97,17 +98,19 @@ class _Piece:
             raise RunError(f"a checkpoint's memory stream is damaged: {self.folder} holds memories for "
                            f"{len(lines) - 1} agents and {size // 4 // max(self.dim, 1)} rows, not what its head says")
         self._lines = lines
+        gained = np.asarray(m["rows"], dtype=np.int64) - np.asarray(self.rows, dtype=np.int64)
+        self._at = np.concatenate(([0], np.cumsum(gained)))     # where each agent's rows begin
 
     def of(self, i: int, agent: str) -> tuple[list, np.ndarray]:
         """Agent `i`'s memories and distinct embeddings gained in this piece."""
         if self._lines is None:
             self._open()
-        m, counts, rows = self.memory, self.counts, self.rows
+        m, counts = self.memory, self.counts
         new = json.loads(self._lines[i])
         if len(new) != m["count"][i] - counts[i]:
             raise RunError(f"a checkpoint's memory stream is damaged: {self.folder / MEMORIES} has {len(new)} "
                            f"memories for {agent}, expected {m['count'][i] - counts[i]}")
-        at, n = sum(m["rows"][:i]) - sum(rows[:i]), m["rows"][i] - rows[i]
+        at, n = int(self._at[i]), int(self._at[i + 1] - self._at[i])
         if not n:
             return new, np.zeros((0, self.dim), dtype=np.float32)
         with open(self.folder / ROWS, "rb") as f:
