@@ -287,7 +287,7 @@ def main() -> None:
                             for name, tree in (("share", ROOT), ("share-before", old)))
                 row(f"checkpoints' share of {args.agents:,} agents' {args.hours:g} h", share(now), share(was),
                     f"before: {ref}")
-                row(f"  of which memory streams' saves", f"{now['streams']:.1f} s", f"{was['streams']:.1f} s")
+                row("  of which memory streams' saves", f"{now['streams']:.1f} s", f"{was['streams']:.1f} s")
                 row(f"  {args.agents:,} agents' checkpoints on disk, state (streams)", on_disk(now), on_disk(was))
             if "disk" in only:
                 now, was = (child("run", THE_VILLE, args.disk_days * 24, args.embedder, tmp / name, tree=tree)
