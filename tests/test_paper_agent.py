@@ -17,6 +17,7 @@ from smallville.brain.offline import OfflineBrain
 from smallville.embed import make_embedder
 from smallville.scenario import load_scenario
 from smallville.sim import Simulation
+from smallville.world.grid import room_open_to
 
 TINY = ROOT / "tests" / "fixtures" / "tiny_town" / "scenarios" / "tiny.yaml"
 
@@ -161,22 +162,29 @@ def test_a_reaction_is_asked_with_the_summary_the_time_and_two_queries_of_contex
 
 
 class Waiting(Listening):
-    """Waits 10 minutes the first time it reacts, and carries on after that (no talks)."""
+    """Waits 2 minutes the first time each agent reacts, and carries on after that (no talks)."""
 
     def _react(self, req, rng):
-        if not self.of("react"):
-            return rq.Reaction("wait", reason="the band is loud", minutes=10)
+        if not self.of("react", req.agent):
+            return rq.Reaction("wait", reason="the band is loud", minutes=2)
         return rq.Reaction("continue")
 
 
 def test_a_reaction_may_wait_and_then_the_action_goes_on():
     sim, brain = run(CAFE_TRIO, 4 * 3600, Waiting(0))
-    who = brain.of("react")[0][0].agent
-    acts = [r for r in sim.log.records if r["kind"] == "action" and r["agent"] == who]
-    [i] = [i for i, r in enumerate(acts) if r["data"]["action"] == "waiting (the band is loud)"]
-    before, waiting, after = acts[i - 1], acts[i], acts[i + 1]
-    assert after["t"] - waiting["t"] <= 10 * 60
-    assert after["data"]["action"] == before["data"]["action"]          # the action goes on after the wait
+    acts = [r for r in sim.log.records if r["kind"] == "action"]
+    mid_action = 0
+    for i, waiting in enumerate(acts):
+        if waiting["data"]["action"] != "waiting (the band is loud)":
+            continue
+        before = next(r for r in reversed(acts[:i]) if r["agent"] == waiting["agent"] and r is not waiting
+                      and not r["data"]["action"].startswith("waiting"))
+        after = next(r for r in acts[i + 1:] if r["agent"] == waiting["agent"])
+        assert after["t"] - waiting["t"] <= 2 * 60
+        if waiting["data"]["until"] < before["data"]["until"]:      # the wait ended within the action
+            mid_action += 1
+            assert after["data"]["action"] == before["data"]["action"]      # which goes on after it
+    assert mid_action
 
 
 # ---- conversations ------------------------------------------------------------------------
@@ -255,6 +263,70 @@ def test_an_agent_file_may_name_the_places_known(tmp_path):
     assert ann.places == (home,)
     sim = Simulation(scenario, OfflineBrain(0), make_embedder("lexical"))
     assert sim.agents["ann_lee"].places == {sim.place_of(home)}
+
+
+# ---- rooms, action by action ---------------------------------------------------------------
+
+
+def test_each_action_chooses_its_room_among_the_rooms_of_the_place_open_to_the_agent(trio):
+    sim, brain = trio
+    went = set()                               # (agent, room, object) of actions using another room's object
+    for request, answer in brain.of("decompose"):
+        name = sim.agents[request.agent].name
+        for label in request.elsewhere:        # other rooms of the place, never someone else's
+            room = label.removesuffix(")").split(" (", 1)[1]
+            assert "'s" not in room or name.split()[0] in room, (name, label)
+        here = set(request.objects)
+        for step in answer.steps:
+            if step.object in request.elsewhere:
+                thing, room = step.object.removesuffix(")").split(" (", 1)
+                went.add((request.agent, room, thing))
+            else:
+                assert step.object is None or step.object in here
+    assert went
+    used = {(r["agent"], r["data"]["area"].rsplit(" / ", 1)[-1], r["data"]["object"])
+            for r in sim.log.records if r["kind"] == "action" and r["data"]["object"]}
+    assert went & used                         # the action took its agent to the object's room
+    for r in sim.log.records:                  # and no one went into someone else's room
+        if r["kind"] in ("action", "sleep"):
+            assert room_open_to(r["data"]["area"], sim.agents[r["agent"]].name), r
+
+
+def test_a_whole_place_sends_an_agent_to_a_room_open_to_it():
+    sim = Simulation(load_scenario(CAFE_TRIO), OfflineBrain(1), make_embedder("lexical"))
+    rooms = {who: {sim.world.grid.area_at(sim.pick_tile(sim.agents[who], "Oak Hill College Dorm"))
+                   for _ in range(300)} for who in ("maria_lopez", "isabella_rodriguez")}
+    assert rooms["maria_lopez"] == {"Oak Hill College Dorm / common room", "Oak Hill College Dorm / Maria Lopez's room"}
+    assert rooms["isabella_rodriguez"] == {"Oak Hill College Dorm / common room"}
+
+
+class SleepsInTheDorm(Listening):
+    """Plans an hour in the common room, then sleep somewhere in the dorm (a whole place)."""
+
+    def _plan_day(self, req, rng):
+        return rq.DayPlan((rq.Block(7 * 60, 8 * 60, "reading", "Oak Hill College Dorm / common room"),
+                           rq.Block(8 * 60, 10 * 60, "going to bed and sleeping", "Oak Hill College Dorm")))
+
+
+def test_sleeping_at_a_whole_place_finds_the_agent_s_own_bed_in_another_room():
+    sim, _ = run(CAFE_TRIO, 2 * 3600, SleepsInTheDorm(1))
+    sleeps = {r["agent"]: r["data"]["area"] for r in sim.log.records if r["kind"] == "sleep"}
+    assert sleeps["maria_lopez"] == "Oak Hill College Dorm / Maria Lopez's room"
+    assert sleeps["klaus_mueller"] == "Oak Hill College Dorm / Klaus Mueller's room"
+    assert sleeps["isabella_rodriguez"] != sleeps["maria_lopez"] != sleeps["klaus_mueller"]
+
+
+def test_an_action_saved_before_rooms_comes_back_in_the_room_the_agent_is_in(trio):
+    sim, _ = trio
+    state = json.loads(json.dumps(sim.get_state()))
+    for agent in state["agents"].values():     # as a checkpoint written before actions had rooms
+        agent["queue"] = [a[:4] for a in agent["queue"]]
+        agent["action"] = agent["action"][:4] if agent["action"] else None
+    again = Simulation(sim.scenario, OfflineBrain(sim.seed), make_embedder("lexical"))
+    again.set_state(state, {a: sim.agents[a].stream for a in sim.agents})
+    for who, agent in again.agents.items():
+        assert [a[:4] for a in agent.queue] == [list(a[:4]) for a in sim.agents[who].queue]
+        assert all(a.area == "" for a in agent.queue) and (agent.action is None or agent.action.area == "")
 
 
 # ---- reflection ----------------------------------------------------------------------------

@@ -114,7 +114,7 @@ def _decompose(props: dict, r: rq.Decompose) -> None:
     props["steps"]["minItems"] = 1
     step = props["steps"]["items"]["properties"]
     step["minutes"].update(minimum=STEP[0], maximum=STEP[1])
-    step["object"].update(_one_of(sorted(set(r.objects)), nullable=True))
+    step["object"].update(_one_of(sorted(set(r.objects) | set(r.elsewhere)), nullable=True))
 
 
 def _react(props: dict, r: rq.React) -> None:

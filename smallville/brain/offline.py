@@ -39,6 +39,15 @@ _SHAREABLE = ("seed", "chat", "thought", "reflection")
 _FILLERS = ("taking a short break", "checking {me}'s phone", "tidying up {me}'s things", "looking over {me}'s notes")
 
 
+def _the(label: str) -> str:
+    """An object as the brain is offered it, in words: "the desk", "the fridge in the
+    kitchen", "the bed in Eddy Lin's bedroom"."""
+    name, _, room = label.removesuffix(")").partition(" (")
+    if not room:
+        return f"the {name}"
+    return f"the {name} in {room}" if "'s" in room else f"the {name} in the {room}"
+
+
 def rate(text: str) -> int:
     """Importance 1..10 of a memory from its words."""
     low = text.lower()
@@ -171,9 +180,10 @@ class OfflineBrain:
             if 0 < left - minutes < 5:                  # no step under 5 minutes but the block's last
                 minutes = left if left <= 15 else left - 5
             roll = rng.random()
-            if req.objects and roll < 0.55:
-                obj = rng.choice(req.objects)
-                steps.append(rq.Step(minutes, f"{req.activity} (using the {obj})", obj))
+            if roll < (0.55 if req.objects else 0.2 if req.elsewhere else 0):     # an object, now and then another room's
+                away = not req.objects or (req.elsewhere and rng.random() < 0.2)
+                obj = rng.choice(req.elsewhere if away else req.objects)
+                steps.append(rq.Step(minutes, f"{req.activity} (using {_the(obj)})", obj))
             elif roll < 0.9 or minutes == total:
                 steps.append(rq.Step(minutes, req.activity))
             else:

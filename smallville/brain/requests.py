@@ -124,7 +124,9 @@ class PlanDay(Message):
 
 @dataclass(frozen=True)
 class Decompose(Message):
-    """Break one block of the plan into actions of 5 to 15 minutes."""
+    """Break one block of the plan into actions of 5 to 15 minutes, each with the object it
+    uses, if any: one in the room the character is in, or one in another room of the
+    place (`elsewhere`), which takes it there: the room is chosen action by action."""
 
     kind: ClassVar[str] = "decompose"
     agent: str
@@ -133,9 +135,10 @@ class Decompose(Message):
     where: str
     start: int                                  # minute of day
     end: int
-    objects: tuple[str, ...]                    # objects in that arena
+    objects: tuple[str, ...]                    # objects in the room the character is in
     memories: tuple[str, ...]
     reason: str = ""                            # why re-planning, when it is a re-plan
+    elsewhere: tuple[str, ...] = ()             # objects in the place's other rooms: "bed (Eddy Lin's bedroom)"
 
 
 @dataclass(frozen=True)

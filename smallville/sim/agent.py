@@ -26,12 +26,14 @@ class PlanBlock(NamedTuple):
 
 
 class Action(NamedTuple):
-    """One 5-15 minute action in absolute simulated seconds."""
+    """One 5-15 minute action in absolute simulated seconds, with the object it uses (if
+    any) and the room it happens in ("": wherever the agent is)."""
 
     start: float
     end: float
     description: str
     object: str | None
+    area: str = ""
 
 
 @dataclass(frozen=True)
@@ -187,8 +189,8 @@ class Agent:
         self.plan = [PlanBlock._make(b) for b in state["plan"]]
         self.plan_day = state["plan_day"]
         self.block = self.plan[state["block"]] if state["block"] is not None else None
-        self.queue = deque(Action._make(a) for a in state["queue"])
-        self.action = Action._make(state["action"]) if state["action"] else None
+        self.queue = deque(Action(*a) for a in state["queue"])      # states before rooms: no `area`
+        self.action = Action(*state["action"]) if state["action"] else None
         self.activity, self.status = state["activity"], state["status"]
         self.doing = Doing.from_dict(state["doing"]) if state["doing"] else None
         self.holding = state["holding"]

@@ -4,8 +4,9 @@ find the requests the in-order run will make (see `smallville.sim.runahead`).
 The town is cut into groups (`groups`): people who cannot meet anyone outside their group
 before the copy's horizon. An agent perceives, talks to and shares objects with others in
 its own arena only, and the engine moves an agent only to its plan block's place at the
-block's start, or within the arena it is in (to an object, to a bed); so until its plan runs
-out an agent stays within its arena and the places of its blocks begun since. Two agents
+block's start, or within the place (sector) it is in (an action's room, an object, a bed);
+so until its plan runs out an agent stays within its place and the places of its blocks
+begun since. Two agents
 whose places can never meet before the horizon cannot change each other's requests, and a
 copy of each group runs alone: an answer that comes for one group's agent sends only that
 group's copy back to the snapshot, not the town. One whose plan runs out before the horizon
@@ -63,6 +64,15 @@ class Town:
             self.places[place] = {int(self.arena_ids[y, x]) for x, y in self.grid.tiles_in(place)} - {-1}
         return self.places[place]
 
+    def sector_of(self, where: str) -> set[int]:
+        """The arenas of the sector `where` lies in: where an agent sent there may go."""
+        return self.arenas_of(where.split(" / ")[0])
+
+    def sector_at(self, tile: tuple[int, int]) -> set[int]:
+        """The arenas of the sector of a tile (none for a wall)."""
+        area = self.grid.area_at(tile)
+        return self.sector_of(area) if area else set()
+
     def within(self, tiles: tuple, steps: int) -> set[int]:
         """The arenas at most `steps` 4-neighbour steps from `tiles` over walkable ground."""
         if (tiles, steps) not in self.cones:
@@ -101,14 +111,13 @@ def groups(state: dict, town: Town, until: float) -> list[frozenset[str]]:
         plan = agent["plan"]
         if not plan or plan[-1][1] < until:        # a new day to plan before `until`: anywhere
             return [frozenset(state["agents"])]
-        tile = tuple(state["positions"][agent_id])
-        arenas = {town.arena_at.get(tile, -1)}
+        arenas = set(town.sector_at(tuple(state["positions"][agent_id])))
         doing = agent["doing"]
         if doing and doing["phase"] == "walking" and doing.get("tile"):
-            arenas.add(town.arena_at.get(tuple(doing["tile"]), -1))
+            arenas |= town.sector_at(tuple(doing["tile"]))
         for start, end, _, where in plan:
             if where and end > t0 and start <= until:
-                arenas |= town.arenas_of(where)
+                arenas |= town.sector_of(where)
         for arena in arenas - {-1}:
             other = holder.setdefault(arena, agent_id)
             if other != agent_id:
@@ -122,7 +131,7 @@ def groups(state: dict, town: Town, until: float) -> list[frozenset[str]]:
 class Reach:
     """The arenas that stopped agents could be in by now (`at`; None: any arena).
 
-    Until its plan runs out a stopped agent stays within its arena and the places of its
+    Until its plan runs out a stopped agent stays within its place and the places of its
     blocks begun since (the module docstring says why). An agent stopped with no plan left
     (about to plan a new day) could go anywhere, as fast as it walks: one tile per
     `tile_time`. One whose plan runs out while stopped is taken to be anywhere. Time only
@@ -145,8 +154,9 @@ class Reach:
             self._made = (None, None)
             return
         self.expires = min(self.expires, ends)
-        self.known |= self.town.arenas_of(arena)
-        self.known.update(self.town.arena_at.get(tile, -1) for tile in tiles)
+        self.known |= self.town.sector_of(arena)
+        for tile in tiles:
+            self.known |= self.town.sector_at(tile)
         for start, where in plan:
             if where:
                 heapq.heappush(self.blocks, (start, len(self.blocks), where))
@@ -156,7 +166,7 @@ class Reach:
         if now >= self.expires:
             return None
         while self.blocks and self.blocks[0][0] <= now:
-            self.known |= self.town.arenas_of(heapq.heappop(self.blocks)[2])
+            self.known |= self.town.sector_of(heapq.heappop(self.blocks)[2])
             self._made = (None, None)
         steps = tuple(int((now - t) // self.tile_time) for t, _ in self.roaming)
         if self._made[0] != (len(self.known), steps):

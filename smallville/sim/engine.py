@@ -24,7 +24,7 @@ from smallville.sim.agent import Agent, Conversation, Doing
 from smallville.sim.dispatch import Dispatcher
 from smallville.sim.log import EventLog
 from smallville.world import World
-from smallville.world.grid import normalize_area
+from smallville.world.grid import normalize_area, room_open_to
 
 
 @dataclass(frozen=True)
@@ -315,7 +315,12 @@ class Simulation:
                 and self.env.now - a.last_talk.get(b.id, -math.inf) >= self.config.talk_cooldown)
 
     def pick_tile(self, agent: Agent, area: str):
-        tiles = self.world.grid.tiles_in(area)
+        """A tile of `area` for the agent to go to; of a whole place, one in a room open to
+        it (not someone else's), if the place has one."""
+        grid = self.world.grid
+        tiles = grid.tiles_in(area)
+        if " / " not in area and any(not room_open_to(r, agent.name) for r in grid.arenas_in(area)):
+            tiles = [t for t in tiles if room_open_to(grid.area_at(t), agent.name)] or tiles
         return agent.rng.choice(tiles) if tiles else self.world.position(agent.id)
 
     def first_places(self, spec) -> set[str]:

@@ -15,7 +15,7 @@ from smallville import events
 from smallville.brain import requests as rq
 from smallville.brain.contract import INSIGHTS
 from smallville.sim.agent import Action, Agent, Doing, PlanBlock
-from smallville.world.grid import in_area
+from smallville.world.grid import in_area, room_open_to
 
 
 def live(sim, agent: Agent, restored: bool = False):
@@ -37,8 +37,9 @@ def live(sim, agent: Agent, restored: bool = False):
         if block is not agent.block:
             agent.block = block
             agent.queue.clear()
-        if block.where and not in_area(sim.world.area_of(agent.id), block.where):
-            if (yield from walk(sim, agent, sim.pick_tile(agent, block.where))):
+        if block.where and not in_area(sim.world.area_of(agent.id),
+                                       sim.place_of(block.where) if agent.queue else block.where):
+            if (yield from walk(sim, agent, sim.pick_tile(agent, block.where))):   # actions choose their rooms
                 continue
         if "sleep" in block.activity:
             yield from sleep(sim, agent, block)
@@ -151,16 +152,18 @@ def decompose(sim, agent: Agent, block: PlanBlock):
     reason, agent.reason = agent.reason, ""
     area = sim.world.area_of(agent.id)
     objects = tuple(t.name for t in sim.world.objects_in(area))
+    elsewhere = other_rooms(sim, agent, block.where or area, area)
     memories = sim.recall(agent, block.activity, sim.config.retrieve_k)
     day0 = sim.midnight(agent.plan_day)
     answer = yield sim.ask(agent, rq.Decompose(agent.id, agent.name, block.activity, block.where or area,
                                                 int((now - day0) // 60), int((block.end - day0) // 60),
-                                                objects, tuple(memories), reason))
+                                                objects, tuple(memories), reason, tuple(elsewhere)))
     agent.queue.clear()
     t = now
     for step in answer.steps:
         end = min(t + step.minutes * 60, block.end)
-        agent.queue.append(Action(t, end, step.description, step.object))
+        room, thing = elsewhere.get(step.object, (area, step.object))
+        agent.queue.append(Action(t, end, step.description, thing, room))
         t = end
         if t >= block.end:
             break
@@ -173,27 +176,42 @@ def decompose(sim, agent: Agent, block: PlanBlock):
         yield from remember(sim, agent, [f"{agent.name}'s plan until {sim.clock(block.end)}: {steps}"], "plan")
 
 
+def other_rooms(sim, agent: Agent, where: str, here: str) -> dict[str, tuple[str, str]]:
+    """The objects of the other rooms of `where`'s place that are open to the agent (not
+    someone else's room), each as the brain is offered it ("bed (Eddy Lin's bedroom)")
+    with its room and name: an action that uses one goes to that room."""
+    offered: dict[str, tuple[str, str]] = {}
+    for thing in sim.world.objects_within(sim.place_of(where)):
+        if thing.area != here and room_open_to(thing.area, agent.name):
+            offered.setdefault(f"{thing.name} ({thing.area.rsplit(' / ', 1)[-1]})", (thing.area, thing.name))
+    return offered
+
+
 # ---- act ----------------------------------------------------------------------------
 
 
 def act(sim, agent: Agent, action: Action):
-    """Do one action: go to its object, perceive, maybe react, then wait it out."""
+    """Do one action: go to its object (if it is free), or to its room if it has none,
+    perceive, maybe react, then wait it out."""
     agent.action = action
     area = sim.world.area_of(agent.id)
-    thing = sim.world.find_object(area, action.object)
+    thing = sim.world.find_object(action.area or area, action.object)
     if thing is not None and thing.user is None:
         yield from walk(sim, agent, thing.tile, then="use", thing=sim.world.things.index(thing))
         yield from use(sim, agent, thing)
-    else:
-        yield from use(sim, agent, None)
+        return
+    if action.object is None and action.area and action.area != area:     # back to the block's room
+        yield from walk(sim, agent, sim.pick_tile(agent, action.area), then="use")
+    yield from use(sim, agent, None)
 
 
 def use(sim, agent: Agent, thing):
     """The action itself, with the object walked to (if any, and still free)."""
     action = agent.action
+    if sim.env.now >= action.end:              # the walk took the whole action: a look around on arrival
+        yield from perceive(sim, agent)
+        return
     if thing is not None:
-        if sim.env.now >= action.end:          # the walk took the whole action
-            return
         if thing.user is None:                 # nobody took it while we walked over
             thing.user, thing.state = agent.id, f"in use by {agent.name}"
             agent.holding = sim.world.things.index(thing)
@@ -278,10 +296,16 @@ def arrived(sim, agent: Agent) -> None:
 
 
 def sleep(sim, agent: Agent, block: PlanBlock):
-    """Go to bed and sleep through the block: one event, no work while asleep."""
+    """Go to bed and sleep through the block: one event, no work while asleep. The bed is
+    one in the room the block names, or, for a block at a whole place (or anywhere), in the
+    room the agent is in or another of the place open to it."""
     area = sim.world.area_of(agent.id)
-    bed = next((t for t in sim.world.objects_in(area) if "bed" in t.name and t.user is None), None)
+    rooms = [area] if " / " in block.where else [area] + [
+        r for r in sim.world.grid.arenas_in(sim.place_of(block.where or area))
+        if r != area and room_open_to(r, agent.name)]
+    bed = next((t for r in rooms for t in sim.world.objects_in(r) if "bed" in t.name and t.user is None), None)
     if bed is not None:
+        area = bed.area
         yield from walk(sim, agent, bed.tile, then="sleep", thing=sim.world.things.index(bed), where=area)
     yield from fall_asleep(sim, agent, block, bed, area)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import re
 from functools import cached_property, lru_cache
 
 Tile = tuple[int, int]          # (column, row)
@@ -17,6 +18,16 @@ def normalize_area(path: str) -> str:
 def in_area(area: str, prefix: str) -> bool:
     """Whether an area path lies within a prefix ("Hobbs Cafe" holds "Hobbs Cafe / cafe")."""
     return area == prefix or area.startswith(prefix + " / ")
+
+
+def room_open_to(area: str, name: str) -> bool:
+    """Whether a person may use a room: a room named as someone's ("Eddy Lin's bedroom",
+    "John and Mei's bedroom") is for those it names by first name; any other room, and a
+    place as a whole, is for everyone."""
+    if " / " not in area:
+        return True
+    room = area.rsplit(" / ", 1)[1].lower()
+    return "'s" not in room or re.search(rf"\b{re.escape(name.split()[0].lower())}\b", room) is not None
 
 
 class Grid:
@@ -51,6 +62,19 @@ class Grid:
     def arenas(self) -> list[str]:
         """The full area paths tiles have (no bare sectors), sorted."""
         return sorted(set(self._area.values()))
+
+    @cached_property
+    def _place_arenas(self) -> dict[str, tuple[str, ...]]:
+        """Each place's full area paths, sorted."""
+        arenas: dict[str, list[str]] = {}
+        for area in self.arenas():
+            arenas.setdefault(area.split(" / ")[0], []).append(area)
+        return {place: tuple(areas) for place, areas in arenas.items()}
+
+    def arenas_in(self, prefix: str) -> tuple[str, ...]:
+        """The full area paths within an area path or prefix (a place's rooms), sorted."""
+        prefix = normalize_area(prefix)
+        return tuple(a for a in self._place_arenas.get(prefix.split(" / ")[0], ()) if in_area(a, prefix))
 
     def area_at(self, tile: Tile) -> str | None:
         """The area path of a tile ("Sector / Arena"), or None for a wall."""

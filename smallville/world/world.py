@@ -112,6 +112,10 @@ class World:
     def objects_in(self, area: str) -> list[Thing]:
         return self._things_by_area.get(area, [])
 
+    def objects_within(self, prefix: str) -> list[Thing]:
+        """Objects in the areas within an area path or prefix (a place's rooms), by area and name."""
+        return [t for area in self.grid.arenas_in(prefix) for t in self._things_by_area.get(area, ())]
+
     def objects_near(self, agent: str) -> list[Thing]:
         """Objects within `vision` tiles in the agent's arena."""
         here = self._positions[agent]
