@@ -275,7 +275,7 @@ def test_each_action_chooses_its_room_among_the_rooms_of_the_place_open_to_the_a
         name = sim.agents[request.agent].name
         for label in request.elsewhere:        # other rooms of the place, never someone else's
             room = label.removesuffix(")").split(" (", 1)[1]
-            assert "'s" not in room or name.split()[0] in room, (name, label)
+            assert room_open_to(f"{sim.place_of(request.where)} / {room}", name), (name, label)
         here = set(request.objects)
         for step in answer.steps:
             if step.object in request.elsewhere:
@@ -290,6 +290,15 @@ def test_each_action_chooses_its_room_among_the_rooms_of_the_place_open_to_the_a
     for r in sim.log.records:                  # and no one went into someone else's room
         if r["kind"] in ("action", "sleep"):
             assert room_open_to(r["data"]["area"], sim.agents[r["agent"]].name), r
+
+
+def test_a_room_named_as_someone_s_is_theirs_and_others_are_everyone_s():
+    assert room_open_to("Lin family's house / Eddy Lin's bedroom", "Eddy Lin")
+    assert not room_open_to("Lin family's house / Eddy Lin's bedroom", "Mei Lin")
+    assert room_open_to("Lin family's house / John and Mei's bedroom", "Mei Lin")
+    assert room_open_to("Lin family's house / kitchen", "Mei Lin")
+    assert room_open_to("The Rose and Crown Pub / men's restroom", "Mei Lin")
+    assert room_open_to("Moreno family's house", "Mei Lin")             # a place as a whole
 
 
 def test_a_whole_place_sends_an_agent_to_a_room_open_to_it():

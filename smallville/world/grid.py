@@ -21,13 +21,15 @@ def in_area(area: str, prefix: str) -> bool:
 
 
 def room_open_to(area: str, name: str) -> bool:
-    """Whether a person may use a room: a room named as someone's ("Eddy Lin's bedroom",
-    "John and Mei's bedroom") is for those it names by first name; any other room, and a
-    place as a whole, is for everyone."""
+    """Whether a person may use a room: a room named as someone's, a capitalised name with
+    's ("Eddy Lin's bedroom", "John and Mei's bedroom"), is for those it names by first name;
+    any other room ("men's restroom"), and a place as a whole, is for everyone."""
     if " / " not in area:
         return True
-    room = area.rsplit(" / ", 1)[1].lower()
-    return "'s" not in room or re.search(rf"\b{re.escape(name.split()[0].lower())}\b", room) is not None
+    room = area.rsplit(" / ", 1)[1]
+    if not re.search(r"\b[A-Z][\w-]*'s\b", room):
+        return True
+    return re.search(rf"\b{re.escape(name.split()[0])}\b", room, re.IGNORECASE) is not None
 
 
 class Grid:
