@@ -236,7 +236,7 @@ def report(name: str, run: dict, agents: int, hours: float, latency: float, boun
         print(f"  run-ahead: {ra.get('copies', 0)} copies ({ra.get('copies_ms', 0) / 1000:.1f} s), "
               f"{ra.get('sent', 0)} requests fetched, "
               f"{ra.get('unused', 0)} fetched but never used, {ra.get('failed_copies', 0)} copies failed, "
-              f"{ra.get('guessed_ratings', 0)} ratings guessed; "
+              f"{ra.get('guessed_ratings', 0)} ratings and {ra.get('guessed_tags', 0)} tag requests guessed; "
               f"up to {ra.get('most_ahead_s', 0) / 60:.0f} simulated minutes ahead")
 
 
