@@ -296,7 +296,7 @@ def main() -> None:
     warm_up()
     watched = Hours()
     in_order = measure(scenario, duration, args.latency, args.concurrency, 0.0, watched, args.memory)
-    coupled, talk = watched.longest("coupled"), watched.longest("talk")
+    coupled, talk, unrated = watched.longest("coupled"), watched.longest("talk"), watched.longest("unrated")
     ahead = measure(scenario, duration, args.latency, args.concurrency, parse_duration(args.lookahead),
                     memory=args.memory)
     usage = ahead["usage"]
@@ -311,7 +311,8 @@ def main() -> None:
     report("run-ahead", ahead, agents, hours, args.latency, coupled * args.latency)
     print(f"  lower bounds for run-ahead: calls linked by an agent's order or a shared arena: {coupled} "
           f"({coupled * args.latency:.1f} s, used above); by an agent's order or a conversation: {talk} "
-          f"({talk * args.latency:.1f} s, {usage['total']['calls'] / talk:.1f}x at best)")
+          f"({talk * args.latency:.1f} s, {usage['total']['calls'] / talk:.1f}x at best); the same without the links "
+          f"of ratings, which copies go on past: {unrated} ({unrated * args.latency:.1f} s)")
     same = "identical" if in_order["events"] == ahead["events"] else "DIFFERENT"
     print(f"\nevent logs of the two runs: {same}; run-ahead is {in_order['wall'] / ahead['wall']:.1f}x faster")
     if args.sequential:
