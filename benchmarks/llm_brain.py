@@ -6,6 +6,7 @@ no model, no network.
     python benchmarks/llm_brain.py [--latency 0.2] [--for 1h] [--concurrency N] [--sequential]
     python benchmarks/llm_brain.py --town 250          # a generated town of 250 agents
     python benchmarks/llm_brain.py --bounds --for 1d
+    python benchmarks/llm_brain.py --memory salience   # under the salience memory model
 
 Without --concurrency the brain's default settings hold: the calls in flight are found as
 the run goes (from 32, up to 64).
@@ -21,8 +22,8 @@ and, looser, the longest chain of calls that certainly wait (an agent's calls in
 a conversation's lines).
 
 --bounds only counts: it runs the window in order at no latency and prints, for each game
-hour, these chains (and the looser one without the links of importance ratings) and the
-most any schedule could gain over one call at a time by each.
+hour, these chains (and the looser one without the links of ratings: importance, or the
+salience model's tags) and the most any schedule could gain over one call at a time by each.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from smallville.brain import LLMConfig  # noqa: E402
 from smallville.run import run_scenario  # noqa: E402
 from smallville.scenario import load_scenario  # noqa: E402
+from smallville.sim import SimConfig  # noqa: E402
 from smallville.timefmt import parse_duration  # noqa: E402
 
 
@@ -140,7 +142,8 @@ class Hours:
             sim.dispatch.world, sim.dispatch.agent_names = sim.world, list(sim.agents)
 
         def ask(brain, request):
-            made.append((request.agent, getattr(request, "listener", None), request.kind == "rate_importance"))
+            made.append((request.agent, getattr(request, "listener", None),
+                         request.kind in ("rate_importance", "tag_memories")))
             return plain_ask(brain, request)
 
         def flush(self, event):
@@ -188,7 +191,7 @@ def warm_up() -> None:
 
 
 def measure(scenario, duration: float, latency: float, concurrency: int | None, lookahead: float,
-            hours: Hours | None = None) -> dict:
+            hours: Hours | None = None, memory: str | None = None) -> dict:
     server = Server(scenario.seed, latency)
     reaped = _children_cpu()
     try:
@@ -196,7 +199,8 @@ def measure(scenario, duration: float, latency: float, concurrency: int | None, 
             config = LLMConfig(model="openai/bench", api_base=server.api_base, echo_request=True,
                                max_concurrency=concurrency, timeout=30.0, preflight=False, lookahead=lookahead)
             began, cpu = time.perf_counter(), time.process_time()
-            result = run_scenario(scenario, runs_dir=runs, duration=duration, brain=config, embedder="lexical")
+            result = run_scenario(scenario, runs_dir=runs, duration=duration, brain=config, embedder="lexical",
+                                  config=SimConfig(memory=memory))
             wall, cpu = time.perf_counter() - began, time.process_time() - cpu
             events = (result.path / "events.jsonl").read_bytes()
     finally:
@@ -232,15 +236,15 @@ def report(name: str, run: dict, agents: int, hours: float, latency: float, boun
         print(f"  run-ahead: {ra.get('copies', 0)} copies ({ra.get('copies_ms', 0) / 1000:.1f} s), "
               f"{ra.get('sent', 0)} requests fetched, "
               f"{ra.get('unused', 0)} fetched but never used, {ra.get('failed_copies', 0)} copies failed, "
-              f"{ra.get('guessed_ratings', 0)} ratings guessed; "
+              f"{ra.get('guessed_ratings', 0)} ratings and {ra.get('guessed_tags', 0)} tag requests guessed; "
               f"up to {ra.get('most_ahead_s', 0) / 60:.0f} simulated minutes ahead")
 
 
-def bounds(scenario, duration: float, concurrency: int) -> None:
+def bounds(scenario, duration: float, concurrency: int, memory: str | None) -> None:
     """--bounds: the in-order run at no latency, and per game hour the speed-up over one call
     at a time that each chain of `Hours` leaves to any schedule (calls / links)."""
     watched = Hours()
-    measure(scenario, duration, 0.0, concurrency, 0.0, watched)
+    measure(scenario, duration, 0.0, concurrency, 0.0, watched, memory)
     kinds = {"coupled": "arena chain", "talk": "talk chain", "unrated": "unrated"}
     print(f"\n{'hour':<7}{'calls':>7}{'rounds':>8}" + "".join(f"{name:>13}{'best':>7}" for name in kinds.values()))
     best: dict[str, list[float]] = {kind: [] for kind in kinds}
@@ -268,6 +272,8 @@ def main() -> None:
     parser.add_argument("--lookahead", default="1h", help="how far copies run ahead (run-ahead run)")
     parser.add_argument("--sequential", action="store_true", help="also measure one call at a time")
     parser.add_argument("--bounds", action="store_true", help="only the chains per game hour (no timing)")
+    parser.add_argument("--memory", choices=("paper", "salience"), default=None,
+                        help="the memory model (default: the scenario's)")
     args = parser.parse_args()
     if args.town:
         from smallville.town import generate_town, write_town
@@ -279,18 +285,20 @@ def main() -> None:
     duration = parse_duration(args.duration)
     if args.bounds:
         print(f"{scenario.name}: {len(scenario.agents)} agents, {args.duration} simulated, in order")
-        bounds(scenario, duration, args.concurrency)
+        bounds(scenario, duration, args.concurrency, args.memory)
         return
     hours, agents = duration / 3600, len(scenario.agents)
-    print(f"{scenario.name}: {agents} agents, {args.duration} simulated, server latency "
+    print(f"{scenario.name}: {agents} agents, {args.duration} simulated, {args.memory or 'the scenario'}'s memory, "
+          f"server latency "
           f"{args.latency * 1000:.0f} ms, "
           f"{f'up to {args.concurrency}' if args.concurrency else 'an adaptive number of'} calls in flight; "
           f"{os.cpu_count()} cores")
     warm_up()
     watched = Hours()
-    in_order = measure(scenario, duration, args.latency, args.concurrency, 0.0, watched)
-    coupled, talk = watched.longest("coupled"), watched.longest("talk")
-    ahead = measure(scenario, duration, args.latency, args.concurrency, parse_duration(args.lookahead))
+    in_order = measure(scenario, duration, args.latency, args.concurrency, 0.0, watched, args.memory)
+    coupled, talk, unrated = watched.longest("coupled"), watched.longest("talk"), watched.longest("unrated")
+    ahead = measure(scenario, duration, args.latency, args.concurrency, parse_duration(args.lookahead),
+                    memory=args.memory)
     usage = ahead["usage"]
     scale = 1 / (agents * hours)
     print(f"\n{'request kind':<20}{'requests':>10}{'calls':>8}{'prompt tok':>12}{'tokens':>9}   (per agent per game hour)")
@@ -303,11 +311,12 @@ def main() -> None:
     report("run-ahead", ahead, agents, hours, args.latency, coupled * args.latency)
     print(f"  lower bounds for run-ahead: calls linked by an agent's order or a shared arena: {coupled} "
           f"({coupled * args.latency:.1f} s, used above); by an agent's order or a conversation: {talk} "
-          f"({talk * args.latency:.1f} s, {usage['total']['calls'] / talk:.1f}x at best)")
+          f"({talk * args.latency:.1f} s, {usage['total']['calls'] / talk:.1f}x at best); the same without the links "
+          f"of ratings, which copies go on past: {unrated} ({unrated * args.latency:.1f} s)")
     same = "identical" if in_order["events"] == ahead["events"] else "DIFFERENT"
     print(f"\nevent logs of the two runs: {same}; run-ahead is {in_order['wall'] / ahead['wall']:.1f}x faster")
     if args.sequential:
-        seq = measure(scenario, duration, args.latency, 1, 0.0)
+        seq = measure(scenario, duration, args.latency, 1, 0.0, memory=args.memory)
         print(f"measured one call at a time: {seq['wall']:.1f} s; run-ahead speed-up {seq['wall'] / ahead['wall']:.1f}x")
 
 

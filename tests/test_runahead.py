@@ -14,6 +14,7 @@ from llmserver import SOCIABLE, LLMServer
 from smallville.brain import LLMConfig
 from smallville.run import run_scenario
 from smallville.scenario import load_scenario
+from smallville.sim import SimConfig
 
 THE_VILLE = ROOT / "scenarios" / "the_ville.yaml"
 
@@ -28,11 +29,11 @@ def server(monkeypatch):
         yield s
 
 
-def town_hour(tmp_path, server, name, **settings):
+def town_hour(tmp_path, server, name, config=None, duration=3600, **settings):
     brain = LLMConfig(model="openai/test-model", api_base=server.api_base, preflight=False,
                       max_concurrency=16, **settings)
-    return run_scenario(load_scenario(THE_VILLE), runs_dir=tmp_path / name, duration=3600, brain=brain,
-                        embedder="lexical")
+    return run_scenario(load_scenario(THE_VILLE), runs_dir=tmp_path / name, duration=duration, brain=brain,
+                        embedder="lexical", config=config)
 
 
 def test_the_town_run_ahead_writes_exactly_the_in_order_run(tmp_path, server, monkeypatch):
@@ -147,3 +148,51 @@ def test_resumed_and_forked_model_runs_fetch_ahead_and_write_the_in_order_run(tm
     assert forked.manifest.usage["run_ahead"]["copies"] > 0
     for run in (longer, forked):
         assert (run.path / "events.jsonl").read_bytes() == (in_order.path / "events.jsonl").read_bytes(), run.path
+
+
+# ---- under the salience memory model ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def salient_server():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("OPENAI_API_KEY", raising=False)
+        mp.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        with LLMServer(seed=load_scenario(THE_VILLE).seed, prefer={"minutes": SOCIABLE["minutes"], "where": ""}) as s:
+            yield s
+
+
+@pytest.fixture(scope="module")
+def salient_in_order(tmp_path_factory, salient_server):
+    """The town's hour under the salience model, in order."""
+    return town_hour(tmp_path_factory.mktemp("salient"), salient_server, "in_order", SimConfig(memory="salience"),
+                     lookahead=0)
+
+
+def test_a_salience_town_run_ahead_guesses_tags_and_writes_the_in_order_run(tmp_path, salient_server,
+                                                                           salient_in_order):
+    """An agent whose tags have not come goes on tagged at the top (copies.Copy): the run is
+    the in-order run byte for byte, though the model's tags often keep less than the guess."""
+    ahead = town_hour(tmp_path, salient_server, "ahead", SimConfig(memory="salience"), lookahead=3600)
+    for name in ("events.jsonl", "answers.jsonl"):
+        assert (ahead.path / name).read_bytes() == (salient_in_order.path / name).read_bytes(), name
+    stats = ahead.manifest.usage["run_ahead"]
+    assert stats["copies"] > 0 and stats.get("failed_copies", 0) == 0
+    assert stats["guessed_tags"] > 0 and "guessed_ratings" not in stats
+    assert stats["sent"] - stats["unused"] == salient_in_order.manifest.usage["total"]["requests"]
+    logged = [json.loads(line) for line in (ahead.path / "events.jsonl").read_text().splitlines()]
+    memories = [e["data"] for e in logged if e["kind"] == "memory" and e["data"]["source"] != "given"]
+    assert any(m["id"] is None for m in memories)          # forgotten: kept in a copy that guessed, if guessed
+
+
+def test_a_salience_run_ahead_resumed_from_its_checkpoint_writes_the_in_order_run(tmp_path, salient_server,
+                                                                                 salient_in_order):
+    """The consolidation draws taken (part of each agent's state) come back from a
+    checkpoint: a half hour with run-ahead, resumed for the other half, is the in-order hour."""
+    from smallville.run import resume_run
+
+    half = town_hour(tmp_path, salient_server, "half", SimConfig(memory="salience"), duration=1800, lookahead=3600)
+    longer = resume_run(half.path, extend=1800)
+    assert longer.manifest.resumed[-1]["restored"] == "2023-02-13 07:30:00"
+    assert longer.manifest.usage["run_ahead"]["guessed_tags"] > half.manifest.usage["run_ahead"]["guessed_tags"]
+    assert (longer.path / "events.jsonl").read_bytes() == (salient_in_order.path / "events.jsonl").read_bytes()

@@ -111,6 +111,57 @@ def test_the_filter_keeps_what_passes_the_threshold_by_a_seeded_draw(tmp_path):
     assert {(e["agent"], e["t"]) for e in events if e["kind"] == "reflect"} <= sleeps      # written as they fall asleep
 
 
+def test_a_tag_changes_whether_its_memory_is_kept_but_no_draw():
+    """Run-ahead goes on with guessed tags (sim.copies.Copy). That is safe because storing a
+    memory takes one consolidation draw whatever its tag, from a generator of its own: the
+    agent's generator (where it walks) is left alone, and the memories after are kept or
+    not as they would be. The guess, the highest weights, keeps every memory the true tags
+    keep."""
+    scenario = load_scenario(CAFE_TRIO)
+    truth = [rq.Tag(*pair) for pair in (("routine", "neutral"), ("impact", "joy"), ("strategic", "boredom"))] * 20
+    kept = {}
+    for guessing in (False, True):
+        with Simulation(scenario, make_brain("offline", 1), make_embedder("lexical"),
+                        config=SimConfig(memory="salience")) as sim:
+            klaus = sim.agents["klaus_mueller"]
+            walks = klaus.rng.getstate()
+            texts = [f"memory {i}" for i in range(len(truth))]
+            guess = sim.memory.guess(sim.memory.rating_request(klaus, tuple(texts[:30]), "observation"))
+            assert set(guess.tags) == {rq.Tag("impact", "trauma")}
+            tags = list(guess.tags) + truth[30:] if guessing else truth
+            kept[guessing] = [sim.store(klaus, t, "observation", tag) is not None for t, tag in zip(texts, tags)]
+            assert klaus.rng.getstate() == walks and klaus.working.draws == len(truth)
+    assert kept[True][30:] == kept[False][30:]
+    assert all(g or not t for g, t in zip(kept[True][:30], kept[False][:30]))
+    assert sum(kept[True][:30]) > sum(kept[False][:30]) > 0
+
+
+def test_a_state_written_before_the_draws_were_counted_goes_on_from_the_first():
+    """A checkpoint of an older engine has no count of draws (they were taken from the
+    agent's own generator then): it loads, and goes on from the first draw, the same way
+    every time."""
+    scenario = load_scenario(CAFE_TRIO)
+    with Simulation(scenario, make_brain("offline", 1), make_embedder("lexical"),
+                    config=SimConfig(memory="salience")) as sim:
+        sim.run(10 * 3600)
+        state, marks = sim.get_state(), {a: agent.stream.mark() for a, agent in sim.agents.items()}
+        assert all(agent["working"]["draws"] > 0 for agent in state["agents"].values())
+        for agent in state["agents"].values():
+            del agent["working"]["draws"]
+        logs = []
+        for _ in range(2):
+            out = io.StringIO()
+            streams = {a: agent.stream.branch(marks[a]) for a, agent in sim.agents.items()}
+            with Simulation(scenario, make_brain("offline", 1), make_embedder("lexical"), config=SimConfig(
+                    memory="salience"), log=EventLog(scenario.start, out), streams=streams) as again:
+                again.set_state(json.loads(json.dumps(state)), streams)
+                assert all(agent.working.draws == 0 for agent in again.agents.values())
+                again.run(16 * 3600)
+                assert all(agent.working.draws > 0 for agent in again.agents.values())
+            logs.append(out.getvalue())
+    assert logs[0] == logs[1] and '"kind":"memory"' in logs[0]
+
+
 def test_the_offline_brain_tags_by_kind_and_words():
     sources, emotions = tuple(dict(MemoryModel().sources)), tuple(dict(MemoryModel().emotions))
     assert tag("Isabella Rodriguez said to Maria Lopez: come to my Valentine's party", "chat", "Maria Lopez",

@@ -58,7 +58,7 @@ class MemoryModel:
     `salience` (their defaults are seed 003's):
 
     - `threshold`: a memory with I >= threshold may be consolidated into long-term memory,
-      with probability `consolidation_prob` (drawn from the agent's seeded generator);
+      with probability `consolidation_prob` (a seeded draw of the agent's, one per memory);
       every other memory stays only in the working memory of the last `window_size`;
     - retrieval strength S = I x exp(-l' x days since the memory), l' = `decay_rate` x
       max(0, 1 - `emotion_decay` x W_emotion); the `top_k_significant` strongest long-term

@@ -13,8 +13,8 @@ group's copy back to the snapshot, not the town. One whose plan runs out before 
 (about to plan a new day) could go anywhere, and joins everyone.
 
 In a copy, an agent whose answer is missing stops where it is, and so does every agent of
-the group that could have met it since (`Reach`). Every other agent's requests are the ones
-the in-order run will make.
+the group that could have met it since (`Reach`); one whose rating is missing goes on a
+while (`Copy`). Every other agent's requests are the ones the in-order run will make.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from smallville.brain import requests as rq
-from smallville.brain.wrappers import safe_answer
+from smallville.brain.wrappers import RATINGS, safe_answer
 from smallville.sim.dispatch import Dispatcher
 from smallville.sim.log import Counting
 
@@ -184,15 +184,27 @@ class Copy:
     still going is then where earlier copies have been: a later copy, from a later
     snapshot, goes on).
 
-    An agent whose importance rating has not come goes on (`guessing`) rather than stop:
-    a rating changes nothing others can see of it, only what it retrieves when it next
-    asks, and whether it reflects. So it is rated 10 for now, and stops at its next request
-    other than a rating (a rating's request holds only the texts to rate, the same
-    whatever it retrieves), or a rating of a text it is guessing (a text an agent has had
-    rated is not asked again: `RatingMemo`). Rated at the top, its importance since its
-    last reflection is at least the true one, so it asks to reflect no later than it would:
-    it cannot act on past a reflection it would have made. Others in its arena are not
-    stopped by it."""
+    An agent whose rating has not come goes on (`guessing`) rather than stop, rated as the
+    memory model guesses (`guess`): at the top. A rating's request holds only the texts to
+    rate (and their kinds), the same whatever the agent retrieves, and a rating changes
+    nothing others can see of the agent until it asks for something else:
+
+    - the paper's importance (rated 10): only what the agent retrieves when it next asks,
+      and whether it reflects. Rated at the top, its importance since its last reflection
+      is at least the true one, so it asks to reflect no later than it would: it cannot act
+      on past a reflection it would have made.
+    - the salience model's tags (the source and the emotion of the highest weights): only
+      whether the memory is consolidated, so what the agent retrieves, the places it has
+      been told of (which only its plan requests are given) and what it reflects on as it
+      falls asleep. The draw is taken whatever the tag, from a generator nothing else draws
+      from, so where the agent walks and every later draw are the run's. At the highest I a
+      memory is consolidated whenever it truly would be, so the agent holds (long-term or in
+      its working memory) every memory it truly would: if the run asks for insights as it
+      falls asleep (asked when the day left any memory), the copy asks too.
+
+    So it stops at its next request other than a rating, or a rating of a text it is
+    guessing (a text an agent has had rated is not asked again: `RatingMemo`). Others in
+    its arena are not stopped by it."""
 
     def __init__(self, dispatch: RunAheadDispatcher, snapshot: Snapshot, group: frozenset[str],
                  horizon: float) -> None:
@@ -254,7 +266,7 @@ class Copy:
         made before any of its answers is applied, so every request of an agent that could
         not have met a stopped agent before the batch is the in-order run's: each is sent,
         even when a missing answer in the same batch stops its agent. A missing rating does
-        not stop its agent: it goes on rated at 10 (see `Copy`)."""
+        not stop its agent: it goes on rated at the top (see `Copy`)."""
         ahead = self.ahead
         _, refused = self.asking.guard(batch)
         certain, unsure = [], []
@@ -269,7 +281,7 @@ class Copy:
                 self._spread(agent)
             if agent in self.stopped:
                 continue
-            if agent in self.guessing and (not isinstance(request, rq.RateImportance)
+            if agent in self.guessing and (not isinstance(request, RATINGS)
                                            or not self.guessing[agent].isdisjoint(request.texts)):
                 unsure.append(agent)               # it may rest on a guessed rating: not the run's
             else:
@@ -284,10 +296,10 @@ class Copy:
                     self.found = self.env.now
                     ahead.stats["most_ahead_s"] = max(ahead.stats["most_ahead_s"],
                                                       int(self.env.now - self.dispatch.env.now))
-                    if isinstance(request, rq.RateImportance):
+                    if isinstance(request, RATINGS):
                         self.guessing.setdefault(agent, set()).update(request.texts)
-                        ahead.stats["guessed_ratings"] += 1
-                        event.succeed(rq.Importance((10,) * len(request.texts)))
+                        ahead.stats["guessed_tags" if isinstance(request, rq.TagMemories) else "guessed_ratings"] += 1
+                        event.succeed(self.sim.memory.guess(request))
                         continue
                 missing.append(agent)
             else:

@@ -8,9 +8,9 @@ When a batch needs an answer that has not come, copies of the town are built fro
 snapshot and run on ahead, a slice at a time, while the original waits: one copy for each
 group of people who cannot meet anyone outside it before the copy's horizon
 (`smallville.sim.copies`). In a copy, an agent whose answer is missing stops where it is,
-and so does every agent that could have met it since; one whose importance rating is
-missing goes on until its next other request, since a rating changes nothing others see
-(`Copy` says why that is safe). Every other agent's requests are
+and so does every agent that could have met it since; one whose rating (importance, or
+the salience model's tags) is missing goes on until its next other request, since a rating
+changes nothing others see (`Copy` says why that is safe). Every other agent's requests are
 exactly the ones the in-order run will make, so each is sent to the model as soon as a copy
 makes it, up to `2 x concurrency` in flight (copies pause there). Once a group's copy has
 gone as far as it can and answers have come for its people, its next copy starts from the

@@ -5,6 +5,7 @@ A `Simulation` holds one model (`sim.memory`), and its life asks it only this:
 
     sim.memory.rating_request(agent, texts, kind)   the request that rates new memories
     sim.memory.ratings(answer)                      its answer, one rating per text
+    sim.memory.guess(request)                       run-ahead's guess at that answer (sim.copies)
     sim.memory.store(sim, agent, text, kind, rating, links, created, said)
                                                     keep a memory, or not: its id or None
     sim.memory.retrieve(sim, agent, query, k)       what comes to mind, best first (`Hit`s)

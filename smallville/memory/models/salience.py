@@ -6,9 +6,13 @@
   seed memory with an importance r given in its file has I = r / 10 x the highest I and
   is not tagged.
 - The salience filter: a memory with I >= `threshold` is consolidated into long-term
-  memory (the agent's stream) with probability `consolidation_prob`, drawn from the
-  agent's seeded generator; seed memories always are. Every memory enters the working
-  memory, the last `window_size` memories; one not consolidated is gone once it leaves it.
+  memory (the agent's stream) with probability `consolidation_prob`; seed memories always
+  are. Every memory enters the working memory, the last `window_size` memories; one not
+  consolidated is gone once it leaves it. The draw is the agent's next from a generator
+  that draws nothing else (`consolidation_draw`: seeded from the run's seed and the agent,
+  its state a count kept in `Mind`), one for every memory stored but seeds and insights,
+  whatever its I: so neither where an agent walks (its own generator) nor any later draw
+  depends on how a memory was tagged, and run-ahead can go on with a guessed tag (`guess`).
 - Retrieval: the `top_k_significant` long-term memories of greatest strength
   S = I x exp(-l' x dt), dt in simulated days since the memory was made and
   l' = `decay_rate` x max(0, 1 - `emotion_decay` x W_emotion), followed by the working
@@ -18,11 +22,13 @@
   the day's memories, and `insights` insights stored at I = 10 x `importance_boost`.
 
 An agent's part of it (`Mind`: the working memory, each long-term memory's tags, when it
-last reflected) is in its explicit state, so a checkpoint brings it back whole.
+last reflected, the draws taken) is in its explicit state, so a checkpoint brings it back
+whole.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -44,25 +50,40 @@ def strength(importance: float, emotion: float, days: float, rate: float, emotio
     return importance * math.exp(-rate * max(0.0, 1.0 - emotion_decay * emotion) * days)
 
 
+def consolidation_draw(seed: int, agent_id: str, n: int) -> float:
+    """An agent's `n`th consolidation draw, uniform in [0, 1): the first 53 bits of a hash
+    of the run's seed, the agent and n. A generator whose whole state is n, which nothing
+    else draws from."""
+    digest = hashlib.blake2b(f"{seed}:consolidate:{agent_id}:{n}".encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") >> 11) / 2.0 ** 53
+
+
 @dataclass
 class Mind:
     """An agent's salience state: the working memory (newest last), each long-term memory's
-    [I, W_emotion, source, emotion] by its id, and when it last reflected."""
+    [I, W_emotion, source, emotion] by its id, when it last reflected, and how many
+    consolidation draws it has taken.
+
+    A state written before the draws were counted (they were then taken from the agent's own
+    generator) starts from the first draw: such a run goes on as determined as any, though
+    not as the engine that wrote it would have gone on."""
 
     working: list[list] = field(default_factory=list)   # [text, kind, created, I, rating, source, emotion, id|None]
     tags: dict[str, list] = field(default_factory=dict)
     night: float = -math.inf
+    draws: int = 0
 
     def get_state(self) -> dict:
         return {"working": {"items": [list(x) for x in self.working], "night": self.night
-                            if math.isfinite(self.night) else None},
+                            if math.isfinite(self.night) else None, "draws": self.draws},
                 "salience": dict(self.tags)}
 
     @classmethod
     def from_state(cls, state: dict) -> "Mind":
-        night = state["working"]["night"]
-        return cls([list(x) for x in state["working"]["items"]], {k: list(v) for k, v in state["salience"].items()},
-                   -math.inf if night is None else night)
+        working = state["working"]
+        night = working["night"]
+        return cls([list(x) for x in working["items"]], {k: list(v) for k, v in state["salience"].items()},
+                   -math.inf if night is None else night, working.get("draws", 0))
 
 
 class Glimpse:
@@ -114,6 +135,13 @@ class SalienceModel:
     def ratings(self, answer: rq.Tags) -> tuple[rq.Tag, ...]:
         return answer.tags
 
+    def guess(self, request: rq.TagMemories) -> rq.Tags:
+        """Run-ahead's guess at the tags not come yet (`smallville.sim.copies.Copy` says why
+        it is safe): the source and emotion of the highest weights, so the highest I, which
+        passes the filter whenever the true one would."""
+        top = rq.Tag(max(self.sources, key=self.sources.get), max(self.emotions, key=self.emotions.get))
+        return rq.Tags((top,) * len(request.texts))
+
     def store(self, sim, agent, text: str, kind: str, rating, links, created, said) -> int | None:
         """Tag, filter and keep (or only hold in the working memory) one memory."""
         s = self.settings
@@ -123,8 +151,16 @@ class SalienceModel:
             importance = self.sources.get(source, 1.0) * w
         else:                                   # a seed memory's given 1..10: that share of the highest I
             source, emotion, w, importance = "given", "neutral", 1.0, rating / 10 * self.top
-        kept = kind == "seed" or (importance >= s.threshold and agent.rng.random() < s.consolidation_prob)
+        kept = kind == "seed" or self.consolidates(sim, agent, importance)
         return self.hold(sim, agent, text, kind, importance, w, source, emotion, links, created, said, kept)
+
+    def consolidates(self, sim, agent, importance: float) -> bool:
+        """The salience filter: I >= threshold and the agent's next draw under
+        `consolidation_prob`. The draw is taken whatever I is (see the module docstring)."""
+        mind, s = self.mind(agent), self.settings
+        draw = consolidation_draw(sim.seed, agent.id, mind.draws)
+        mind.draws += 1
+        return importance >= s.threshold and draw < s.consolidation_prob
 
     def hold(self, sim, agent, text, kind, importance, w, source, emotion, links=(), created=None, said=None,
              kept=True) -> int | None:
