@@ -270,6 +270,31 @@ def test_numbers_out_of_their_bounds_are_clamped_not_refused():
     assert [(b.start, b.end) for b in fixed.blocks] == [(420, 2880)] and "clamped" in notes[0]
 
 
+def test_names_not_offered_are_mapped_onto_what_was_offered_not_refused():
+    """A small model names an object or a place it was not offered (SmolLM2 named a cafe
+    of its own for Isabella's object): the rest of its answer is kept."""
+    from smallville.brain.repair import repair
+
+    templates = load_templates()
+    request = rq.Decompose("a", "Ann", "cooking", "Ann's house / kitchen", 600, 630, ("stove",), (), "",
+                           ("bed (bedroom)", "fridge (pantry)"))
+    sent = templates["decompose"].schema_for(request)["properties"]["steps"]["items"]["properties"]["object"]
+    assert sent["enum"] == ["bed (bedroom)", "fridge (pantry)", "stove", None]     # the server is told exactly
+    answer = templates["decompose"].parse(request, json.dumps({"steps": [
+        {"minutes": 10, "description": "x", "object": "Fridge"}, {"minutes": 10, "description": "y", "object": "stove!"},
+        {"minutes": 10, "description": "z", "object": "Bloomsbury Coffee Co."}]}))
+    actions, notes = repair(request, answer)
+    assert [s.object for s in actions.steps] == ["fridge (pantry)", "stove", None]
+    assert len(notes) == 3 and all("is not offered" in n for n in notes)
+    plan = rq.PlanDay("a", "Ann", "", "Monday", ((420, "wake up", "Hobbs Cafe"),), (), ("Hobbs Cafe", "Johnson Park"))
+    answer = templates["plan_day"].parse(plan, json.dumps({"broad": ["work"], "blocks": [
+        {"start": 420, "end": 1860, "activity": "work", "where": "Hobbs cafe downtown"}]}))
+    fixed, notes = repair(plan, answer)
+    assert fixed.blocks[0].where == "Hobbs Cafe" and "is not known" in notes[0]
+    with pytest.raises(AnswerError):                   # what is not a name is still checked
+        templates["decompose"].parse(request, '{"steps": [{"minutes": 10, "description": "x", "object": 3}]}')
+
+
 def test_prices_written_as_yaml_people_write_them_are_numbers(tmp_path):
     from smallville.brain.config import load_config
 

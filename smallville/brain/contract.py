@@ -33,12 +33,23 @@ def schema_for(schema: dict, request: rq.Message) -> dict:
     return out
 
 
+NAMES = ("where", "object", "target")
+"""Fields naming one of what the request offered (a place, an object, a person to talk to):
+the schema sent lists them, but an answer naming another is repaired (`repair.py`: the
+closest one offered, or none), not refused."""
+
+
 def loosened(schema: dict) -> dict:
-    """`schema` without its numeric bounds: what an answer is checked against. A number out
-    of its bounds (a server whose grammar ignores them) is clamped by `repair.py` and logged,
-    not asked again."""
+    """`schema` without its numeric bounds and without the lists of names of `NAMES`: what
+    an answer is checked against. A number out of its bounds (a server whose grammar
+    ignores them) or a name not offered is made fit by `repair.py` and logged, not asked
+    again."""
     if isinstance(schema, dict):
-        return {k: loosened(v) for k, v in schema.items() if k not in ("minimum", "maximum")}
+        out = {k: loosened(v) for k, v in schema.items() if k not in ("minimum", "maximum")}
+        for name in NAMES:
+            if isinstance(out.get(name), dict) and "enum" in out[name]:
+                out[name] = {k: v for k, v in out[name].items() if k != "enum"}
+        return out
     if isinstance(schema, list):
         return [loosened(v) for v in schema]
     return schema

@@ -15,7 +15,8 @@ silent. An answer that needs nothing comes back as it is, with no notes.
     decompose  a step longer than 15 minutes is split into steps of at most 15, one shorter
                than 5 lengthened to 5 (but the last, if it ends with the block); no steps: the block in 15-minute steps of its
                activity; steps past the block's end are cut (the last one may end short
-               with the block)
+               with the block); an object not offered becomes the one offered it names
+               or closely resembles ("fridge" for "fridge (kitchen)"), or none
     react      "talk" to no one present: carry on; a wait of under a minute: 5 minutes
 """
 
@@ -117,7 +118,25 @@ def _closest(name: str, places) -> str:
     return best if best and words & set(best.lower().split()) else ""
 
 
+def _objects(request: rq.Decompose, actions: rq.Actions, note: Callable[[str], None]) -> rq.Actions:
+    """Each step's object one of those offered (see `_actions`)."""
+    offered = (*request.objects, *request.elsewhere)
+    if all(s.object is None or s.object in offered for s in actions.steps):
+        return actions
+    steps = []
+    for step in actions.steps:
+        if step.object is not None and step.object not in offered:
+            named = next((o for o in offered if o.partition(" (")[0].lower() == step.object.strip().lower()), None)
+            found = named or next(iter(difflib.get_close_matches(step.object, offered, n=1, cutoff=0.6)), None)
+            note(f"object {step.object!r} is not offered: {found!r}" if found
+                 else f"object {step.object!r} is not offered: none")
+            step = replace(step, object=found)
+        steps.append(step)
+    return rq.Actions(tuple(steps))
+
+
 def _actions(request: rq.Decompose, actions: rq.Actions, note: Callable[[str], None]) -> rq.Actions:
+    actions = _objects(request, actions, note)
     total = max(1, request.end - request.start)
     low, high = STEP
     minutes = [s.minutes for s in actions.steps]
