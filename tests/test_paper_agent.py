@@ -276,6 +276,22 @@ def test_only_perceived_events_count_toward_a_reflection(trio):
         assert len(answer.insights) <= 5 and all(i.because for i in answer.insights)
 
 
+def test_an_agent_holds_each_insight_once_and_is_shown_the_ones_it_holds(trio):
+    sim, brain = trio
+    asked = brain.of("insights")
+    assert any(request.known for request, _ in asked)       # later reflections see the earlier insights
+    for request, answer in asked:
+        assert not {i.text for i in answer.insights} & set(request.known)
+    held = {agent.id: [m.text for m in memories(agent, "reflection")] for agent in sim.agents.values()}
+    assert sum(map(len, held.values())) > len(held)
+    for texts in held.values():
+        assert len(texts) == len(set(texts))
+    greeted = [(r, a) for r, a in brain.of("reflect_questions") if any(": Hi " in m for m in r.memories)]
+    assert greeted                                          # chat lines open "Hi Maria! ..."
+    for _, answer in greeted:                               # a greeting is not a name to think about
+        assert not [q for q in answer.questions if q.startswith("What do I think about Hi ")]
+
+
 def test_seed_memories_plans_and_chat_do_not_start_a_reflection():
     scenario = load_scenario(CAFE_TRIO)
     sim = Simulation(scenario, OfflineBrain(1), make_embedder("lexical"))

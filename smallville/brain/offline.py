@@ -259,22 +259,34 @@ class OfflineBrain:
         return rq.Questions(tuple(questions[: req.count]))
 
     def _insights(self, req: rq.Insights, rng: random.Random) -> rq.InsightList:
-        if not req.evidence:
-            return rq.InsightList(())
+        """Up to three insights the agent does not hold yet (`req.known`), drawn from the
+        evidence on the question's topic: what matters most in it, what the agent has
+        talked about with or about the topic, what it sees the topic doing; else that the
+        topic has been a part of its days."""
         me = first_name(req.name)
         topic = req.question.removeprefix("What do I think about ").rstrip("?")
         about = tuple(i for i, e in enumerate(req.evidence) if topic in e) or tuple(range(len(req.evidence)))
-        insights = [rq.Insight(f"{topic} has been a part of {me}'s days lately", about[:5])]
-        if not about:
-            return rq.InsightList(())
-        chats = tuple(i for i in about if _CHAT.search(req.evidence[i]))
-        if chats:
-            insights.append(rq.Insight(f"{me} has been hearing and talking about {topic}", chats[:5]))
-        best = max(about, key=lambda i: (rate(req.evidence[i]), -i))
-        if rate(req.evidence[best]) >= 5:
-            insights.append(rq.Insight(f"{me} thinks this matters: {shared_fact(req.evidence[best])}", (best,)))
-        return rq.InsightList(tuple(insights))
-
+        known = set(req.known)
+        found: dict[str, list[int]] = {}          # insight -> the evidence it cites, in order of preference
+        for i in sorted(about, key=lambda i: (-rate(req.evidence[i]), -i)):
+            if rate(req.evidence[i]) >= 5:
+                found.setdefault(f"{me} thinks this matters: {shared_fact(req.evidence[i])}", []).append(i)
+        for i in reversed(about):                 # the latest first
+            text = req.evidence[i]
+            if _CHAT.search(text):
+                news = shared_fact(text) if SHARE_MARK in text or OWN_MARK in text else ""
+                subject = _topic(news) if news else "how the days are going"
+                between = text.split(": ", 1)[0]     # "Ann Lee said to Maria Lopez"
+                said = (f"{me} has talked with {first_name(topic)} about {subject}" if topic in between
+                        else f"{me} has been hearing about {topic} in talks about {subject}")
+                found.setdefault(said, []).append(i)
+            elif " is " in text and text.startswith(topic) and topic != req.name:
+                doing = text.split(" is ", 1)[1].split(" (")[0]
+                found.setdefault(f"{me} often sees {first_name(topic)} {doing}", []).append(i)
+        if about:
+            found.setdefault(f"{topic} has been a part of {me}'s days lately", list(about))
+        new = [rq.Insight(text, tuple(cites[:5])) for text, cites in found.items() if text not in known]
+        return rq.InsightList(tuple(new[:3]))
 
     # ---- interviews -----------------------------------------------------------------
 

@@ -17,6 +17,8 @@ from smallville.brain.contract import INSIGHTS
 from smallville.sim.agent import Action, Agent, Doing, PlanBlock
 from smallville.world.grid import in_area
 
+KNOWN_INSIGHTS = 20     # the agent's latest insights a reflection is shown, so it gives new ones
+
 
 def live(sim, agent: Agent, restored: bool = False):
     """The agent's whole life: plan each day, then act it out block by block."""
@@ -414,7 +416,8 @@ def reflect(sim, agent: Agent):
     """When the perceived events since the last reflection add up to the threshold (the memory
     model says when: `reflect_due`), ask three questions of the latest memories and store at
     most five insights for each, linked to the evidence they cite (insights may rest on
-    earlier insights); then the agent's summary is written again."""
+    earlier insights; one the agent already holds is not stored again); then the agent's
+    summary is written again."""
     if not sim.memory.reflect_due(sim, agent):
         return
     trigger, agent.since_reflection = agent.since_reflection, 0.0
@@ -424,14 +427,17 @@ def reflect(sim, agent: Agent):
                                                           sim.config.reflection_questions))
     asked = questions.questions[:sim.config.reflection_questions]
     evidence = [[h.memory for h in sim.retrieve(agent, q, sim.config.evidence_k)] for q in asked]
-    asks = [sim.ask(agent, rq.Insights(agent.id, agent.name, q, tuple(m.text for m in ev)))
+    held = [t for t, kind in zip(agent.stream.texts(), agent.stream.kinds()) if kind == "reflection"]
+    known = tuple(dict.fromkeys(reversed(held)))[:KNOWN_INSIGHTS][::-1]
+    asks = [sim.ask(agent, rq.Insights(agent.id, agent.name, q, tuple(m.text for m in ev), known))
             for q, ev in zip(asked, evidence)]
     answers = yield sim.env.all_of(asks)
-    texts, links = [], []
+    texts, links, have = [], [], set(held)
     for ask, ev in zip(asks, evidence):
         for insight in answers[ask].insights[:INSIGHTS]:
             cited = tuple(sorted({ev[i].id for i in insight.because if 0 <= i < len(ev)}))
-            if cited:                          # an insight stands on its evidence
+            if cited and insight.text not in have:  # an insight stands on its evidence, and is new
+                have.add(insight.text)
                 texts.append(insight.text)
                 links.append(cited)
     sim.emit(events.REFLECT, agent.id, importance=trigger, questions=list(asked))
