@@ -200,6 +200,21 @@ def test_each_side_keeps_a_summary_a_thought_a_memo_and_a_new_view_of_the_other(
     assert any(isabella.relationships[o] != isabella.spec.relationships.get(o) for o in isabella.relationships)
 
 
+def test_a_speaker_recalls_by_the_paper_s_focal_points_and_keeps_its_news_in_mind(trio):
+    """Each line is said with what the speaker recalls of its view of the listener, of what the
+    listener is doing and of the last lines (`talk_k` each), so news of one's own stays among
+    what one recalls in talk after talk (test_engine's two days in the Ville: Sam's candidacy)."""
+    sim, brain = trio
+    k = sim.config.talk_k
+    speaks = brain.of("speak")
+    assert speaks and all(len(r.memories) <= 3 * k for r, _ in speaks)
+    assert any(len(r.memories) > k for r, _ in speaks)
+    assert all(len({m for m, _, _ in r.memories}) == len(r.memories) for r, _ in speaks)
+    hosts = brain.of("speak", "isabella_rodriguez")
+    assert len(hosts) >= 4
+    assert all(any("Valentine's Day party" in m for m, _, _ in r.memories) for r, _ in hosts)
+
+
 def test_own_news_is_told_in_the_first_person_and_others_see_the_topic(trio):
     sim, _ = trio
     said = [r["data"]["text"] for r in sim.log.records if r["kind"] == "say" and r["agent"] == "isabella_rodriguez"]

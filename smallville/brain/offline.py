@@ -201,6 +201,8 @@ class OfflineBrain:
         news = []
         for i, (text, importance, kind) in enumerate(req.memories):
             fact = shared_fact(text)
+            if kind == "reflection" and fact == text.strip():
+                continue                                # an inference of one's own: only a fact it holds is news
             own = first_person(fact, req.name)          # one's own news is said in the first person
             told = fact in said or (own is not None and any(own in line for line in lines))
             if (kind in _SHAREABLE and importance >= 4 and not told and not fact.startswith(listener)

@@ -466,9 +466,7 @@ def talk_on(sim, talk):
     history = talk.lines
     while talk.ending is None and talk.turn < sim.config.max_turns:
         speaker, listener = (a, b) if talk.turn % 2 == 0 else (b, a)
-        query = listener.name + (" " + history[-1][1] if history else "")
-        recalled = [(h.memory.text, h.memory.importance, h.memory.kind)
-                    for h in sim.retrieve(speaker, query, sim.config.talk_k)] if sim.config.sharing else []
+        recalled = talk_memories(sim, speaker, listener, history) if sim.config.sharing else []
         line = yield sim.ask(speaker, rq.Speak(
             speaker.id, speaker.name, listener.id, listener.name,
             speaker.relationships.get(listener.id, ""), tuple(history), tuple(recalled),
@@ -488,6 +486,21 @@ def talk_on(sim, talk):
     sim.count("conversations")
     sim.emit(events.TALK_END, a.id, with_=b.id, lines=len(history), reason=reason)
     sim.end_talk(talk)
+
+
+def talk_memories(sim, speaker: Agent, listener: Agent, history: list) -> list[tuple[str, int, str]]:
+    """What the speaker recalls for its next line, by the paper's focal points: its view of
+    the listener, what the listener is doing and the last four lines; `talk_k` memories for
+    each, in that order, each text once."""
+    view = speaker.relationships.get(listener.id, "")
+    queries = [f"{listener.name}, {view}" if view else listener.name, f"{listener.name} is {listener.activity}"]
+    if history:
+        queries.append("\n".join(f"{name}: {line}" for name, line in history[-4:]))
+    hits = [h for found in sim.retrieve_many(speaker, queries, sim.config.talk_k) for h in found]
+    first = {}
+    for h in hits:
+        first.setdefault(h.memory.text, h)
+    return [(h.memory.text, h.memory.importance, h.memory.kind) for h in first.values()]
 
 
 def look_back(sim, x: Agent, y: Agent, history: list, said: list):
