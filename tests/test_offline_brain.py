@@ -134,6 +134,20 @@ def test_insights_follow_their_evidence_and_are_not_given_again():
     assert ask(brain, rq.Insights("ann", "Ann Lee", question, studying, every)).insights == ()
 
 
+def test_what_was_talked_about_or_inferred_is_not_passed_on_as_news():
+    """An insight of one's own, or that two people talked about something, is not news; the
+    fact an insight holds is."""
+    hearsay = (("Ann has talked with Bob about Isabella's party", 9, "reflection"),
+               ("Ann thinks this matters: Carl Day talked with Bob about Isabella's party", 7, "reflection"),
+               ("Ann has been hearing about Hobbs Cafe in talks about Isabella's party", 7, "reflection"),
+               ("Ann thinks this matters: Isabella Rodriguez is planning a Valentine's Day party.", 10, "reflection"))
+    lines = [ask(OfflineBrain(seed, gossip=1.0), rq.Speak("ann", "Ann Lee", "dan", "Dan Roy", "", (), hearsay, ())).text
+             for seed in range(10)]
+    assert all("Isabella Rodriguez is planning a Valentine's Day party" in line for line in lines)
+    told = rq.Speak("ann", "Ann Lee", "dan", "Dan Roy", "", (("Ann Lee", lines[0]), ("Dan Roy", "Oh!")), hearsay, ())
+    assert "about" not in ask(OfflineBrain(0, gossip=1.0), told).text
+
+
 def test_react_replans_on_a_striking_event_and_talks_to_friends():
     brain = OfflineBrain(0)
     event = ask(brain, rq.React("ann", "Ann", "reading", ("The Valentine's Day party at Hobbs Cafe has started.",), (), (), ()))

@@ -36,6 +36,10 @@ _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augu
 _QUESTION_WORDS = {"about", "know", "what", "when", "where", "which", "does", "have", "your", "with", "that",
                    "this", "there", "their", "think", "tell", "anything", "heard", "hear", "going", "would"}
 _SHAREABLE = ("seed", "chat", "thought", "reflection")
+# What was talked about, seen or heard around, rather than news itself ("Ann talked with Bob
+# about Isabella's party", the insights below): not passed on, nor taken for what matters.
+_HEARSAY = re.compile(r"\b(?:talked|talking) with .+ about |\bhas been hearing about |\boften sees |"
+                      r"\bhas been a part of ")
 _FILLERS = ("taking a short break", "checking {me}'s phone", "tidying up {me}'s things", "looking over {me}'s notes")
 
 
@@ -90,7 +94,7 @@ class OfflineBrain:
     name = "offline"
 
     def __init__(self, seed: int = 0, talk_chance: float = 0.25, stranger_chance: float = 0.08,
-                 attend_chance: float = 0.6, gossip: float = 0.2) -> None:
+                 attend_chance: float = 0.6, gossip: float = 0.1) -> None:
         self.seed = seed
         self.talk_chance = talk_chance          # chance to start a talk with someone known, per meeting
         self.stranger_chance = stranger_chance  # the same with someone not known
@@ -201,7 +205,7 @@ class OfflineBrain:
         news = []
         for i, (text, importance, kind) in enumerate(req.memories):
             fact = shared_fact(text)
-            if kind == "reflection" and fact == text.strip():
+            if (kind == "reflection" and fact == text.strip()) or _HEARSAY.search(fact):
                 continue                                # an inference of one's own: only a fact it holds is news
             own = first_person(fact, req.name)          # one's own news is said in the first person
             told = fact in said or (own is not None and any(own in line for line in lines))
@@ -271,7 +275,7 @@ class OfflineBrain:
         known = set(req.known)
         found: dict[str, list[int]] = {}          # insight -> the evidence it cites, in order of preference
         for i in sorted(about, key=lambda i: (-rate(req.evidence[i]), -i)):
-            if rate(req.evidence[i]) >= 5:
+            if rate(req.evidence[i]) >= 5 and not _HEARSAY.search(shared_fact(req.evidence[i])):
                 found.setdefault(f"{me} thinks this matters: {shared_fact(req.evidence[i])}", []).append(i)
         for i in reversed(about):                 # the latest first
             text = req.evidence[i]
