@@ -134,6 +134,18 @@ def test_insights_follow_their_evidence_and_are_not_given_again():
     assert ask(brain, rq.Insights("ann", "Ann Lee", question, studying, every)).insights == ()
 
 
+def test_what_the_speaker_s_summary_says_is_on_its_mind_is_told():
+    """A prompt gives the speaker's summary; news of one's own on one's mind is told even when
+    no query recalled the memory it came from."""
+    summary = ("Sam Moore, 65. civic-minded. Sam has been thinking about this: Sam Moore is running for mayor "
+               "in the local election.")
+    dull = (("Sam Moore is reading the newspaper", 2, "observation"),)
+    line = ask(OfflineBrain(0), rq.Speak("sam", "Sam Moore", "ann", "Ann Lee", "", (), dull, (), summary)).text
+    assert line == "Hi Ann! Guess what? I'm running for mayor in the local election."
+    quiet = ask(OfflineBrain(0), rq.Speak("sam", "Sam Moore", "ann", "Ann Lee", "", (), dull, (), "Sam Moore, 65.")).text
+    assert "mayor" not in quiet
+
+
 def test_what_was_talked_about_or_inferred_is_not_passed_on_as_news():
     """An insight of one's own, or that two people talked about something, is not news; the
     fact an insight holds is."""

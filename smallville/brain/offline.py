@@ -36,6 +36,8 @@ _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augu
 _QUESTION_WORDS = {"about", "know", "what", "when", "where", "which", "does", "have", "your", "with", "that",
                    "this", "there", "their", "think", "tell", "anything", "heard", "hear", "going", "would"}
 _SHAREABLE = ("seed", "chat", "thought", "reflection")
+ON_MIND = " has been thinking about this: "      # a summary's last sentence: what is on the agent's mind
+_ON_MIND = re.compile(re.escape(ON_MIND) + r"(.+?)\.?$")
 # What was talked about, seen or heard around, rather than news itself ("Ann talked with Bob
 # about Isabella's party", the insights below): not passed on, nor taken for what matters.
 _HEARSAY = re.compile(r"\b(?:talked|talking) with .+ about |\bhas been hearing about |\boften sees |"
@@ -129,8 +131,9 @@ class OfflineBrain:
         me = first_name(req.name)
         plan = next((m for m in req.occupation if "'s plan for " in m), "")
         occupation = f"Lately {me}'s days go: {plan.split(': ', 1)[1]}." if ": " in plan else ""
-        weighty = sorted((-rate(m), i, m) for i, m in enumerate(req.progress) if rate(m) >= 5)
-        progress = (f"{me} has been thinking about this: {shared_fact(weighty[0][2]).rstrip('.')}." if weighty
+        weighty = sorted((-rate(m), i, m) for i, m in enumerate(req.progress)
+                         if rate(m) >= 5 and not _HEARSAY.search(shared_fact(m)))
+        progress = (f"{me}{ON_MIND}{shared_fact(weighty[0][2]).rstrip('.')}." if weighty
                     else f"{me} feels the days have been going as usual.")
         return rq.Summary(req.persona, occupation, progress)
 
@@ -203,7 +206,11 @@ class OfflineBrain:
         lines = [line for _, line in req.history] + list(req.earlier)
         said = {shared_fact(line) for line in lines}
         news = []
-        for i, (text, importance, kind) in enumerate(req.memories):
+        memories = list(req.memories)
+        on_mind = _ON_MIND.search(req.summary)   # the speaker's summary, as a prompt gives it, says what is on its mind
+        if on_mind:
+            memories.append((on_mind.group(1) + ".", rate(on_mind.group(1)), "thought"))
+        for i, (text, importance, kind) in enumerate(memories):
             fact = shared_fact(text)
             if (kind == "reflection" and fact == text.strip()) or _HEARSAY.search(fact):
                 continue                                # an inference of one's own: only a fact it holds is news
