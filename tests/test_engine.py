@@ -112,9 +112,11 @@ def test_two_days_in_the_ville(ville_two_days):
     assert counts["plan"] >= 50                       # every agent plans each day
     start, end = sim.probe_start, sim.probe_knowers()
     assert start["party"] == ["isabella_rodriguez"] and start["election"] == ["sam_moore"]
-    # The README's five seeds: 17.6 +- 1.8 of 25 knew of the party by the end, 14.6 were told
-    # of it beforehand and 10 came (9.4 of them told). This seed is within that spread.
-    assert abs(len(end["party"]) - 17.6) <= 3 * 1.8, end["party"]
+    # The README's five seeds: 15.6 +- 2.6 of 25 knew of the party by the end, 13.6 were told
+    # of it beforehand and 7.4 came (7.2 of them told); 10.0 +- 1.2 knew of Sam's candidacy
+    # (he tells everyone he talks with, and some pass it on). This seed is within that spread.
+    assert abs(len(end["party"]) - 15.6) <= 3 * 2.6, end["party"]
+    assert abs(len(end["election"]) - 10.0) <= 3 * 1.2, end["election"]
     (party,) = party_attendance(sim)
     assert len(party["told"]) >= 10 and len(party["told_and_attended"]) >= 3, party
     # Reflections build on reflections.

@@ -103,7 +103,61 @@ def test_reflection_asks_about_recurring_people_and_cites_evidence():
     assert questions == ("What do I think about Maria Lopez?", "What do I think about Klaus Mueller?")
     insights = ask(brain, rq.Insights("ann", "Ann Lee", questions[0], memories)).insights
     assert insights and all(i.because for i in insights)
-    assert set(insights[0].because) == {0, 1, 3}
+    assert set().union(*(i.because for i in insights)) <= {0, 1, 3}      # only the evidence about Maria
+
+
+def test_a_greeting_or_a_chat_line_s_first_word_is_not_taken_for_a_name():
+    memories = ("Ann Lee said to Maria Lopez: Hi Maria! How is your day going?",
+                "Maria Lopez said to Ann Lee: Hi Ann! Did you hear? Klaus Mueller is writing a paper.",
+                "Ann Lee said to Maria Lopez: Oh, I didn't know that. Thanks Maria, see you at Hobbs Cafe!")
+    questions = ask(OfflineBrain(0), rq.ReflectQuestions("ann", "Ann Lee", memories, 3)).questions
+    assert questions == ("What do I think about Maria Lopez?", "What do I think about Hobbs Cafe?",
+                         "What do I think about Klaus Mueller?")
+
+
+def test_insights_follow_their_evidence_and_are_not_given_again():
+    brain = OfflineBrain(0)
+    question = "What do I think about Maria Lopez?"
+    studying = ("Maria Lopez is studying (using the desk)", "Maria Lopez is reading", "Maria Lopez is painting",
+                "Ann Lee said to Maria Lopez: Hi Maria! How is your day going?")
+    party = ("Maria Lopez is eating", "Maria Lopez said to Ann Lee: Did you hear? Isabella Rodriguez is planning "
+             "a Valentine's Day party at Hobbs Cafe.")
+    first = ask(brain, rq.Insights("ann", "Ann Lee", question, studying)).insights
+    other = ask(brain, rq.Insights("ann", "Ann Lee", question, party)).insights
+    assert {i.text for i in first}.isdisjoint(i.text for i in other)
+    assert "Ann often sees Maria painting" in [i.text for i in first]
+    assert all(party[i].startswith("Maria Lopez said") for i in other[0].because)   # the news cites the talk
+    known = tuple(i.text for i in first)
+    again = ask(brain, rq.Insights("ann", "Ann Lee", question, studying, known)).insights
+    assert again and not {i.text for i in again} & set(known)
+    every = known + tuple(i.text for i in again)
+    assert ask(brain, rq.Insights("ann", "Ann Lee", question, studying, every)).insights == ()
+
+
+def test_what_the_speaker_s_summary_says_is_on_its_mind_is_told():
+    """A prompt gives the speaker's summary; news of one's own on one's mind is told even when
+    no query recalled the memory it came from."""
+    summary = ("Sam Moore, 65. civic-minded. Sam has been thinking about this: Sam Moore is running for mayor "
+               "in the local election.")
+    dull = (("Sam Moore is reading the newspaper", 2, "observation"),)
+    line = ask(OfflineBrain(0), rq.Speak("sam", "Sam Moore", "ann", "Ann Lee", "", (), dull, (), summary)).text
+    assert line == "Hi Ann! Guess what? I'm running for mayor in the local election."
+    quiet = ask(OfflineBrain(0), rq.Speak("sam", "Sam Moore", "ann", "Ann Lee", "", (), dull, (), "Sam Moore, 65.")).text
+    assert "mayor" not in quiet
+
+
+def test_what_was_talked_about_or_inferred_is_not_passed_on_as_news():
+    """An insight of one's own, or that two people talked about something, is not news; the
+    fact an insight holds is."""
+    hearsay = (("Ann has talked with Bob about Isabella's party", 9, "reflection"),
+               ("Ann thinks this matters: Carl Day talked with Bob about Isabella's party", 7, "reflection"),
+               ("Ann has been hearing about Hobbs Cafe in talks about Isabella's party", 7, "reflection"),
+               ("Ann thinks this matters: Isabella Rodriguez is planning a Valentine's Day party.", 10, "reflection"))
+    lines = [ask(OfflineBrain(seed, gossip=1.0), rq.Speak("ann", "Ann Lee", "dan", "Dan Roy", "", (), hearsay, ())).text
+             for seed in range(10)]
+    assert all("Isabella Rodriguez is planning a Valentine's Day party" in line for line in lines)
+    told = rq.Speak("ann", "Ann Lee", "dan", "Dan Roy", "", (("Ann Lee", lines[0]), ("Dan Roy", "Oh!")), hearsay, ())
+    assert "about" not in ask(OfflineBrain(0, gossip=1.0), told).text
 
 
 def test_react_replans_on_a_striking_event_and_talks_to_friends():

@@ -208,6 +208,21 @@ def test_each_side_keeps_a_summary_a_thought_a_memo_and_a_new_view_of_the_other(
     assert any(isabella.relationships[o] != isabella.spec.relationships.get(o) for o in isabella.relationships)
 
 
+def test_a_speaker_recalls_by_the_paper_s_focal_points_and_keeps_its_news_in_mind(trio):
+    """Each line is said with what the speaker recalls of its view of the listener, of what the
+    listener is doing and of the last lines (`talk_k` each), so news of one's own stays among
+    what one recalls in talk after talk (test_engine's two days in the Ville: Sam's candidacy)."""
+    sim, brain = trio
+    k = sim.config.talk_k
+    speaks = brain.of("speak")
+    assert speaks and all(len(r.memories) <= 3 * k for r, _ in speaks)
+    assert any(len(r.memories) > k for r, _ in speaks)
+    assert all(len({m for m, _, _ in r.memories}) == len(r.memories) for r, _ in speaks)
+    hosts = brain.of("speak", "isabella_rodriguez")
+    assert len(hosts) >= 4
+    assert all(any("Valentine's Day party" in m for m, _, _ in r.memories) for r, _ in hosts)
+
+
 def test_own_news_is_told_in_the_first_person_and_others_see_the_topic(trio):
     sim, _ = trio
     said = [r["data"]["text"] for r in sim.log.records if r["kind"] == "say" and r["agent"] == "isabella_rodriguez"]
@@ -355,6 +370,22 @@ def test_only_perceived_events_count_toward_a_reflection(trio):
         assert len(answer.questions) <= 3
     for request, answer in brain.of("insights"):
         assert len(answer.insights) <= 5 and all(i.because for i in answer.insights)
+
+
+def test_an_agent_holds_each_insight_once_and_is_shown_the_ones_it_holds(trio):
+    sim, brain = trio
+    asked = brain.of("insights")
+    assert any(request.known for request, _ in asked)       # later reflections see the earlier insights
+    for request, answer in asked:
+        assert not {i.text for i in answer.insights} & set(request.known)
+    held = {agent.id: [m.text for m in memories(agent, "reflection")] for agent in sim.agents.values()}
+    assert sum(map(len, held.values())) > len(held)
+    for texts in held.values():
+        assert len(texts) == len(set(texts))
+    greeted = [(r, a) for r, a in brain.of("reflect_questions") if any(": Hi " in m for m in r.memories)]
+    assert greeted                                          # chat lines open "Hi Maria! ..."
+    for _, answer in greeted:                               # a greeting is not a name to think about
+        assert not [q for q in answer.questions if q.startswith("What do I think about Hi ")]
 
 
 def test_seed_memories_plans_and_chat_do_not_start_a_reflection():

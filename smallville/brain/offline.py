@@ -36,6 +36,12 @@ _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augu
 _QUESTION_WORDS = {"about", "know", "what", "when", "where", "which", "does", "have", "your", "with", "that",
                    "this", "there", "their", "think", "tell", "anything", "heard", "hear", "going", "would"}
 _SHAREABLE = ("seed", "chat", "thought", "reflection")
+ON_MIND = " has been thinking about this: "      # a summary's last sentence: what is on the agent's mind
+_ON_MIND = re.compile(re.escape(ON_MIND) + r"(.+?)\.?$")
+# What was talked about, seen or heard around, rather than news itself ("Ann talked with Bob
+# about Isabella's party", the insights below): not passed on, nor taken for what matters.
+_HEARSAY = re.compile(r"\b(?:talked|talking) with .+ about |\bhas been hearing about |\boften sees |"
+                      r"\bhas been a part of ")
 _FILLERS = ("taking a short break", "checking {me}'s phone", "tidying up {me}'s things", "looking over {me}'s notes")
 
 
@@ -99,7 +105,7 @@ class OfflineBrain:
     name = "offline"
 
     def __init__(self, seed: int = 0, talk_chance: float = 0.25, stranger_chance: float = 0.08,
-                 attend_chance: float = 0.6, gossip: float = 0.2) -> None:
+                 attend_chance: float = 0.6, gossip: float = 0.1) -> None:
         self.seed = seed
         self.talk_chance = talk_chance          # chance to start a talk with someone known, per meeting
         self.stranger_chance = stranger_chance  # the same with someone not known
@@ -134,8 +140,9 @@ class OfflineBrain:
         me = first_name(req.name)
         plan = next((m for m in req.occupation if "'s plan for " in m), "")
         occupation = f"Lately {me}'s days go: {plan.split(': ', 1)[1]}." if ": " in plan else ""
-        weighty = sorted((-rate(m), i, m) for i, m in enumerate(req.progress) if rate(m) >= 5)
-        progress = (f"{me} has been thinking about this: {shared_fact(weighty[0][2]).rstrip('.')}." if weighty
+        weighty = sorted((-rate(m), i, m) for i, m in enumerate(req.progress)
+                         if rate(m) >= 5 and not _HEARSAY.search(shared_fact(m)))
+        progress = (f"{me}{ON_MIND}{shared_fact(weighty[0][2]).rstrip('.')}." if weighty
                     else f"{me} feels the days have been going as usual.")
         return rq.Summary(req.persona, occupation, progress)
 
@@ -209,8 +216,14 @@ class OfflineBrain:
         lines = [line for _, line in req.history] + list(req.earlier)
         said = {shared_fact(line) for line in lines}
         news = []
-        for i, (text, importance, kind) in enumerate(req.memories):
+        memories = list(req.memories)
+        on_mind = _ON_MIND.search(req.summary)   # the speaker's summary, as a prompt gives it, says what is on its mind
+        if on_mind:
+            memories.append((on_mind.group(1) + ".", rate(on_mind.group(1)), "thought"))
+        for i, (text, importance, kind) in enumerate(memories):
             fact = shared_fact(text)
+            if (kind == "reflection" and fact == text.strip()) or _HEARSAY.search(fact):
+                continue                                # an inference of one's own: only a fact it holds is news
             own = first_person(fact, req.name)          # one's own news is said in the first person
             told = fact in said or (own is not None and any(own in line for line in lines))
             if (kind in _SHAREABLE and importance >= 4 and not told and not fact.startswith(listener)
@@ -269,22 +282,34 @@ class OfflineBrain:
         return rq.Questions(tuple(questions[: req.count]))
 
     def _insights(self, req: rq.Insights, rng: random.Random) -> rq.InsightList:
-        if not req.evidence:
-            return rq.InsightList(())
+        """Up to three insights the agent does not hold yet (`req.known`), drawn from the
+        evidence on the question's topic: what matters most in it, what the agent has
+        talked about with or about the topic, what it sees the topic doing; else that the
+        topic has been a part of its days."""
         me = first_name(req.name)
         topic = req.question.removeprefix("What do I think about ").rstrip("?")
         about = tuple(i for i, e in enumerate(req.evidence) if topic in e) or tuple(range(len(req.evidence)))
-        insights = [rq.Insight(f"{topic} has been a part of {me}'s days lately", about[:5])]
-        if not about:
-            return rq.InsightList(())
-        chats = tuple(i for i in about if _CHAT.search(req.evidence[i]))
-        if chats:
-            insights.append(rq.Insight(f"{me} has been hearing and talking about {topic}", chats[:5]))
-        best = max(about, key=lambda i: (rate(req.evidence[i]), -i))
-        if rate(req.evidence[best]) >= 5:
-            insights.append(rq.Insight(f"{me} thinks this matters: {shared_fact(req.evidence[best])}", (best,)))
-        return rq.InsightList(tuple(insights))
-
+        known = set(req.known)
+        found: dict[str, list[int]] = {}          # insight -> the evidence it cites, in order of preference
+        for i in sorted(about, key=lambda i: (-rate(req.evidence[i]), -i)):
+            if rate(req.evidence[i]) >= 5 and not _HEARSAY.search(shared_fact(req.evidence[i])):
+                found.setdefault(f"{me} thinks this matters: {shared_fact(req.evidence[i])}", []).append(i)
+        for i in reversed(about):                 # the latest first
+            text = req.evidence[i]
+            if _CHAT.search(text):
+                news = shared_fact(text) if SHARE_MARK in text or OWN_MARK in text else ""
+                subject = _topic(news) if news else "how the days are going"
+                between = text.split(": ", 1)[0]     # "Ann Lee said to Maria Lopez"
+                said = (f"{me} has talked with {first_name(topic)} about {subject}" if topic in between
+                        else f"{me} has been hearing about {topic} in talks about {subject}")
+                found.setdefault(said, []).append(i)
+            elif " is " in text and text.startswith(topic) and topic != req.name:
+                doing = text.split(" is ", 1)[1].split(" (")[0]
+                found.setdefault(f"{me} often sees {first_name(topic)} {doing}", []).append(i)
+        if about:
+            found.setdefault(f"{topic} has been a part of {me}'s days lately", list(about))
+        new = [rq.Insight(text, tuple(cites[:5])) for text, cites in found.items() if text not in known]
+        return rq.InsightList(tuple(new[:3]))
 
     # ---- interviews -----------------------------------------------------------------
 

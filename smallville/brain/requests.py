@@ -206,13 +206,15 @@ class ReflectQuestions(Message):
 
 @dataclass(frozen=True)
 class Insights(Message):
-    """What follows from this evidence? Each insight cites the evidence it rests on."""
+    """What follows from this evidence? Each insight cites the evidence it rests on; the
+    insights the agent already holds (`known`, its latest) are not to be given again."""
 
     kind: ClassVar[str] = "insights"
     agent: str
     name: str
     question: str
     evidence: tuple[str, ...]
+    known: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -53,9 +53,25 @@ def progressive(phrase: str) -> str:
     return "".join(parts)
 
 
+# Words that open a sentence or a chat line capitalised without being part of a name
+# ("Hi Maria!", "Thanks Klaus", "Did you hear?").
+_OPENERS = frozenset("""Hi Hello Hey Oh Ah Well Thanks Thank Good Great Nice Did Guess Yes Yeah No Sure Dear See
+    So And But Then Sorry Welcome Morning Evening Bye Goodbye Okay Wow Congratulations Have How What Who Where When
+    Why Are Is Do Does Can Will Would Let Please Look Listen Say Tell Hope Happy Poor Lucky Oops Yay""".split())
+
+
 def names_in(text: str) -> list[str]:
-    """Capitalised multi-word names (people and places) in a text."""
-    return _NAME.findall(text)
+    """Capitalised multi-word names (people and places) in a text; a greeting or another
+    sentence opener before a name is not part of it ("Hi Maria Lopez" -> "Maria Lopez",
+    "Hi Maria" -> nothing)."""
+    names = []
+    for match in _NAME.findall(text):
+        words = match.split(" ")
+        while words and words[0] in _OPENERS:
+            words = words[1:]
+        if len(words) > 1:
+            names.append(" ".join(words))
+    return names
 
 
 def shared_fact(text: str) -> str:

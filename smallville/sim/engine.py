@@ -41,7 +41,7 @@ class SimConfig:
     retrieve_k: int = 5
     plan_k: int = 10
     react_k: int = 5
-    talk_k: int = 8
+    talk_k: int = 15
     max_turns: int = 8
     earlier_lines: int = 40
     talk_cooldown: float = 2 * 3600.0
@@ -306,6 +306,12 @@ class Simulation:
         if not self.config.retrieval:
             return []
         return self.memory.retrieve(self, agent, query, k)
+
+    def retrieve_many(self, agent: Agent, queries: list[str], k: int) -> list[list]:
+        """`retrieve` for several queries of one moment: one hit list per query."""
+        if not self.config.retrieval:
+            return [[] for _ in queries]
+        return self.memory.retrieve_many(self, agent, queries, k)
 
     def recall(self, agent: Agent, query: str, k: int) -> list[str]:
         return [h.memory.text for h in self.retrieve(agent, query, k)]

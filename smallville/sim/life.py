@@ -17,6 +17,8 @@ from smallville.brain.contract import INSIGHTS
 from smallville.sim.agent import Action, Agent, Doing, PlanBlock
 from smallville.world.grid import in_area, room_open_to
 
+KNOWN_INSIGHTS = 20     # the agent's latest insights a reflection is shown, so it gives new ones
+
 
 def live(sim, agent: Agent, restored: bool = False):
     """The agent's whole life: plan each day, then act it out block by block."""
@@ -438,7 +440,8 @@ def reflect(sim, agent: Agent):
     """When the perceived events since the last reflection add up to the threshold (the memory
     model says when: `reflect_due`), ask three questions of the latest memories and store at
     most five insights for each, linked to the evidence they cite (insights may rest on
-    earlier insights); then the agent's summary is written again."""
+    earlier insights; one the agent already holds is not stored again); then the agent's
+    summary is written again."""
     if not sim.memory.reflect_due(sim, agent):
         return
     trigger, agent.since_reflection = agent.since_reflection, 0.0
@@ -448,14 +451,17 @@ def reflect(sim, agent: Agent):
                                                           sim.config.reflection_questions))
     asked = questions.questions[:sim.config.reflection_questions]
     evidence = [[h.memory for h in sim.retrieve(agent, q, sim.config.evidence_k)] for q in asked]
-    asks = [sim.ask(agent, rq.Insights(agent.id, agent.name, q, tuple(m.text for m in ev)))
+    held = [t for t, kind in zip(agent.stream.texts(), agent.stream.kinds()) if kind == "reflection"]
+    known = tuple(dict.fromkeys(reversed(held)))[:KNOWN_INSIGHTS][::-1]
+    asks = [sim.ask(agent, rq.Insights(agent.id, agent.name, q, tuple(m.text for m in ev), known))
             for q, ev in zip(asked, evidence)]
     answers = yield sim.env.all_of(asks)
-    texts, links = [], []
+    texts, links, have = [], [], set(held)
     for ask, ev in zip(asks, evidence):
         for insight in answers[ask].insights[:INSIGHTS]:
             cited = tuple(sorted({ev[i].id for i in insight.because if 0 <= i < len(ev)}))
-            if cited:                          # an insight stands on its evidence
+            if cited and insight.text not in have:  # an insight stands on its evidence, and is new
+                have.add(insight.text)
                 texts.append(insight.text)
                 links.append(cited)
     sim.emit(events.REFLECT, agent.id, importance=trigger, questions=list(asked))
@@ -484,9 +490,7 @@ def talk_on(sim, talk):
     history = talk.lines
     while talk.ending is None and talk.turn < sim.config.max_turns:
         speaker, listener = (a, b) if talk.turn % 2 == 0 else (b, a)
-        query = listener.name + (" " + history[-1][1] if history else "")
-        recalled = [(h.memory.text, h.memory.importance, h.memory.kind)
-                    for h in sim.retrieve(speaker, query, sim.config.talk_k)] if sim.config.sharing else []
+        recalled = talk_memories(sim, speaker, listener, history) if sim.config.sharing else []
         line = yield sim.ask(speaker, rq.Speak(
             speaker.id, speaker.name, listener.id, listener.name,
             speaker.relationships.get(listener.id, ""), tuple(history), tuple(recalled),
@@ -506,6 +510,21 @@ def talk_on(sim, talk):
     sim.count("conversations")
     sim.emit(events.TALK_END, a.id, with_=b.id, lines=len(history), reason=reason)
     sim.end_talk(talk)
+
+
+def talk_memories(sim, speaker: Agent, listener: Agent, history: list) -> list[tuple[str, int, str]]:
+    """What the speaker recalls for its next line, by the paper's focal points: its view of
+    the listener, what the listener is doing and the last four lines; `talk_k` memories for
+    each, in that order, each text once."""
+    view = speaker.relationships.get(listener.id, "")
+    queries = [f"{listener.name}, {view}" if view else listener.name, f"{listener.name} is {listener.activity}"]
+    if history:
+        queries.append("\n".join(f"{name}: {line}" for name, line in history[-4:]))
+    hits = [h for found in sim.retrieve_many(speaker, queries, sim.config.talk_k) for h in found]
+    first = {}
+    for h in hits:
+        first.setdefault(h.memory.text, h)
+    return [(h.memory.text, h.memory.importance, h.memory.kind) for h in first.values()]
 
 
 def look_back(sim, x: Agent, y: Agent, history: list, said: list):
