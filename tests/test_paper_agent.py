@@ -427,7 +427,7 @@ def test_every_new_request_goes_to_a_model_and_comes_back_valid(tmp_path, monkey
         if name.endswith("_API_KEY"):
             monkeypatch.delenv(name)
     with LLMServer(seed=3) as server:
-        server.prefer = {**SOCIABLE, "where": "Hobbs Cafe"}
+        server.prefer = {**SOCIABLE, "where": "Hobbs Cafe", "summary": "we talked about the party at the cafe"}
         config = LLMConfig(model="openai/test-model", api_base=server.api_base, backoff=0.0, retries=1)
         result = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path, duration=3 * 3600, brain=config,
                               embedder="lexical")
