@@ -197,3 +197,13 @@ def test_every_answer_round_trips_through_json():
                rq.Utterance("hello", True), rq.Questions(("q?",)), rq.InsightList((rq.Insight("t", (1, 2)),))]
     for answer in answers:
         assert type(answer).from_dict(json.loads(json.dumps(answer.to_dict()))) == answer
+
+
+def test_routine_phrases_become_activities_without_verbing_nouns():
+    from smallville.brain.text import progressive
+
+    assert progressive("open the cafe, bake and serve customers") == "opening the cafe, baking and serving customers"
+    assert progressive("sketch people, ducks and trees") == "sketching people, ducks and trees"
+    assert progressive("photograph people and trees in the park") == "photographing people and trees in the park"
+    assert progressive("discuss ideas and press flowers") == "discussing ideas and pressing flowers"
+    assert progressive("keep working on mathematics") == "still working on mathematics"

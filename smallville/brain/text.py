@@ -43,11 +43,16 @@ _NOT_VERBS = {"a", "an", "the", "some", "his", "her", "their", "my", "your", "ou
 
 def progressive(phrase: str) -> str:
     """An imperative routine phrase as an activity: `open the cafe, bake and serve customers`
-    -> `opening the cafe, baking and serving customers`."""
+    -> `opening the cafe, baking and serving customers`; `sketch people, ducks and trees` ->
+    `sketching people, ducks and trees`; `keep working` -> `still working`."""
     parts = re.split(r"(, and |, | and )", phrase.strip())
     for i in range(0, len(parts), 2):
         words = parts[i].split(" ", 1)
-        if words[0].isalpha() and words[0].islower() and words[0] not in _NOT_VERBS:
+        if words[0] == "keep" and len(words) > 1 and words[1].split(" ")[0].endswith("ing"):
+            words[0] = "still"                      # "keep working on it" -> "still working on it"
+        elif i and words[0].endswith("s") and not words[0].endswith("ss"):
+            pass                                    # "photograph people and trees": a noun, not a verb
+        elif words[0].isalpha() and words[0].islower() and words[0] not in _NOT_VERBS:
             words[0] = gerund(words[0])
         parts[i] = " ".join(words)
     return "".join(parts)
