@@ -112,11 +112,11 @@ def test_two_days_in_the_ville(ville_two_days):
     assert counts["plan"] >= 50                       # every agent plans each day
     start, end = sim.probe_start, sim.probe_knowers()
     assert start["party"] == ["isabella_rodriguez"] and start["election"] == ["sam_moore"]
-    # The README's five seeds: 15.8 +- 2.2 of 25 knew of the party by the end, 14.2 were told
-    # of it beforehand and 7.8 came (all of them told); 9.2 +- 2.9 knew of Sam's candidacy
-    # (he tells everyone he talks with, and some pass it on). This seed is within that spread.
-    assert abs(len(end["party"]) - 15.8) <= 3 * 2.2, end["party"]
-    assert abs(len(end["election"]) - 9.2) <= 3 * 2.9, end["election"]
+    # The README's five seeds: 13.6 +- 1.1 of 25 knew of the party by the end, 12.0 were told
+    # of it beforehand and 7.2 came (6.6 of them told); 7.0 +- 4.1 knew of Sam's candidacy
+    # (he tells those he talks with, and some pass it on). This seed is within that spread.
+    assert abs(len(end["party"]) - 13.6) <= 3 * 1.1, end["party"]
+    assert abs(len(end["election"]) - 7.0) <= 3 * 4.1, end["election"]
     assert len(end["election"]) >= 4, end["election"]       # more than without planning (2.4 +- 0.9)
     (party,) = party_attendance(sim)
     assert len(party["told"]) >= 10 and len(party["told_and_attended"]) >= 3, party
