@@ -48,7 +48,7 @@ _FILLERS = ("taking a short break", "checking {me}'s phone", "tidying up {me}'s 
 def _the(label: str) -> str:
     """An object as the brain is offered it, in words: "the desk", "the fridge in the
     kitchen", "the bed in Eddy Lin's bedroom"."""
-    name, _, room = label.removesuffix(")").partition(" (")
+    name, room = rq.object_of(label)
     if not room:
         return f"the {name}"
     return f"the {name} in {room}" if "'s" in room else f"the {name} in the {room}"

@@ -126,7 +126,7 @@ def _objects(request: rq.Decompose, actions: rq.Actions, note: Callable[[str], N
     steps = []
     for step in actions.steps:
         if step.object is not None and step.object not in offered:
-            named = next((o for o in offered if o.partition(" (")[0].lower() == step.object.strip().lower()), None)
+            named = next((o for o in offered if rq.object_of(o)[0].lower() == step.object.strip().lower()), None)
             found = named or next(iter(difflib.get_close_matches(step.object, offered, n=1, cutoff=0.6)), None)
             note(f"object {step.object!r} is not offered: {found!r}" if found
                  else f"object {step.object!r} is not offered: none")

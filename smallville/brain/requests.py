@@ -138,7 +138,19 @@ class Decompose(Message):
     objects: tuple[str, ...]                    # objects in the room the character is in
     memories: tuple[str, ...]
     reason: str = ""                            # why re-planning, when it is a re-plan
-    elsewhere: tuple[str, ...] = ()             # objects in the place's other rooms: "bed (Eddy Lin's bedroom)"
+    elsewhere: tuple[str, ...] = ()             # objects in the place's other rooms: `object_label`
+
+
+def object_label(name: str, room: str) -> str:
+    """An object of another room as `Decompose.elsewhere` offers it: "bed (Eddy Lin's bedroom)"."""
+    return f"{name} ({room})"
+
+
+def object_of(label: str) -> tuple[str, str]:
+    """The name and room of an object as `Decompose` offers it (room "": the one the
+    character is in)."""
+    name, _, room = label.removesuffix(")").partition(" (")
+    return name, room
 
 
 @dataclass(frozen=True)

@@ -325,8 +325,11 @@ class Simulation:
         it (not someone else's), if the place has one."""
         grid = self.world.grid
         tiles = grid.tiles_in(area)
-        if " / " not in area and any(not room_open_to(r, agent.name) for r in grid.arenas_in(area)):
-            tiles = [t for t in tiles if room_open_to(grid.area_at(t), agent.name)] or tiles
+        if " / " not in area:
+            rooms = grid.arenas_in(area)
+            open_rooms = {r for r in rooms if room_open_to(r, agent.name)}
+            if open_rooms and len(open_rooms) < len(rooms):
+                tiles = [t for t in tiles if grid.area_at(t) in open_rooms]
         return agent.rng.choice(tiles) if tiles else self.world.position(agent.id)
 
     def first_places(self, spec) -> set[str]:

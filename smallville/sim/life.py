@@ -185,7 +185,7 @@ def other_rooms(sim, agent: Agent, where: str, here: str) -> dict[str, tuple[str
     offered: dict[str, tuple[str, str]] = {}
     for thing in sim.world.objects_within(sim.place_of(where)):
         if thing.area != here and room_open_to(thing.area, agent.name):
-            offered.setdefault(f"{thing.name} ({thing.area.rsplit(' / ', 1)[-1]})", (thing.area, thing.name))
+            offered.setdefault(rq.object_label(thing.name, thing.area.rsplit(" / ", 1)[-1]), (thing.area, thing.name))
     return offered
 
 
