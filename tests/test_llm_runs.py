@@ -287,3 +287,39 @@ def test_an_llm_run_resumes_from_its_record_and_its_agents_can_be_interviewed(tm
     assert reply["brain"] == "replay" and reply["answer"]
     assert prompt.count("Valentine") >= 2              # the question, and a memory it brought back
     assert all(m["text"] in prompt for m in reply["memories"])      # it cites only what it was shown
+
+
+def test_each_request_kind_gets_its_own_max_tokens_and_temperature(llm):
+    """A day plan needs more room than a rating, a rating batch more the more memories it
+    rates; dialogue varies and ratings do not. `kinds:` overrides one kind, a top-level
+    setting every other."""
+    from smallville.brain.llm import LLMBrain
+
+    plan = rq.PlanDay("ann", "Ann Lee", "Ann is a baker.", "Monday, February 13, 2023",
+                      ((420, "wake up", ""),), (), ("Ann's home",))
+    ratings = [rq.RateImportance("ann", "Ann Lee", (f"Ann is baking loaf {i}",)) for i in range(1, 11)]
+    speak = rq.Speak("ann", "Ann Lee", "bob", "Bob", "", (), (), ())
+
+    def sent(batch, **settings):
+        brain = LLMBrain(config(llm, preflight=False, **settings))
+        try:
+            before = len(llm.bodies)
+            brain.answer(batch)
+            return [(b["response_format"]["json_schema"]["name"], b["max_tokens"], b["temperature"])
+                    for b in llm.bodies[before:]]
+        finally:
+            brain.close()
+
+    default = {kind: (limit, heat) for kind, limit, heat in sent([plan, ratings[0], speak])}
+    assert default["plan_day"][0] > 1000 > default["speak"][0]
+    assert default["speak"][1] > default["rate_importance"][1] == 0
+    one, ten = (sent([r])[0][1] for r in (rq.RateImportance("ann", "Ann Lee", ("x",)),
+                                            rq.RateImportance("ann", "Ann Lee", tuple(f"x{i}" for i in range(10)))))
+    assert one < ten
+    chosen = sent([plan, ratings[1], speak], max_tokens=900, temperature=0.2,
+                  kinds={"plan_day": {"max_tokens": 2500, "temperature": 1.0}})
+    assert sorted(chosen) == [("plan_day", 2500, 1.0), ("rate_importance", 900, 0.2), ("speak", 900, 0.2)]
+    with pytest.raises(BrainError, match="kinds.plan: unknown request kind"):
+        config(llm, kinds={"plan": {"max_tokens": 10}})
+    with pytest.raises(BrainError, match=r"kinds.speak.top_p: unknown"):
+        config(llm, kinds={"speak": {"top_p": 0.9}})

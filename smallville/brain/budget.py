@@ -116,23 +116,27 @@ class Budgeted:
 
     def preflight(self) -> str | None:
         """The model's preflight, each of its calls admitted by the budget like any other."""
-        return self.inner.preflight(gate=lambda messages: self._admitted(1, lambda: self.inner.count_tokens(messages)))
+        from smallville.brain.llm import PROBE_TOKENS
+
+        return self.inner.preflight(gate=lambda messages: self._admitted(
+            1, lambda: self.inner.count_tokens(messages), PROBE_TOKENS))
 
     def answer(self, requests: Sequence[rq.Message]):
         if not requests:
             return []
-        with self._admitted(len(requests), lambda: sum(self.inner.prompt_tokens(r) for r in requests)):
+        with self._admitted(len(requests), lambda: sum(self.inner.prompt_tokens(r) for r in requests),
+                            sum(self.inner.max_tokens_for(r) for r in requests)):
             return self.inner.answer(requests)
 
     @contextmanager
-    def _admitted(self, calls: int, prompt_tokens):
+    def _admitted(self, calls: int, prompt_tokens, completion: int):
         """Calls that may go out once the budget has room for the most they could cost:
         their prompts' tokens (`prompt_tokens()`, counted only if a limit needs them) and
-        `max_tokens` each."""
+        `completion`, the `max_tokens` of them all."""
         worst = Spend(calls)
         limits = self.budget.limits
         if "tokens" in limits or "usd" in limits:
-            prompt, completion = prompt_tokens(), calls * self.inner.config.max_tokens
+            prompt = prompt_tokens()
             worst = Spend(calls, prompt + completion, self.inner.price(prompt, completion) if "usd" in limits else 0.0)
         self.budget.reserve(worst)
         try:

@@ -14,6 +14,7 @@ from smallville.errors import BrainError
 
 
 CHILD_AGENTS = 100      # towns this big make model calls from a child process (call_process: auto)
+KIND_SETTINGS = ("max_tokens", "temperature")    # what `kinds` may set per request kind
 
 
 @dataclass(frozen=True)
@@ -21,8 +22,9 @@ class LLMConfig:
     model: str = "offline"                # a litellm model name, or "offline"
     api_base: str | None = None           # e.g. http://127.0.0.1:8000/v1 for a local server
     api_key_env: str | None = None        # name of the environment variable holding the key
-    temperature: float = 0.0
-    max_tokens: int = 600
+    temperature: float | None = None      # None: each request kind's own (its template's)
+    max_tokens: int | None = None         # None: each kind's own, enough for its largest valid answer
+    kinds: dict = field(default_factory=dict)   # per request kind: {plan_day: {max_tokens: 2000, temperature: 0.7}}
     max_concurrency: int | None = None    # calls in flight at once; None: found by AIMD (throttle.py)
     concurrency_start: int = 32           # where an adaptive limit starts (a town's first rounds ask for everyone)
     concurrency_ceiling: int = 64         # and the most it may reach
@@ -49,7 +51,7 @@ class LLMConfig:
             raise BrainError(f"brain setting structured={self.structured!r}: use one of {', '.join(STRUCTURED_MODES)}")
         for name in ("max_concurrency", "concurrency_start", "concurrency_ceiling", "max_tokens",
                      "max_requests_per_agent_hour"):
-            if name == "max_concurrency" and self.max_concurrency is None:
+            if name in ("max_concurrency", "max_tokens") and getattr(self, name) is None:
                 continue
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise BrainError(f"brain setting {name}={getattr(self, name)!r}: must be a positive integer")
@@ -69,8 +71,41 @@ class LLMConfig:
             raise BrainError(f"brain setting call_process={self.call_process!r}: use true, false or auto")
         for name in ("timeout", "backoff", "temperature", "lookahead"):
             value = getattr(self, name)
+            if name == "temperature" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise BrainError(f"brain setting {name}={value!r}: must be a number >= 0")
+        self._check_kinds()
+
+    def _check_kinds(self) -> None:
+        """`kinds` names known request kinds, each with known settings of the right type."""
+        from smallville.brain.requests import REQUEST_KINDS
+
+        if not isinstance(self.kinds, dict):
+            raise BrainError(f"brain setting kinds={self.kinds!r}: must be a mapping of request kind -> settings")
+        for kind, settings in self.kinds.items():
+            where = f"brain setting kinds.{kind}"
+            if kind not in REQUEST_KINDS:
+                raise BrainError(f"{where}: unknown request kind (known: {', '.join(sorted(REQUEST_KINDS))})")
+            if not isinstance(settings, dict):
+                raise BrainError(f"{where}: must be a mapping, e.g. {{max_tokens: 1600, temperature: 0.7}}")
+            for key, value in settings.items():
+                if key not in KIND_SETTINGS:
+                    raise BrainError(f"{where}.{key}: unknown (known: {', '.join(KIND_SETTINGS)})")
+                if key == "max_tokens" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                    raise BrainError(f"{where}.max_tokens={value!r}: must be a positive integer")
+                if key == "temperature" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                             or value < 0):
+                    raise BrainError(f"{where}.temperature={value!r}: must be a number >= 0")
+
+    def setting(self, kind: str, name: str, default):
+        """A setting (`max_tokens`, `temperature`) for requests of `kind`: the kind's own
+        (`kinds`), else the one for every kind, else `default` (the kind's template's)."""
+        own = self.kinds.get(kind, {}).get(name)
+        if own is not None:
+            return own
+        shared = getattr(self, name)
+        return shared if shared is not None else default
 
     @property
     def adaptive(self) -> bool:

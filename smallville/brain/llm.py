@@ -190,7 +190,9 @@ class LLMBrain:
         messages = template.render(request, self.config.structured, self.config.echo_request)
         with self.throttle.slot() as ticket:
             began = time.perf_counter()
-            reply = self._complete(messages, template.response_format(self.config.structured, request))
+            reply = self._complete(messages, template.response_format(self.config.structured, request),
+                                   self.max_tokens_for(request),
+                                   self.config.setting(request.kind, "temperature", template.temperature))
             if isinstance(reply, Failed):
                 self.ledger.add(request.kind, request.agent, calls=1)
                 self.ledger.add_time(busy=time.perf_counter() - began, began=began)
@@ -208,12 +210,17 @@ class LLMBrain:
         self.answered += 1
         return answer
 
-    def _complete(self, messages: list[dict], response_format: dict | None,
-                  max_tokens: int | None = None) -> Reply | Failed:
+    def max_tokens_for(self, request: rq.Message) -> int:
+        """The completion tokens `request` may take: its kind's setting, else the shared one,
+        else what its template says its largest valid answer needs."""
+        return int(self.config.setting(request.kind, "max_tokens",
+                                       self.templates[request.kind].max_tokens_for(request)))
+
+    def _complete(self, messages: list[dict], response_format: dict | None, max_tokens: int,
+                  temperature: float = 0.0) -> Reply | Failed:
         c = self.config
-        kwargs: dict[str, Any] = dict(model=c.model, messages=messages, temperature=c.temperature,
-                                      max_tokens=max_tokens or c.max_tokens, timeout=c.timeout, max_retries=0,
-                                      **c.extra)
+        kwargs: dict[str, Any] = dict(model=c.model, messages=messages, temperature=temperature,
+                                      max_tokens=max_tokens, timeout=c.timeout, max_retries=0, **c.extra)
         if c.api_base:
             kwargs["api_base"] = c.api_base
         if self.api_key:

@@ -43,6 +43,17 @@ class Template:
     user: str
     schema: dict
     items: dict                      # list field of the answer -> kind of its items
+    max_tokens: int | dict = 600     # the answer's room: N, or {base: N, each: M, of: FIELD}
+    temperature: float = 0.0
+
+    def max_tokens_for(self, request: rq.Message) -> int:
+        """The completion tokens the largest valid answer to `request` needs: the template's
+        number, or its base plus so many per item of the request's list field `of` (a
+        rating batch grows with its memories)."""
+        if isinstance(self.max_tokens, int):
+            return self.max_tokens
+        size = len(getattr(request, self.max_tokens["of"]))
+        return int(self.max_tokens["base"]) + int(self.max_tokens["each"]) * size
 
     def render(self, request: rq.Message, structured: str = "json_schema", echo: bool = False) -> list[dict]:
         """Chat messages asking `request`. Unless the server enforces the schema
@@ -121,7 +132,8 @@ def load_templates() -> dict[str, Template]:
         if entry.name.endswith(".yaml"):
             data = yaml.safe_load(entry.read_text(encoding="utf-8"))
             out[data["kind"]] = Template(data["kind"], int(data["version"]), data["answer"], data["system"],
-                                         data["user"], data["schema"], dict(data.get("items") or {}))
+                                         data["user"], data["schema"], dict(data.get("items") or {}),
+                                         data.get("max_tokens", 600), float(data.get("temperature", 0.0)))
     missing = set(rq.REQUEST_KINDS) - set(out)
     if missing:
         raise RuntimeError(f"no prompt template for {sorted(missing)}")
