@@ -146,7 +146,7 @@ class Handler(BaseHTTPRequestHandler):
         return self.server.runs.find(query.get("run"))
 
     def _town(self, query: dict) -> None:
-        from smallville.replay.page import start_tiles, town_data
+        from smallville.replay.page import agent_list, start_tiles, town_data
         from smallville.run import Run
 
         path = self._run(query)
@@ -154,7 +154,7 @@ class Handler(BaseHTTPRequestHandler):
         scenario = run.scenario
         self._json({"id": self.server.runs.id_of(path), "title": f"{scenario.name} — {run.manifest.run_id}",
                     "start": run.manifest.sim_start, "tick": scenario.tick, "map": town_data(scenario),
-                    "agents": [{"id": a.id, "name": a.name} for a in sorted(scenario.agents, key=lambda a: a.id)],
+                    "agents": agent_list({a.id: a.name for a in scenario.agents}),
                     "starts": start_tiles(scenario), "run": summary(path, self.server.runs.id_of(path))})
 
     def _time(self, text) -> float:
