@@ -321,13 +321,15 @@ class OfflineBrain:
                     if stems & {w[:4] for w in re.findall(r"[a-z']+", text.lower()) if len(w) > 2}]
         me = first_name(req.name)
         about_me = [(mid, text) for mid, text in req.memories if me in text or text.startswith("I ")]
-        facts: dict[str, int] = {}                 # each fact once, whichever memories carry it
+        said: dict[str, list] = {}                 # each fact once (however worded), with the memories carrying it
         for mid, text in on_topic or (about_me if re.search(r"\byour?\b", req.question.lower()) else []):
-            facts.setdefault(shared_fact(text).rstrip("."), mid)
-        if not facts:
+            fact = shared_fact(text).rstrip(".")
+            key = fact.lower().replace(req.name.lower(), me.lower())
+            said.setdefault(next((k for k in said if key in k or k in key), key), [fact]).append(mid)
+        if not said:
             return rq.Reply("I don't remember anything about that.")
-        chosen = list(facts.items())[:3]
-        return rq.Reply(f"From what I remember: {'; '.join(f for f, _ in chosen)}.", tuple(mid for _, mid in chosen))
+        chosen = list(said.values())[:3]
+        return rq.Reply(f"From what I remember: {'; '.join(c[0] for c in chosen)}.", tuple(m for c in chosen for m in c[1:]))
 
     def _judge(self, req: rq.Judge, rng: random.Random) -> rq.Verdict:
         """Rules, not a model: see smallville/evaluate/rulejudge.py."""

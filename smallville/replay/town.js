@@ -154,17 +154,21 @@ class Town {
     this.atlas = {canvas: atlas, cells, D, height};
     return this.atlas;
   }
-  // Where a label w x h may go beside the tile at pixel (x, y): up right first, as on a map.
+  // Where a label w x h may go beside the tile at pixel (x, y): right beside it, up right
+  // first as on a map (ring 0); then a label's height further up or down, for a crowd (ring 1).
   static spots(x, y, T, w, h) {
-    return [[x + T, y - h + T * 0.3], [x + 1.1 * T, y + (T - h) / 2], [x + T, y + 0.7 * T],
-            [x - w, y - h + T * 0.3], [x - 0.1 * T - w, y + (T - h) / 2], [x - w, y + 0.7 * T],
-            [x + (T - w) / 2, y - h - 0.1 * T], [x + (T - w) / 2, y + 1.1 * T]].map(([bx, by]) => ({x: bx, y: by, w, h}));
+    const up = y - h + T * 0.3, down = y + 0.7 * T, mid = x + (T - w) / 2, box = ([bx, by]) => ({x: bx, y: by, w, h});
+    return [[[x + T, up], [x + 1.1 * T, y + (T - h) / 2], [x + T, down], [x - w, up], [x - 0.1 * T - w, y + (T - h) / 2],
+             [x - w, down], [mid, y - h - 0.1 * T], [mid, y + 1.1 * T]].map(box),
+            [[x + T, up - h], [x + T, down + h], [x - w, up - h], [x - w, down + h], [mid, y - 2 * h - 0.1 * T],
+             [mid, y + 1.1 * T + h]].map(box)];
   }
-  // The first of `boxes` clear of what is placed: of place names, dots and labels if it can
-  // be, else of dots and labels, else of labels; null when every one runs into a label.
-  free(placed, boxes) {
-    for (const rank of [PLACE, DOT, LABEL])
-      for (const b of boxes) if (!placed.hits(b, Math.max(rank, DOT)) && (rank > PLACE || !this.places.hits(b))) return b;
+  // The first spot clear of what is placed: beside the dot clear of place names, dots and
+  // labels, or of dots and labels; further out so; else over a dot; null when every spot
+  // runs into a label.
+  free(placed, [near, far]) {
+    for (const [spots, rank] of [[near, PLACE], [near, DOT], [far, PLACE], [far, DOT], [near, LABEL], [far, LABEL]])
+      for (const b of spots) if (!placed.hits(b, Math.max(rank, DOT)) && (rank > PLACE || !this.places.hits(b))) return b;
     return null;
   }
   // Draw the part of the town in `view` ({x, y, w, h}, pixels of the whole map) on ctx, whose
@@ -232,14 +236,20 @@ class Town {
       ctx.fill();
       ctx.lineWidth = 2; ctx.strokeStyle = "#000"; ctx.stroke();
     }
-    const order = seen.filter(a => a.id === selected).concat(seen.filter(a => a.id !== selected));
-    for (const a of order) {
-      const [c, r] = positions[a.id], [sx, sy, w] = cells[a.id].text;
+    const groups = [...tiles.values()].map(m => m.filter(a => a.id === selected).concat(m.filter(a => a.id !== selected)));
+    for (const members of groups.filter(m => m[0].id === selected).concat(groups.filter(m => m[0].id !== selected))) {
+      const [c, r] = positions[members[0].id];            // the people on a tile: one label, side by side
+      const w = members.reduce((sum, a) => sum + cells[a.id].text[2], 0);
       const box = this.free(placed, Town.spots(c * T, r * T, T, w, height));
       if (!box) continue;
       placed.add(box, LABEL);
-      ctx.drawImage(atlas, sx, sy, w, height, Math.round(box.x), Math.round(box.y), w, height);
-      this.drawn.labels.push([a.id, a.label, box.x, box.y, w, height]);
+      let x = Math.round(box.x);
+      for (const a of members) {
+        const [sx, sy, cw] = cells[a.id].text;
+        ctx.drawImage(atlas, sx, sy, cw, height, x, Math.round(box.y), cw, height);
+        this.drawn.labels.push([a.id, a.label, x, Math.round(box.y), cw, height]);
+        x += cw;
+      }
     }
     this.bubbles(ctx, placed, positions, said);
   }
