@@ -170,7 +170,9 @@ def test_a_run_followed_live_seeked_inspected_and_interviewed(tmp_path):
             asked = cli("interview", run, agent, question, "--at", clock, "--json")
             assert said == asked["answer"] and "Valentine" in said
             cited = page.evaluate("[...document.querySelectorAll('#answer li')].map(li => li.textContent)")
-            assert cited == [m["text"] for m in asked["memories"]] and cited
+            texts = [m["text"] for m in asked["memories"]]     # memories that say the same, listed once
+            assert cited == [t + (f" ({texts.count(t)} memories)" if texts.count(t) > 1 else "")
+                             for t in dict.fromkeys(texts)] and cited
 
             gate.finish()                                    # the run ends: the pages say so
             page.wait_for("document.body.dataset.status === 'completed'", what="the run's end")
@@ -257,6 +259,12 @@ def test_the_ville_page_labels_apart_talks_counted_once_each_memory_said_once(vi
                 assert seen <= {a for a, *_ in drawn["labels"]}, t    # everyone in view has a label
                 crowd = max(crowd, sum(legend[rows[r][c]].startswith("Hobbs Cafe") for c, r in positions.values()))
             assert crowd >= 5                                     # a crowd at the cafe was among them
+            c, r = positions["isabella_rodriguez"]                # a hover names the place and who is there
+            page.evaluate(f"""(() => {{ const box = scroller.getBoundingClientRect();
+                scroller.dispatchEvent(new MouseEvent("mousemove", {{clientX: box.left + {c * 10 + 5} - scroller.scrollLeft,
+                                                                     clientY: box.top + {r * 10 + 5} - scroller.scrollTop}})); }})()""")
+            tip = page.evaluate("document.getElementById('tip').textContent")
+            assert tip.startswith(legend[rows[r][c]] + ": ") and "Isabella Rodriguez (IR)" in tip
 
             last = page.evaluate("slider.value = end; slider.dispatchEvent(new Event('input')); end")
             page.wait_for(f"document.body.dataset.panelTime === '{last}' && !!document.getElementById('relationships')",

@@ -165,10 +165,13 @@ class Town {
   }
   // The first spot clear of what is placed: beside the dot clear of place names, dots and
   // labels, or of dots and labels; further out so; else over a dot; null when every spot
-  // runs into a label.
-  free(placed, [near, far]) {
-    for (const [spots, rank] of [[near, PLACE], [near, DOT], [far, PLACE], [far, DOT], [near, LABEL], [far, LABEL]])
-      for (const b of spots) if (!placed.hits(b, Math.max(rank, DOT)) && (rank > PLACE || !this.places.hits(b))) return b;
+  // runs into a label. Inside the view if it can be.
+  free(placed, [near, far], view) {
+    const inside = b => b.x >= view.x && b.y >= view.y && b.x + b.w <= view.x + view.w && b.y + b.h <= view.y + view.h;
+    for (const within of [true, false])
+      for (const [spots, rank] of [[near, PLACE], [near, DOT], [far, PLACE], [far, DOT], [near, LABEL], [far, LABEL]])
+        for (const b of spots)
+          if ((!within || inside(b)) && !placed.hits(b, Math.max(rank, DOT)) && (rank > PLACE || !this.places.hits(b))) return b;
     return null;
   }
   // Draw the part of the town in `view` ({x, y, w, h}, pixels of the whole map) on ctx, whose
@@ -192,7 +195,7 @@ class Town {
     }
     this.drawn = {labels: [], bubbles: []};
     if (seen.length > CROWD) this.squares(ctx, seen, positions);
-    else this.people(ctx, seen, positions, said, selected);
+    else this.people(ctx, view, seen, positions, said, selected);
     ctx.restore();
   }
   // A crowd: one square each, a colour at a time.
@@ -208,7 +211,7 @@ class Town {
       for (const a of members) if (shown.has(a)) { const [c, r] = positions[a.id]; ctx.fillRect(c * T, r * T, T, T); }
     }
   }
-  people(ctx, seen, positions, said, selected) {
+  people(ctx, view, seen, positions, said, selected) {
     const T = this.T, {canvas: atlas, cells, D, height} = this.sprites(), placed = new Boxes(4 * T);
     const tiles = new Map();
     for (const a of seen) {
@@ -240,7 +243,7 @@ class Town {
     for (const members of groups.filter(m => m[0].id === selected).concat(groups.filter(m => m[0].id !== selected))) {
       const [c, r] = positions[members[0].id];            // the people on a tile: one label, side by side
       const w = members.reduce((sum, a) => sum + cells[a.id].text[2], 0);
-      const box = this.free(placed, Town.spots(c * T, r * T, T, w, height));
+      const box = this.free(placed, Town.spots(c * T, r * T, T, w, height), view);
       if (!box) continue;
       placed.add(box, LABEL);
       let x = Math.round(box.x);
@@ -251,23 +254,26 @@ class Town {
         x += cw;
       }
     }
-    this.bubbles(ctx, placed, positions, said);
+    this.bubbles(ctx, view, placed, positions, said);
   }
-  // What each speaker said last in the tick, in a bubble above it (or stacked higher, or to
-  // its left) clear of the labels and other bubbles.
-  bubbles(ctx, placed, positions, said) {
+  // What each speaker said last in the tick, in a bubble above it (or below, stacked further
+  // out, to its left) clear of the labels and other bubbles, inside the view if it can be.
+  bubbles(ctx, view, placed, positions, said) {
     const T = this.T, last = new Map();
     for (const [, a, , text] of said) if (positions[a]) last.set(a, text);
     ctx.font = `${Math.max(10, T + 2)}px system-ui`;
     const h = T + 8;
     for (const [a, text] of last) {
       const [c, r] = positions[a];
-      const line = text.length > 60 ? text.slice(0, 57) + "..." : text;
+      const said = `${this.byId.get(a).label}: ${text}`;     // (whose, wherever the bubble had room)
+      const line = said.length > 64 ? said.slice(0, 61) + "..." : said;
       const w = ctx.measureText(line).width + 8;
       const tries = [];
-      for (let k = 0; k < 6; k++) tries.push({x: c * T + T, y: r * T - 2 * T - 6 - k * (h + 2), w, h},
-                                             {x: c * T - w, y: r * T - 2 * T - 6 - k * (h + 2), w, h});
-      const box = tries.find(b => !placed.hits(b, LABEL));
+      for (let k = 0; k < 6; k++)
+        for (const y of [r * T - 2 * T - 6 - k * (h + 2), r * T + 2 * T + k * (h + 2)])
+          tries.push({x: c * T + T, y, w, h}, {x: c * T - w, y, w, h});
+      const box = tries.find(b => b.x >= view.x && b.x + w <= view.x + view.w && b.y >= view.y && !placed.hits(b, LABEL))
+        || tries.find(b => !placed.hits(b, LABEL));
       if (!box) continue;
       placed.add(box, LABEL);
       ctx.fillStyle = "rgba(255,255,255,0.92)";
