@@ -29,10 +29,16 @@ class Boxes {
       for (let j = Math.floor(b.y / s); j <= Math.floor((b.y + b.h) / s); j++) yield i * 100003 + j;
   }
   // Whether `b` overlaps a box of at least `rank`.
-  hits(b, rank = 0) {
+  hits(b, rank = 0) { return this.worst(b, rank) >= rank; }
+  // The highest rank of the boxes `b` overlaps (-1: none), looking no further once one has `enough`.
+  worst(b, enough = Infinity) {
+    let most = -1;
     for (const k of this.keys(b)) for (const o of this.buckets.get(k) || [])
-      if (o.rank >= rank && b.x < o.x + o.w && o.x < b.x + b.w && b.y < o.y + o.h && o.y < b.y + b.h) return true;
-    return false;
+      if (o.rank > most && b.x < o.x + o.w && o.x < b.x + b.w && b.y < o.y + o.h && o.y < b.y + b.h) {
+        most = o.rank;
+        if (most >= enough) return most;
+      }
+    return most;
   }
   add(b, rank) {
     const box = {...b, rank};
@@ -163,16 +169,23 @@ class Town {
             [[x + T, up - h], [x + T, down + h], [x - w, up - h], [x - w, down + h], [mid, y - 2 * h - 0.1 * T],
              [mid, y + 1.1 * T + h]].map(box)];
   }
-  // The first spot clear of what is placed: beside the dot clear of place names, dots and
-  // labels, or of dots and labels; further out so; else over a dot; null when every spot
-  // runs into a label. Inside the view if it can be.
+  // The best spot, in this order: beside the dot clear of place names, dots and labels; clear
+  // of dots and labels; further out so; over a dot beside it; further out so; each inside the
+  // view before any outside it. Null when every spot runs into a label. (One look at each.)
   free(placed, [near, far], view) {
-    const inside = b => b.x >= view.x && b.y >= view.y && b.x + b.w <= view.x + view.w && b.y + b.h <= view.y + view.h;
-    for (const within of [true, false])
-      for (const [spots, rank] of [[near, PLACE], [near, DOT], [far, PLACE], [far, DOT], [near, LABEL], [far, LABEL]])
-        for (const b of spots)
-          if ((!within || inside(b)) && !placed.hits(b, Math.max(rank, DOT)) && (rank > PLACE || !this.places.hits(b))) return b;
-    return null;
+    let best = null, tier = Infinity;
+    for (const [ring, spots] of [[0, near], [1, far]]) {
+      if (tier <= 2 * ring) break;                      // (nothing further out can do better)
+      for (const b of spots) {
+        const worst = placed.worst(b, LABEL);
+        if (worst >= LABEL) continue;
+        let t = worst >= DOT ? 4 + ring : 2 * ring + (this.places.hits(b) ? 1 : 0);
+        if (b.x < view.x || b.y < view.y || b.x + b.w > view.x + view.w || b.y + b.h > view.y + view.h) t += 6;
+        if (t < tier) { best = b; tier = t; }
+        if (tier === 2 * ring) break;
+      }
+    }
+    return best;
   }
   // Draw the part of the town in `view` ({x, y, w, h}, pixels of the whole map) on ctx, whose
   // canvas is the view's size: the agents at `positions` ({id: [column, row]}), what is said;
