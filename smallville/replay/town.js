@@ -128,11 +128,12 @@ class Town {
     for (let i = before(speech, t); i >= 0 && t - speech[i][0] < tick; i--) out.push(speech[i]);
     return out.reverse();
   }
-  // Each agent's dot and label, drawn once into one canvas (an atlas): a frame then copies
-  // small images instead of drawing a path and text for each.
+  // Each agent's dot and label, drawn once into one canvas (an atlas), side by side: a frame
+  // copies small images instead of drawing a path and text for each, and one image for a dot
+  // with its label just right of it, the usual case.
   sprites() {
     if (this.atlas) return this.atlas;
-    const T = this.T, F = Math.max(10, T + 2), font = `${F}px system-ui`, D = Math.ceil(1.2 * T) + 2;
+    const T = this.T, F = Math.max(10, T + 2), font = `${F}px system-ui`, D = T + 2 * Math.ceil(0.1 * T + 1);
     const measure = document.createElement("canvas").getContext("2d");
     measure.font = font;
     const cells = {}, height = Math.max(D, Math.ceil(1.25 * F));
@@ -140,32 +141,33 @@ class Town {
     for (const a of this.agents) {
       const w = Math.ceil(measure.measureText(a.label).width) + 4;
       if (x + D + w > 2048) { x = 0; y += height; }
-      cells[a.id] = {dot: [x, y], text: [x + D, y, w]}; x += D + w;
+      cells[a.id] = [x, y, w]; x += D + w;
     }
     const atlas = document.createElement("canvas");
     atlas.width = 2048; atlas.height = y + height;
     const g = atlas.getContext("2d");
     g.font = font; g.textBaseline = "middle"; g.lineJoin = "round";
     for (const a of this.agents) {
-      const {dot: [dx, dy], text: [tx, ty]} = cells[a.id];
+      const [dx, dy] = cells[a.id];
       g.beginPath();
-      g.arc(dx + D / 2, dy + D / 2, T * 0.6, 0, 2 * Math.PI);
+      g.arc(dx + D / 2, dy + height / 2, T * 0.6, 0, 2 * Math.PI);
       g.fillStyle = colorOf(a.id);
       g.fill();
       g.lineWidth = 3; g.strokeStyle = "rgba(255,255,255,0.85)";
-      g.strokeText(a.label, tx + 2, ty + height / 2);
+      g.strokeText(a.label, dx + D + 2, dy + height / 2);
       g.fillStyle = "#111";
-      g.fillText(a.label, tx + 2, ty + height / 2);
+      g.fillText(a.label, dx + D + 2, dy + height / 2);
     }
     this.atlas = {canvas: atlas, cells, D, height};
     return this.atlas;
   }
-  // Where a label w x h may go beside the tile at pixel (x, y): right beside it, up right
-  // first as on a map (ring 0); then a label's height further up or down, for a crowd (ring 1).
-  static spots(x, y, T, w, h) {
+  // Where a label w x h may go beside the tile at pixel (x, y), whose dot's image is D wide:
+  // just right of the dot first, then round it (ring 0); then a label's height further up or
+  // down, for a crowd (ring 1).
+  static spots(x, y, T, w, h, D) {
     const up = y - h + T * 0.3, down = y + 0.7 * T, mid = x + (T - w) / 2, box = ([bx, by]) => ({x: bx, y: by, w, h});
-    return [[[x + T, up], [x + 1.1 * T, y + (T - h) / 2], [x + T, down], [x - w, up], [x - 0.1 * T - w, y + (T - h) / 2],
-             [x - w, down], [mid, y - h - 0.1 * T], [mid, y + 1.1 * T]].map(box),
+    return [[[x - (D - T) / 2 + D, y + Math.floor((T - h) / 2)], [x + T, up], [x + T, down], [x - w, up],
+             [x - 0.1 * T - w, y + (T - h) / 2], [x - w, down], [mid, y - h - 0.1 * T], [mid, y + 1.1 * T]].map(box),
             [[x + T, up - h], [x + T, down + h], [x - w, up - h], [x - w, down + h], [mid, y - 2 * h - 0.1 * T],
              [mid, y + 1.1 * T + h]].map(box)];
   }
@@ -224,26 +226,34 @@ class Town {
       for (const a of members) if (shown.has(a)) { const [c, r] = positions[a.id]; ctx.fillRect(c * T, r * T, T, T); }
     }
   }
+  // The people in view: where every label goes is worked out first (the selected agent's tile
+  // first), then dots, counts and labels are drawn.
   people(ctx, view, seen, positions, said, selected) {
     const T = this.T, {canvas: atlas, cells, D, height} = this.sprites(), placed = new Boxes(4 * T);
-    const tiles = new Map();
+    const off = (D - T) / 2, lift = Math.floor((T - height) / 2), tiles = new Map();
     for (const a of seen) {
       const [c, r] = positions[a.id], key = c * 100003 + r;
       if (tiles.has(key)) tiles.get(key).push(a); else tiles.set(key, [a]);
     }
-    ctx.font = `bold ${Math.max(8, T - 1)}px system-ui`; ctx.textAlign = "center"; ctx.textBaseline = "middle";
-    for (const members of tiles.values()) {
-      const a = members[0], [c, r] = positions[a.id], [sx, sy] = cells[a.id].dot, off = (D - T) / 2;
-      ctx.drawImage(atlas, sx, sy, D, D, c * T - off, r * T - off, D, D);
+    const first = m => m.filter(a => a.id === selected).concat(m.filter(a => a.id !== selected));
+    const all = [...tiles.values()].map(first);
+    const groups = all.filter(m => m[0].id === selected).concat(all.filter(m => m[0].id !== selected));
+    for (const m of groups) {
+      const [c, r] = positions[m[0].id];
       placed.add({x: c * T - 0.1 * T, y: r * T - 0.1 * T, w: 1.2 * T, h: 1.2 * T}, DOT);
-      if (members.length > 1) {                          // people on one tile: how many
-        ctx.beginPath(); ctx.arc(c * T + T, r * T + T, 0.5 * T + 1, 0, 2 * Math.PI);
-        ctx.fillStyle = "#222"; ctx.fill(); ctx.fillStyle = "#fff";
-        ctx.fillText(String(members.length), c * T + T, r * T + T + 0.5);
-        placed.add({x: c * T + 0.5 * T, y: r * T + 0.5 * T, w: T, h: T}, DOT);
-      }
+      if (m.length > 1) placed.add({x: c * T + 0.5 * T, y: r * T + 0.5 * T, w: T, h: T}, DOT);
     }
-    ctx.textAlign = "start"; ctx.textBaseline = "alphabetic";
+    const labels = groups.map(m => {                     // the people on a tile: one label, side by side
+      const [c, r] = positions[m[0].id], spots = Town.spots(c * T, r * T, T, m.reduce((n, a) => n + cells[a.id][2], 0), height, D);
+      const box = this.free(placed, spots, view);
+      if (box) placed.add(box, LABEL);
+      return box && {box, whole: m.length === 1 && box === spots[0][0]};
+    });
+    groups.forEach((m, i) => {
+      const [c, r] = positions[m[0].id], [sx, sy, w] = cells[m[0].id], whole = labels[i] && labels[i].whole;
+      ctx.drawImage(atlas, sx, sy, whole ? D + w : D, height, c * T - off, r * T + lift, whole ? D + w : D, height);
+    });
+    this.counts(ctx, groups, positions);
     if (selected && positions[selected]) {
       const [c, r] = positions[selected];
       ctx.beginPath();
@@ -252,22 +262,30 @@ class Town {
       ctx.fill();
       ctx.lineWidth = 2; ctx.strokeStyle = "#000"; ctx.stroke();
     }
-    const groups = [...tiles.values()].map(m => m.filter(a => a.id === selected).concat(m.filter(a => a.id !== selected)));
-    for (const members of groups.filter(m => m[0].id === selected).concat(groups.filter(m => m[0].id !== selected))) {
-      const [c, r] = positions[members[0].id];            // the people on a tile: one label, side by side
-      const w = members.reduce((sum, a) => sum + cells[a.id].text[2], 0);
-      const box = this.free(placed, Town.spots(c * T, r * T, T, w, height), view);
-      if (!box) continue;
-      placed.add(box, LABEL);
-      let x = Math.round(box.x);
-      for (const a of members) {
-        const [sx, sy, cw] = cells[a.id].text;
-        ctx.drawImage(atlas, sx, sy, cw, height, x, Math.round(box.y), cw, height);
-        this.drawn.labels.push([a.id, a.label, x, Math.round(box.y), cw, height]);
-        x += cw;
+    groups.forEach((m, i) => {
+      if (!labels[i]) return;
+      let x = Math.round(labels[i].box.x);
+      const y = Math.round(labels[i].box.y);
+      for (const a of m) {
+        const [sx, sy, w] = cells[a.id];
+        if (!labels[i].whole || a.id === selected) ctx.drawImage(atlas, sx + D, sy, w, height, x, y, w, height);
+        this.drawn.labels.push([a.id, a.label, x, y, w, height]);
+        x += w;
       }
-    }
+    });
     this.bubbles(ctx, view, placed, positions, said);
+  }
+  // How many stand on a tile, where more than one do.
+  counts(ctx, groups, positions) {
+    const T = this.T;
+    ctx.font = `bold ${Math.max(8, T - 1)}px system-ui`; ctx.textAlign = "center"; ctx.textBaseline = "middle";
+    for (const m of groups) if (m.length > 1) {
+      const [c, r] = positions[m[0].id];
+      ctx.beginPath(); ctx.arc(c * T + T, r * T + T, 0.5 * T + 1, 0, 2 * Math.PI);
+      ctx.fillStyle = "#222"; ctx.fill(); ctx.fillStyle = "#fff";
+      ctx.fillText(String(m.length), c * T + T, r * T + T + 0.5);
+    }
+    ctx.textAlign = "start"; ctx.textBaseline = "alphabetic";
   }
   // What each speaker said last in the tick, in a bubble above it (or below, stacked further
   // out, to its left) clear of the labels and other bubbles, inside the view if it can be.
