@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from json.encoder import encode_basestring
 import random
-from itertools import islice
 from dataclasses import dataclass
+from itertools import islice
+from json.encoder import encode_basestring
 from pathlib import Path
 
 from smallville.errors import UsageError
