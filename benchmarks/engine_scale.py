@@ -1,13 +1,19 @@
-"""Engine throughput at 25, 250 and 1,000 agents, in generated towns, with the offline brain.
+"""Generated towns at scale with the offline brain: making the town, loading it, and running it.
 
-    python benchmarks/engine_scale.py [--sizes 25,250,1000] [--for 1d] [--seed 0] [--embedder lexical|use]
+    python benchmarks/engine_scale.py [--sizes 1000,5000,10000] [--for 1h] [--seed 0] [--embedder lexical|use]
 
 Each size runs in a fresh subprocess (so peak memory, ru_maxrss, is that size's own): it
-generates a town (`smallville town generate`), loads it and runs it, logging to a temporary
-runs folder. Prints, per size, the wall time of the run, simulated minutes per wall second,
-wall seconds per agent, peak memory, memories per agent and wall time per memory stored
-(the work an agent does grows with how many people it meets), then the cost per agent at the
-largest size over the cost per agent at the smallest (1.0 = linear in the number of agents).
+generates the town and writes its files as `smallville town generate` does, loads it (every
+agent file read and checked), and runs it for the simulated time asked, logging to a temporary
+runs folder. The table puts, per size, the time to generate and to load, the run's wall time
+and CPU time (on a shared machine the CPU time is the steadier figure), simulated minutes per
+wall second, wall seconds per agent, the peak memory of the whole, memories per agent and
+conversations beside each other, then the run's cost per agent at the largest size over the
+smallest (1.0 = linear in the number of agents). A size that takes long can be run
+alone (`--sizes 10000`); `--rows FILE` adds each size's measurements to FILE as a JSON line as
+soon as it is done, and the table is printed from every row in FILE, so sizes run one at a time
+still come out side by side. The figures of a simulated day (`--sizes 25,250,1000 --for 1d`)
+are in the README.
 """
 
 from __future__ import annotations
@@ -32,14 +38,17 @@ def one(size: int, duration: float, seed: int, embedder: str) -> dict:
     from smallville.town import generate_town, write_town
 
     with tempfile.TemporaryDirectory() as tmp:
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.process_time()
         write_town(generate_town(size, seed), Path(tmp) / "town.yaml")
+        generated, generated_cpu = time.perf_counter(), time.process_time()
         scenario = load_scenario(Path(tmp) / "town.yaml")
-        loaded = time.perf_counter()
+        loaded, loaded_cpu = time.perf_counter(), time.process_time()
         result = run_scenario(scenario, runs_dir=Path(tmp) / "runs", duration=duration, embedder=embedder)
-        wall = time.perf_counter() - loaded
+        wall, cpu = time.perf_counter() - loaded, time.process_time() - loaded_cpu
     m = result.manifest
-    return {"agents": size, "load_s": loaded - began, "wall_s": wall, "sim_min_per_s": duration / 60 / wall,
+    return {"agents": size, "for": duration, "seed": seed, "generate_s": generated - began,
+            "generate_cpu_s": generated_cpu - began_cpu, "load_s": loaded - generated, "wall_s": wall, "cpu_s": cpu,
+            "sim_min_per_s": duration / 60 / wall,
             "s_per_agent": wall / size, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "memories_per_agent": m.counts["memories"] / size,
             "ms_per_memory": 1000 * wall / max(1, m.counts["memories"]), "conversations": m.counts["conversations"],
@@ -47,12 +56,32 @@ def one(size: int, duration: float, seed: int, embedder: str) -> dict:
             "probes": {k: len(v["end"]) for k, v in m.probes.items()}}
 
 
+def table(rows: list[dict], label: str) -> str:
+    """The measurements side by side, one row a size, smallest first."""
+    rows = sorted(rows, key=lambda r: r["agents"])
+    out = [f"{label}, offline brain, embedder {rows[0]['embedder']}, seed {rows[0]['seed']}", "",
+           "| agents | generate | load | run | run CPU | simulated min / wall s | run s per agent | peak memory "
+           "| memories per agent | conversations |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out += [f"| {r['agents']:,} | {r['generate_s']:.1f} s | {r['load_s']:.1f} s | {r['wall_s']:.1f} s "
+            f"| {r['cpu_s']:.1f} s | {r['sim_min_per_s']:.2f} | {r['s_per_agent']:.4f} | {r['peak_mib']:,.0f} MiB "
+            f"| {r['memories_per_agent']:.0f} | {r['conversations']:,} |" for r in rows]
+    first, last = rows[0], rows[-1]
+    if len(rows) > 1:
+        out += ["", f"run cost per agent at {last['agents']:,} / at {first['agents']:,}: "
+                    f"{last['s_per_agent'] / first['s_per_agent']:.2f}x; generation time per resident: "
+                    f"{last['generate_s'] / last['agents'] / (first['generate_s'] / first['agents']):.2f}x"]
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="25,250,1000", help="comma-separated town sizes (default 25,250,1000)")
-    parser.add_argument("--for", dest="duration", default="1d", help="simulated time per size (default 1d)")
+    parser.add_argument("--sizes", default="1000,5000,10000", help="comma-separated town sizes (default 1000,5000,10000)")
+    parser.add_argument("--for", dest="duration", default="1h", help="simulated time per size (default 1h)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--embedder", default="lexical", help="lexical (default) or use")
+    parser.add_argument("--rows", type=Path, metavar="FILE.jsonl",
+                        help="add each size's row to FILE and print the table of every row in it")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)        # the child process
     args = parser.parse_args()
     from smallville.timefmt import parse_duration
@@ -68,17 +97,15 @@ def main() -> None:
         out = subprocess.run(child, check=True, capture_output=True, text=True).stdout
         rows.append(json.loads(out.strip().splitlines()[-1]))
         r = rows[-1]
-        print(f"{size} agents: {r['wall_s']:.1f} s", file=sys.stderr, flush=True)
-    print(f"{args.duration} simulated, offline brain, embedder {rows[0]['embedder']}, seed {args.seed}\n")
-    print("| agents | wall | simulated min / wall s | wall s per agent | peak memory | memories per agent | wall ms per memory | conversations |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for r in rows:
-        print(f"| {r['agents']:,} | {r['wall_s']:.1f} s | {r['sim_min_per_s']:.1f} | {r['s_per_agent']:.3f} "
-              f"| {r['peak_mib']:.0f} MiB | {r['memories_per_agent']:.0f} | {r['ms_per_memory']:.3f} | {r['conversations']:,} |")
-    first, last = rows[0], rows[-1]
-    print(f"\ncost per agent at {last['agents']:,} / at {first['agents']:,}: "
-          f"{last['s_per_agent'] / first['s_per_agent']:.2f}x; cost per memory: "
-          f"{last['ms_per_memory'] / first['ms_per_memory']:.2f}x")
+        print(f"{size:,} agents: generated in {r['generate_s']:.1f} s, loaded in {r['load_s']:.1f} s, "
+              f"ran in {r['wall_s']:.1f} s", file=sys.stderr, flush=True)
+        if args.rows:
+            with args.rows.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(r) + "\n")
+    if args.rows:
+        rows = [json.loads(line) for line in args.rows.read_text(encoding="utf-8").splitlines() if line.strip()]
+        rows = [r for r in rows if r["for"] == duration and r["seed"] == args.seed]
+    print(table(rows, f"{args.duration} simulated"))
 
 
 if __name__ == "__main__":

@@ -199,7 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     town_commands.required = True
     generate = town_commands.add_parser("generate", help="write a generated scenario and its agents/ folder")
     generate.add_argument("out", type=Path, metavar="OUT.yaml", help="the scenario file to write")
-    generate.add_argument("--agents", type=_positive, required=True, metavar="N", help="how many residents")
+    generate.add_argument("--agents", type=_positive, required=True, metavar="N",
+                          help="how many residents (up to about 54,000: see docs/towns.md)")
     generate.add_argument("--seed", type=int, default=0, help="random seed (default 0): same seed, same files")
     generate.add_argument("--force", action="store_true", help="overwrite existing files")
     return parser

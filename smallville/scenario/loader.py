@@ -23,7 +23,7 @@ from smallville.scenario.mapfile import read_map
 from smallville.scenario.memorymodel import MODELS, MemoryModel, resolve_weights
 from smallville.scenario.model import AGENT_ID, MEMORY_INDEXES, AgentSpec, Problem, Scenario
 from smallville.scenario.timeline import read_events, read_probes, read_scenario_memories
-from smallville.scenario.yamlpos import Field, Reader, child, describe, is_null
+from smallville.scenario.yamlpos import LOADER, Field, Reader, child, describe, is_null
 
 SCENARIO_KEYS = ("name", "description", "start", "duration", "tick", "seed", "map", "agents",
                  "memories", "events", "probes", "brain", "memory")
@@ -57,7 +57,7 @@ def is_agent_file(path: str) -> bool:
     if Path(path).parent.name == "agents":
         return True
     try:
-        node = yaml.compose(Path(path).read_text(encoding="utf-8-sig"), Loader=yaml.SafeLoader)
+        node = yaml.compose(Path(path).read_text(encoding="utf-8-sig"), Loader=LOADER)
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return False
     if not isinstance(node, MappingNode):

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
+from itertools import islice
+from json.encoder import encode_basestring
 from pathlib import Path
 
 from smallville.errors import UsageError
+from smallville.town.errors import TownExists
 from smallville.town.layout import Building, Room, draw
-from smallville.town.people import TRAITS, Person, hhmm, name_people, routine_for, tie
+from smallville.town.legend import legend_chars
+from smallville.town.names import agent_id, name_people
+from smallville.town.nearby import Nearby, Place
+from smallville.town.people import TRAITS, Person, hhmm, routine_for, tie
 
 TOWNS = ("Millbrook", "Ashford", "Larkspur", "Fenwick", "Oakmere", "Brightwater", "Kestrel Hill", "Thornbury")
 WORDS = ("Willow", "Bluebird", "Copper", "Lantern", "Juniper", "Harbour", "Maple", "Heron", "Thistle", "Amber",
@@ -41,10 +46,6 @@ SUFFIX = {"cafe": "Cafe", "pub": "Arms", "market": "Market", "park": "Park", "of
           "workshop": "Workshop", "clinic": "Clinic"}
 
 
-class TownExists(UsageError):
-    """Writing the town would overwrite files (exit 2, like other bad arguments)."""
-
-
 @dataclass
 class Town:
     """A generated town: the scenario file's text and each agent file's text, by id."""
@@ -57,6 +58,7 @@ def generate_town(n: int, seed: int = 0) -> Town:
     """A town of `n` agents; the same (n, seed) gives the same text, byte for byte."""
     if n < 1:
         raise UsageError(f"a town needs at least one agent, got {n}")
+    legend_chars(_fewest_rooms(n), n)           # a town too large for its map fails here, at once
     rng = random.Random(f"town:{n}:{seed}")
     town = TOWNS[seed % len(TOWNS)]
     names = name_people(n, rng)
@@ -69,29 +71,42 @@ def generate_town(n: int, seed: int = 0) -> Town:
     people: dict[str, Person] = {}
     homes: list[Building] = []
     for h, members in enumerate(households):
-        home = f"{h % 20 + 1} {WORDS[(h // 20) % len(WORDS)]} {STREETS[(h // 20 // len(WORDS)) % len(STREETS)]}"
-        if h >= 20 * len(WORDS) * len(STREETS):
-            home += f" ({h})"
+        home = _address(h)
         for i in members:
             first, last = names[i]
             age = rng.choice((rng.randint(18, 24), rng.randint(25, 66), rng.randint(25, 66), rng.randint(67, 88)))
             role = "student" if age <= 24 and rng.random() < 0.7 else ("retired" if age >= 67 else "worker")
-            people[f"{first}_{last}"] = Person(f"{first}_{last}", first, last, age, role, home)
+            pid = agent_id(first, last)
+            people[pid] = Person(pid, first, last, age, role, home)
         beds = [f"{names[i][0].title()}'s bed" for i in members]
         homes.append(Building(home, "home", [Room(home, 6, beds + ["stove", "kitchen table"])]))
     public, slots = _public_places(people)
     buildings = _interleave(homes, sorted(public, key=lambda b: rng.random()))
-    rows, legend, objects = draw(buildings, town)
+    chars = legend_chars(sum(len(b.rooms) for b in buildings), n)
+    rows, legend, objects = draw(buildings, town, chars)
     _assign(people, buildings, slots)
     _add_ties(people, households, public, rng)
     places = _places(public)
     doors = {room.area: (room.x, room.y) for b in buildings for room in b.rooms}
+    nearby = {kind: Nearby([Place(area, *doors[area], area) for area in areas]) for kind, areas in places.items()}
     load = {area: 0 for areas in places.values() for area in areas}
     for p in people.values():
-        p.routine = routine_for(p, rng, _nearest(places, doors, doors[p.home], load))
+        p.routine = routine_for(p, rng, _nearest(nearby, doors[p.home], load))
         p.memories = _memories(p, people, rng)
     scenario = _scenario_text(town, n, seed, rows, legend, objects, people, places, rng)
     return Town(scenario, {pid: _agent_text(p, people, rng) for pid, p in sorted(people.items())})
+
+
+def _address(h: int) -> str:
+    """The address of the `h`th home: 20 houses on each of 240 streets, then the streets grow
+    longer (house 21, 22, ...), so addresses stay distinct and readable at any size."""
+    street = f"{WORDS[(h // 20) % len(WORDS)]} {STREETS[(h // 20 // len(WORDS)) % len(STREETS)]}"
+    return f"{h % 20 + 1 + 20 * (h // (20 * len(WORDS) * len(STREETS)))} {street}"
+
+
+def _fewest_rooms(n: int) -> int:
+    """Fewer rooms than any town of `n` residents has: a home for every four, and its public places."""
+    return -(-n // 4) + sum(len(KINDS[kind]) * max(1, round(n / per)) for kind, per in PER_PLACE.items())
 
 
 def _public_places(people: dict[str, Person]) -> tuple[list[Building], list[tuple[Building, Room, str]]]:
@@ -137,20 +152,24 @@ def _assign(people: dict[str, Person], buildings: list[Building], slots: list[tu
     def by_home(role: str) -> list[str]:
         return sorted((p.id for p in people.values() if p.role == role), key=lambda pid: (order[people[pid].home], pid))
 
-    def nearest(pid: str, open_: list[tuple[Building, Room, str]]) -> tuple[Building, Room, str]:
-        hx, hy = door[people[pid].home]
-        best = min(range(len(open_)), key=lambda k: (abs(open_[k][1].x - hx) + abs(open_[k][1].y - hy),
-                                                     order[open_[k][1].area], k))
-        return open_.pop(best)
-
-    open_jobs = sorted(slots, key=lambda slot: order[slot[1].area])
+    jobs = _openings(slots, order)
     for pid in by_home("worker"):
-        b, room, task = nearest(pid, open_jobs)
+        b, room, task = jobs.take(*door[people[pid].home])
         people[pid].job, people[pid].workplace, people[pid].job_title = room.area, b.sector, task
-    seats = [(b, b.rooms[-2], "") for b in buildings if b.kind == "college" for _ in range(PER_CLASS)]
+    seats = _openings([(b, b.rooms[-2], "") for b in buildings if b.kind == "college" for _ in range(PER_CLASS)], order)
     for pid in by_home("student"):
-        b, room, _ = nearest(pid, seats)
+        b, room, _ = seats.take(*door[people[pid].home])
         people[pid].job, people[pid].workplace, people[pid].study = room.area, b.sector, b.rooms[-1].area
+
+
+def _openings(slots: list[tuple[Building, Room, str]], order: dict[str, int]) -> Nearby[tuple[Building, Room, str]]:
+    """Slots (building, room, task) as places to take, each room as often as it has slots, ranked by drawing order."""
+    first: dict[str, tuple[Building, Room, str]] = {}
+    uses: dict[int, int] = {}
+    for slot in slots:
+        first.setdefault(slot[1].area, slot)
+        uses[order[slot[1].area]] = uses.get(order[slot[1].area], 0) + 1
+    return Nearby([Place(order[area], slot[1].x, slot[1].y, slot) for area, slot in first.items()], uses)
 
 
 def _building(kind: str, i: int) -> Building:
@@ -165,12 +184,12 @@ def _interleave(homes: list[Building], public: list[Building]) -> list[Building]
     """Public buildings spread evenly among the homes, so every quarter has some."""
     out: list[Building] = []
     step = max(1, len(homes) // max(1, len(public)))
-    queue = list(public)
+    queue = iter(public)
     for i, home in enumerate(homes):
-        if i % step == 0 and queue:
-            out.append(queue.pop(0))
+        if i % step == 0:
+            out.extend(islice(queue, 1))
         out.append(home)
-    return out + queue
+    return out + list(queue)
 
 
 def _places(public: list[Building]) -> dict[str, list[str]]:
@@ -182,16 +201,14 @@ def _places(public: list[Building]) -> dict[str, list[str]]:
     return places
 
 
-def _nearest(places: dict[str, list[str]], doors: dict[str, tuple[int, int]],
-             home: tuple[int, int], load: dict[str, int], keep: int = 3) -> dict[str, list[str]]:
+def _nearest(places: dict[str, Nearby[str]], home: tuple[int, int], load: dict[str, int],
+             keep: int = 3) -> dict[str, list[str]]:
     """For each kind of place, the one a resident uses: of the `keep` nearest to their home
     (as the crow flies, ties by name), the one fewest residents use so far, so no place
     draws a crowd because it happens to sit among many homes. Counts the choice in `load`."""
-    def far(area: str) -> tuple[int, str]:
-        return abs(doors[area][0] - home[0]) + abs(doors[area][1] - home[1]), area
     out = {}
-    for kind, areas in places.items():
-        near = sorted(areas, key=far)[:keep]
+    for kind, index in places.items():
+        near = index.nearest(*home, keep)
         pick = min(near, key=lambda area: (load[area], near.index(area)))
         load[pick] += 1
         out[kind] = [pick]
@@ -245,8 +262,8 @@ def _memories(p: Person, people: dict[str, Person], rng: random.Random) -> list[
 
 
 def _q(text: str) -> str:
-    """A YAML scalar: JSON strings are YAML double-quoted scalars."""
-    return json.dumps(text, ensure_ascii=False)
+    """A YAML scalar: JSON strings are YAML double-quoted scalars (json.dumps(text, ensure_ascii=False), faster)."""
+    return encode_basestring(text)
 
 
 def _scenario_text(town: str, n: int, seed: int, rows: list[str], legend: dict[str, str],

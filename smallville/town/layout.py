@@ -7,8 +7,6 @@ room opens onto the one street network and every tile is reachable.
 
 from __future__ import annotations
 
-import random
-import unicodedata
 from dataclasses import dataclass, field
 
 ROW_HEIGHT = 7                      # a building's height, walls included
@@ -38,26 +36,12 @@ class Building:
     rooms: list[Room]
 
 
-def legend_chars(count: int) -> list[str]:
-    """`count` distinct single-character legend keys: ASCII letters and digits first, then
-    letters of other scripts (one code point each, printable, no line breaks)."""
-    chars = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"]
-    for lo, hi in ((0xC0, 0x24F), (0x391, 0x3C9), (0x400, 0x45F), (0x4E00, 0x9FFF)):
-        for code in range(lo, hi + 1):
-            if len(chars) >= count:
-                return chars
-            ch = chr(code)
-            if unicodedata.category(ch) in ("Lu", "Ll", "Lo") and ch.isprintable():
-                chars.append(ch)
-    if len(chars) < count:
-        raise ValueError(f"a town needs {count} legend characters, more than the {len(chars)} available")
-    return chars[:count]
-
-
-def draw(buildings: list[Building], town: str) -> tuple[list[str], dict[str, str], list[tuple[str, tuple[int, int]]]]:
-    """Lay buildings out on a grid: (rows, legend, objects as (name, (column, row)))."""
+def draw(buildings: list[Building], town: str,
+         chars: list[str]) -> tuple[list[str], dict[str, str], list[tuple[str, tuple[int, int]]]]:
+    """Lay buildings out on a grid, a legend character of `chars` per room, in order:
+    (rows, legend, objects as (name, (column, row)))."""
     rooms = [room for b in buildings for room in b.rooms]
-    for room, ch in zip(rooms, legend_chars(len(rooms))):
+    for room, ch in zip(rooms, chars, strict=True):
         room.char = ch
     total = sum(room.width + 1 for room in rooms) * (ROW_HEIGHT + 1)
     width = max(24, int((total * 1.6) ** 0.5))          # a little wider than tall
@@ -97,8 +81,3 @@ def _draw_room(cells: list[list[str]], room: Room) -> None:
     spots = inside[::2] if len(inside) >= 2 * len(room.objects) else inside
     room.placed = [(name, spot) for name, spot in zip(room.objects, spots)]
 
-
-def shuffled(items: list, rng: random.Random) -> list:
-    items = list(items)
-    rng.shuffle(items)
-    return items

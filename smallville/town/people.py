@@ -1,22 +1,10 @@
-"""The people of a generated town: households, jobs, routines, ties and a few memories."""
+"""The residents of a generated town: who each is, their typical day, and their ties."""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
 
-FIRST = ("ada alan alice amara anton aria arjun astrid ben bianca boris carla chen chloe clara dario dev "
-         "diana elena eli emil emma esther ezra farah felix fiona gabriel grace hana hugo ida igor imani "
-         "ines iris ivan jack jade jonas julia kai kamala karim kofi lara leo lena liam lina luca lucia "
-         "mads maya mei milan mira nadia nico nina noah nora olga omar oscar paula petra priya quinn rafael "
-         "rena rosa ruby sami sara selim sofia sven tara teo theo una uma vera victor wanda wei yara yusuf "
-         "zara zoe").split()
-SURNAMES = ("abbott adler alvarez andersen baker banerjee bauer becker bell brennan castillo chang cho "
-            "costa cruz dahl davies diaz dubois duarte eriksen evans farouk fischer fontaine garcia "
-            "gomez hansen haddad hughes ito jensen kahn kato keller kim kowalski larsen lee lindqvist "
-            "lopez mahler marsh mendes moreau murphy nakamura novak obi okafor olsen ortiz park patel "
-            "perez petrov quinn reyes rossi ruiz sato schmidt silva singh sorensen suzuki tanaka thorne "
-            "torres varga vogel wagner walsh weber wright yilmaz young zhang ziegler").split()
 TRAITS = ("curious", "kind", "talkative", "shy", "patient", "cheerful", "thoughtful", "stubborn", "generous",
           "funny", "careful", "restless", "warm", "reserved", "ambitious", "easygoing")
 
@@ -44,21 +32,6 @@ class Person:
     def task(self) -> str:
         """What this person does at work, in a few words."""
         return self.job_title or "work"
-
-
-def name_people(n: int, rng: random.Random) -> list[tuple[str, str]]:
-    """`n` distinct (first, surname) pairs, in households that share a surname."""
-    used: set[tuple[str, str]] = set()
-    out: list[tuple[str, str]] = []
-    while len(out) < n:
-        last = rng.choice(SURNAMES)
-        size = min(n - len(out), rng.choice((1, 1, 2, 2, 2, 3, 3, 4)))
-        firsts = [f for f in rng.sample(FIRST, len(FIRST)) if (f, last) not in used][:size]
-        if len(firsts) < size:
-            continue
-        used.update((f, last) for f in firsts)
-        out.extend((f, last) for f in firsts)
-    return out
 
 
 def hhmm(minutes: int) -> str:
@@ -94,12 +67,6 @@ def routine_for(p: Person, rng: random.Random, places: dict[str, list[str]]) -> 
     days += [(19 * 60 + 30 + j(), "cook dinner and relax at home", p.home),
              (22 * 60 + 30 + j(), "go to bed and sleep", p.home)]
     return days
-
-
-TASKS = {"cafe": "serve customers", "kitchen": "cook and bake", "pub": "pour drinks and serve",
-            "store": "stock shelves and serve customers", "pharmacy": "serve customers at the pharmacy",
-            "office": "work at a desk", "workshop": "build and repair things", "clinic": "see patients",
-            "classroom": "teach classes", "park": "look after the park"}
 
 
 def tie(people: dict[str, Person], a: str, b: str, view_ab: str, view_ba: str, cap: int = 8) -> None:
