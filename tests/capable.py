@@ -19,7 +19,7 @@ import random
 WORDS = {
     ("plan_day", "activity"): (6, 15), ("plan_day", "broad"): (6, 12), ("decompose", "description"): (6, 15),
     ("react", "reason"): (12, 30), ("react", "thought"): (12, 30),
-    ("speak", "text"): (8, 40), ("speak", "topic"): (2, 6),
+    ("speak", "text"): (8, 30), ("speak", "topic"): (2, 6),
     ("after_talk", "summary"): (12, 30), ("after_talk", "thought"): (10, 25), ("after_talk", "memo"): (8, 25),
     ("after_talk", "view"): (10, 25), ("after_talk", "topic"): (2, 6),
     ("summarize", "core"): (15, 35), ("summarize", "occupation"): (12, 30), ("summarize", "progress"): (10, 25),
@@ -79,21 +79,21 @@ def _grown(kind: str | None, schema: dict, value, rng: random.Random, name: str)
 def grow(text: str, fewest: int, most: int, rng: random.Random, sentences: bool) -> str:
     """`text` lengthened to between `fewest` and `most` words, by clauses (an activity) or by
     whole sentences (dialogue, summaries); a text long enough already is left as it is."""
-    want = rng.randint(fewest, most)
-    words = text.split()
-    if len(words) >= fewest:
+    want, out = rng.randint(fewest, most), text.strip()
+    if len(out.split()) >= fewest:
         return text
     if sentences:
-        out = text.strip().rstrip(".") + "." if words else ""
-        while len(out.split()) < want:
-            out = (out + " " + rng.choice(SENTENCES)).strip()
-        return out
-    out = text.strip() or "getting on with the day"
-    while len(out.split()) < fewest or len(out.split()) + 4 <= want:
-        clause = rng.choice(CLAUSES)
-        if len(out.split()) + len(clause.split()) > most:
+        pieces, glue = SENTENCES, " "
+        if out and out[-1] not in ".!?":
+            out += "."
+    else:
+        pieces, glue = CLAUSES, ", "
+        out = out or "getting on with the day"
+    while len(out.split()) < want:
+        piece = rng.choice(pieces)
+        if len(out.split()) >= fewest and len(out.split()) + len(piece.split()) > most:
             break
-        out += ", " + clause
+        out = (out + glue + piece) if out else piece
     return out
 
 

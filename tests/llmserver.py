@@ -43,7 +43,7 @@ from smallville.brain.prompts import ECHO_MARK, to_model_json
 
 from capable import kind_of, realistic
 from schemagen import instance
-from strictschema import problem
+from strictschema import MAX_ENUM, problem
 
 SCHEMA_MARK = "follows this JSON schema:\n"
 PREFLIGHT = "a test of structured output"     # words of the LLM brain's preflight probe
@@ -93,6 +93,8 @@ class LLMServer:
         self.bodies: list[dict] = []
         self.usages: list[dict] = []                   # the usage of every chat answer sent
         self.refusals: list[str] = []                  # the message of every schema `strict` refused
+        self.raw_newlines = False                      # a grammar's slip: every space a raw newline, in strings too
+        self.max_enum = MAX_ENUM                       # `strict`: enum values a schema may have in all
         self.headers: list[dict] = []                  # each request's, names lower-cased (HTTP ignores their case)
         self._srv: ThreadingHTTPServer | None = None
         self.gate = threading.Condition()              # hold(): answers go out on release()
@@ -273,6 +275,8 @@ class LLMServer:
             answer = realistic(kind or kind_of(schema), schema, answer, rng,
                                getattr(request, "start", None) if request is not None else None)
         content = "Sure! Here is what you asked for." if answer is None else json.dumps(answer)
+        if self.raw_newlines and PREFLIGHT not in prompt:
+            content = content.replace(" ", "\n")
         finish = "stop"
         if failure == "invalid_json":
             content = content.replace('"', "'")
@@ -301,7 +305,7 @@ class LLMServer:
         spec = fmt.get("json_schema") or {}
         if "strict" not in self.modes or fmt.get("type") != "json_schema" or not spec.get("strict"):
             return None
-        refused = problem(spec.get("schema") or {}, spec.get("name", ""))
+        refused = problem(spec.get("schema") or {}, spec.get("name", ""), self.max_enum)
         if refused:
             with self.lock:
                 self.refusals.append(refused)

@@ -37,16 +37,17 @@ class _Tally:
     chars: int = 0
 
 
-def problem(schema: dict, name: str) -> str | None:
-    """None if the API takes `schema` in strict mode; else the message of its HTTP 400."""
+def problem(schema: dict, name: str, max_enum: int = MAX_ENUM) -> str | None:
+    """None if the API takes `schema` in strict mode; else the message of its HTTP 400.
+    `max_enum`: the enum values a schema may have in all (a provider of its own limit)."""
     try:
-        check(schema)
+        check(schema, max_enum)
     except Refused as exc:
         return f"Invalid schema for response_format '{name}': {exc}"
     return None
 
 
-def check(schema: dict) -> None:
+def check(schema: dict, max_enum: int = MAX_ENUM) -> None:
     """Raise `Refused` for the first thing about `schema` outside the strict subset."""
     if not isinstance(schema, dict) or schema.get("type") != "object" or "anyOf" in schema:
         got = schema.get("type") if isinstance(schema, dict) else type(schema).__name__
@@ -54,7 +55,7 @@ def check(schema: dict) -> None:
     tally = _Tally()
     _walk(schema, (), 1, tally)
     for limit, value, what in ((MAX_PROPERTIES, tally.properties, "object properties"),
-                               (MAX_ENUM, tally.enums, "enum values"),
+                               (max_enum, tally.enums, "enum values"),
                                (MAX_CHARS, tally.chars, "characters of property names, enum and const values")):
         if value > limit:
             raise Refused(f"Expected at most {limit} {what} in total within a single schema when using structured "
