@@ -35,22 +35,18 @@ SENTENCES = ("It has been a fairly ordinary day so far.", "There is still a good
              "That is worth keeping in mind for the next few days.", "It is good to hear how things are going.")
 ACTIVITIES = ("working on the main task of the day", "having a meal", "taking a walk around the neighbourhood",
               "reading at home", "tidying up the place", "meeting a friend for coffee", "running errands in town")
-KINDS = {  # the answer's properties -> the request kind (the name json_schema mode gives, found without it)
-    frozenset({"broad", "blocks"}): "plan_day", frozenset({"steps"}): "decompose", frozenset({"scores"}):
-    "rate_importance", frozenset({"tags"}): "tag_memories", frozenset({"core", "occupation", "progress"}): "summarize",
-    frozenset({"text", "end", "topic"}): "speak", frozenset({"questions"}): "reflect_questions",
-    frozenset({"insights"}): "insights", frozenset({"text", "cites"}): "interview",
-    frozenset({"ranking", "embellished"}): "judge", frozenset({"summary", "thought", "memo", "view", "topic"}):
-    "after_talk"}
+KINDS = (("blocks", "plan_day"), ("steps", "decompose"), ("scores", "rate_importance"), ("tags", "tag_memories"),
+         ("core", "summarize"), ("questions", "reflect_questions"), ("insights", "insights"), ("cites", "interview"),
+         ("ranking", "judge"), ("memo", "after_talk"), ("action", "react"), ("end", "speak"))
+"""A property of each kind's answer that no other kind's has: the kind of a schema sent
+without its name (json_object and prompt modes name none)."""
 DAY = 24 * 60
 
 
 def kind_of(schema: dict) -> str | None:
     """The request kind whose answer `schema` describes, from its properties."""
-    props = frozenset(schema.get("properties", {}))
-    if {"action", "target"} <= props:
-        return "react"
-    return KINDS.get(props)
+    props = schema.get("properties", {})
+    return next((kind for name, kind in KINDS if name in props), None)
 
 
 def realistic(kind: str | None, schema: dict, data: dict, rng: random.Random, start: int | None = None) -> dict:
@@ -106,7 +102,9 @@ def _day(schema: dict, data: dict, rng: random.Random, start: int | None) -> dic
         blocks = _whole_day(places, rng)
     else:
         blocks = [piece for b in data["blocks"] for piece in _hours(b)]
-    broad = schema["properties"]["broad"]
+    broad = schema["properties"].get("broad")
+    if broad is None:
+        return {**data, "blocks": blocks}
     fewest, most = broad.get("minItems", 5), broad.get("maxItems", 8)
     strokes = list(dict.fromkeys(f"{b['activity']} at {b['start'] // 60 % 24}:{b['start'] % 60:02d}" for b in blocks))
     while len(strokes) < fewest:

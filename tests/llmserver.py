@@ -386,9 +386,9 @@ def main() -> None:
     with LLMServer(seed=args.seed, latency=args.latency, modes=modes, reasoning=args.reasoning) as server:
         print(server.api_base, flush=True)
         sys.stdin.read()
+        refused = Counter(re.search(r"response_format '([^']*)'", r).group(1) for r in server.refusals)
         print(json.dumps({"chats": server.chats, "max_in_flight": server.max_in_flight,
-                          "mean_in_flight": round(server.mean_in_flight(), 2),
-                          "refusals": len(server.refusals)}), flush=True)
+                          "mean_in_flight": round(server.mean_in_flight(), 2), "refusals": dict(refused)}), flush=True)
 
 
 if __name__ == "__main__":
