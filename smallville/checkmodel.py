@@ -78,8 +78,9 @@ def check_model(scenario, settings, *, seed: int | None = None, embedder: str = 
     brain = LLMBrain(settings)
     try:
         brain.preflight()
-        described = brain.describe()
-        notes = [n for n in ((described.get(c) or {}).get("note") for c in ("structured_check", "reasoning_check")) if n]
+        found = brain.describe()
+        notes = [n for n in ((found.get(check) or {}).get("note") for check in ("structured_check", "reasoning_check"))
+                 if n]
         asked, missing = moment(scenario, seed, embedder)
         with ThreadPoolExecutor(max(1, len(asked)), thread_name_prefix="smallville-check") as pool:
             sent = [pool.submit(brain.attempt, request) for request, _ in asked]

@@ -326,15 +326,16 @@ class LLMServer:
             said, finish = said[:limit - len(thought)], "length"
         answer = litellm.decode(model=model, tokens=said) if said else ""
         reasoning = litellm.decode(model=model, tokens=thought) if thought else ""
-        closed = not (finish == "length" and not said)
         if not thought:
-            message = {"role": "assistant", "content": answer}
-        elif self.reasoning == "think":
-            message = {"role": "assistant", "content": f"<think>\n{reasoning}" + ("\n</think>\n\n" + answer if closed else "")}
+            return {"role": "assistant", "content": answer}, finish, len(said), 0
+        if self.reasoning == "think":
+            content = f"<think>\n{reasoning}" + (f"\n</think>\n\n{answer}" if answer else "")   # none: cut off
+            message = {"role": "assistant", "content": content}
         elif self.reasoning == "field":
             message = {"role": "assistant", "content": answer or None, "reasoning_content": reasoning}
         else:
-            message = {"role": "assistant", "content": None, "reasoning_content": reasoning + ("\n\n" + answer if closed else "")}
+            message = {"role": "assistant", "content": None,
+                       "reasoning_content": reasoning + (f"\n\n{answer}" if answer else "")}
         return message, finish, len(thought) + len(said), len(thought)
 
     @staticmethod

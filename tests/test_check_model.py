@@ -96,12 +96,3 @@ def test_a_reasoning_model_without_room_to_reason_is_told_to_give_it_some(tmp_pa
     cut = [row for row in data["kinds"] if row["result"] == "cut"]
     assert cut and all(row["reasoning_tokens"] == row["completion_tokens"] == row["max_tokens"] for row in cut)
     assert all(row["mend"] == f"cut at max_tokens {row['max_tokens']}: raise reasoning_tokens" for row in cut)
-
-
-def test_check_model_needs_a_model_and_a_town(tmp_path):
-    result = smallville("check-model", "offline")
-    assert result.returncode == 2 and result.stderr.startswith("smallville: error: check-model needs a model")
-    result = smallville("check-model", "openai/local", "--api-base", "http://127.0.0.1:9/v1", "--scenario",
-                        tmp_path / "nowhere.yaml")
-    (line,) = result.stderr.strip().splitlines()
-    assert result.returncode == 2 and "--scenario" in line and "nowhere.yaml: no such file" in line

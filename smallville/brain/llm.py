@@ -320,8 +320,8 @@ def cut_off(reply: Reply) -> str:
     max_tokens (and how much of it went on reasoning)."""
     if reply.finish_reason != "length":
         return ""
-    spent = f", {reply.reasoning_tokens} of {reply.completion_tokens} tokens on reasoning" if reply.reasoning_tokens else ""
-    return f" (cut off at max_tokens{spent})"
+    spent = reply.reasoning_tokens and f", {reply.reasoning_tokens} of {reply.completion_tokens} tokens on reasoning"
+    return f" (cut off at max_tokens{spent or ''})"
 
 
 # The preflight's probe: a small answer that uses what the answer schemas use (an enum of
