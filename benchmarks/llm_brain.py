@@ -55,10 +55,11 @@ from smallville.timefmt import parse_duration  # noqa: E402
 class Server:
     """tests/llmserver.py in a subprocess."""
 
-    def __init__(self, seed: int, latency: float) -> None:
+    def __init__(self, seed: int, latency: float, *more: str) -> None:
+        """`more`: the server's other flags (`--modes strict,capable`, `--reasoning only`)."""
         self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "llmserver.py"), "--seed", str(seed),
-                                      "--latency", str(latency)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True)
+                                      "--latency", str(latency), *more], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
         self.api_base = self.proc.stdout.readline().strip()
         self.started_cpu = self.cpu()          # its start-up (importing litellm) is not the run's
 

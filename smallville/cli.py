@@ -10,6 +10,8 @@ from pathlib import Path
 from smallville import __version__
 from smallville.errors import ScenarioError, SmallvilleError, UsageError
 
+DEFAULT_TOWN = "scenarios/the_ville.yaml"
+
 
 def _duration(text: str) -> float:
     from smallville.timefmt import parse_duration
@@ -106,6 +108,17 @@ def build_parser() -> argparse.ArgumentParser:
                           help="calls in flight at once (default: the brain's max_concurrency)")
     estimate.add_argument("--embedder", default="use", help="sentence embedder: use (default) or lexical")
     estimate.add_argument("--json", action="store_true", help="print JSON")
+
+    check = commands.add_parser("check-model", help="try every request kind once on a model, before a paid run")
+    check.add_argument("model", metavar="MODEL", help="a litellm model name, e.g. openai/gpt-4o-mini")
+    check.add_argument("--api-base", metavar="URL", help="address of the model's server, e.g. http://127.0.0.1:8000/v1")
+    check.add_argument("--brain-config", type=Path, metavar="FILE.yaml", help="LLM brain settings (see docs/llm.md)")
+    check.add_argument("--scenario", type=Path, default=Path(DEFAULT_TOWN), metavar="FILE",
+                       help=f"the town whose requests are tried (default: {DEFAULT_TOWN})")
+    check.add_argument("--seed", type=int, help="random seed (default: the scenario's seed)")
+    check.add_argument("--embedder", default="use",
+                       help="sentence embedder of the offline town: use (default, as a run) or lexical (faster)")
+    check.add_argument("--json", action="store_true", help="print JSON")
 
     resume = commands.add_parser("resume", help="continue an interrupted run from its last checkpoint, or extend one")
     resume.add_argument("run_dir", type=Path, metavar="RUN_DIR")
@@ -254,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
             return _experiment(args)
         if args.command == "estimate":
             return _estimate(args)
+        if args.command == "check-model":
+            return _check_model(args)
         if args.command == "serve":
             return _serve(args)
         if args.command == "evaluate":
@@ -510,6 +525,31 @@ def _estimate(args) -> int:
     else:
         render.print_estimate(result.to_dict(), scenario, args.latency, args.concurrency or settings.concurrency_first)
     return 0
+
+
+def _check_model(args) -> int:
+    """0 when every request kind came back usable from the model, 1 otherwise."""
+    import json
+
+    from smallville import render
+    from smallville.brain.config import load_config
+    from smallville.checkmodel import check_model
+    from smallville.scenario import load_scenario
+
+    if not args.scenario.is_file():
+        raise UsageError(f"--scenario {args.scenario}: no such file (the default town is {DEFAULT_TOWN}, "
+                         "relative to the folder you run in)")
+    scenario = load_scenario(str(args.scenario))
+    settings = load_config(scenario=scenario.brain, file=args.brain_config,
+                           flags={"model": args.model, "api_base": args.api_base}, scenario_path=str(args.scenario))
+    if settings.is_offline:
+        raise UsageError("check-model needs a model: the offline brain answers every request by rule")
+    result = check_model(scenario, settings, seed=args.seed, embedder=args.embedder)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        render.print_check(result)
+    return 0 if result.ok else 1
 
 
 def _run(args) -> int:

@@ -49,9 +49,11 @@ def with_progress(go, start, duration: float, quiet: bool, console: Console | No
             if not quiet:
                 console.print(opening(manifest, path, brain_name(manifest.brain or {}), sim.embedder.name),
                               markup=False, highlight=False)
-            note = (sim.brain.describe().get("structured_check") or {}).get("note")
-            if note:                            # the preflight chose another structured-output mode
-                console.print(note, markup=False, highlight=False)
+            described = sim.brain.describe()
+            for check in ("structured_check", "reasoning_check"):
+                note = (described.get(check) or {}).get("note")
+                if note:                        # the preflight chose another mode, or found the model reasoning
+                    console.print(note, markup=False, highlight=False)
 
         def on_step(now: float) -> None:
             progress.update(task, completed=now, description=f"simulated {format_sim(start, now)}"
@@ -63,6 +65,11 @@ def with_progress(go, start, duration: float, quiet: bool, console: Console | No
         if (result.manifest.usage or {}).get("by_kind"):
             print_table(console, usage_table(result.manifest))
             print_table(console, agent_usage_table(result.manifest))
+        if result.manifest.answers:
+            print_table(console, answers_table(result.manifest))
+    warning = poorly_served(result.manifest)
+    if warning:
+        console.print(warning, markup=False, highlight=False, style="yellow")
     status = result.manifest.status
     style = "green" if status == "completed" else "yellow"
     if quiet:
@@ -111,6 +118,8 @@ def usage_table(manifest: Manifest) -> Table:
     """What the brain's requests took, by request kind: calls, retries, fallbacks, tokens, cost."""
     usage = manifest.usage
     cols = ("requests", "calls", "retries", "fallbacks", "reused", "cached", "prompt_tokens", "completion_tokens", "cost")
+    if usage["total"].get("reasoning_tokens"):           # a model that reasons: part of its completion tokens
+        cols = cols[:-1] + ("reasoning_tokens", "cost")
     table = Table(title=f"brain {manifest.brain.get('model', manifest.brain.get('name'))}")
     table.add_column("request")
     for col in cols:
@@ -128,6 +137,37 @@ def usage_table(manifest: Manifest) -> Table:
     table.caption = (f"per agent per game hour: {calls:.2f} calls, {tokens:.0f} tokens"
                      + ("" if usage["cost_known"] else "; cost unknown for this model (set price_prompt/price_completion)"))
     return table
+
+
+def answers_table(manifest: Manifest) -> Table:
+    """How the model served the run, by request kind: answers valid as given, repaired,
+    fallen back to safe defaults, given by the runaway guard; calls cut at max_tokens."""
+    cols = ("requests", "valid", "repaired", "fallbacks", "over_ceiling", "cut")
+    table = Table(title="answers")
+    table.add_column("request")
+    for col in cols:
+        table.add_column(col.replace("_", " "), justify="right")
+    for kind, row in manifest.answers.items():
+        table.add_row(kind, *(f"{row[c]:,}" for c in cols))
+    return table
+
+
+FALLBACK_SHARE = 0.05      # more of a kind's requests than this falling back is said at the end of a run
+
+
+def poorly_served(manifest: Manifest) -> str | None:
+    """One line if the model's answers fell back for more than 5% of a kind's requests:
+    which kinds, how many, and the setting to raise if answers were cut at max_tokens."""
+    rows = {kind: row for kind, row in (manifest.answers or {}).items()
+            if row["fallbacks"] > FALLBACK_SHARE * row["requests"]}
+    if not rows:
+        return None
+    shares = ", ".join(f"{kind} {row['fallbacks']:,} of {row['requests']:,} ({row['fallbacks'] / row['requests']:.0%})"
+                       for kind, row in rows.items())
+    cut = [kind for kind, row in rows.items() if row["cut"]]
+    mend = (f"; answers were cut off at max_tokens: raise {', '.join(f'kinds.{k}.max_tokens' for k in cut)}"
+            if cut else "; the brain_fallback events say why")
+    return f"the model's answers fell back to safe defaults for {shares}{mend}"
 
 
 def agent_usage_table(manifest: Manifest, top: int = 10) -> Table:
@@ -185,6 +225,43 @@ def _basis(est: dict) -> str:
     pilot = est["pilot"]
     return (f"at the rates of pilot {pilot['run']} ({pilot['agents']} agents, {pilot['hours']:g} simulated hours) "
             "per agent-hour by request kind, plus the first instant simulated offline")
+
+
+def print_check(check, console: Console | None = None) -> None:
+    """`smallville check-model` for people: a row per request kind, the cost of a day of the
+    town at the model's rates, and for each kind it cannot serve, the setting that mends it."""
+    console = console or make_console()
+    for note in check.notes:
+        console.print(note, markup=False, highlight=False)
+    table = Table(title=f"{check.model} on a moment of {check.scenario} ({check.structured})")
+    for col in ("request", "result", "prompt tok", "completion tok", "max tok", "reasoning tok", "seconds", "note"):
+        table.add_column(col, justify="left" if col in ("request", "result", "note") else "right")
+    for row in check.rows:
+        style = "green" if row.usable else "red"
+        table.add_row(row.kind, Text(row.result, style=style), f"{row.prompt_tokens:,}", f"{row.completion_tokens:,}",
+                      f"{row.max_tokens:,}", f"{row.reasoning_tokens:,}", f"{row.seconds:.1f}", _brief(row.note))
+    print_table(console, table)
+    if check.missing:
+        console.print(f"not tried: {', '.join(check.missing)} (the town did not ask them in two simulated days)",
+                      markup=False)
+    day = check.day
+    if day:
+        cost = "cost unknown (set price_prompt and price_completion)" if day["cost_usd"] is None else (
+            f"${day['cost_usd']:.2f}")
+        console.print(f"a day of {check.scenario} ({check.agents} agents) at these rates: about {day['requests']:,} "
+                      f"requests, {day['prompt_tokens']:,} prompt and {day['completion_tokens']:,} completion tokens, "
+                      f"{cost} (if the model acts as the offline brain does: estimate --from a pilot run says better)",
+                      markup=False, highlight=False)
+    for row in check.rows:
+        if not row.usable:
+            console.print(f"{row.kind}: {row.mend}", markup=False, highlight=False)
+    verdict = "every request kind is usable" if check.ok else (
+        f"{sum(not r.usable for r in check.rows)} of {len(check.rows)} request kinds are not usable")
+    console.print(f"{verdict} ({check.seconds:.0f} s)", markup=False, highlight=False)
+
+
+def _brief(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def print_inspection(command: str, out, console: Console | None = None) -> None:

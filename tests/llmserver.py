@@ -9,6 +9,18 @@ prompts, which end with a `REQUEST_JSON:` line, and get the offline brain's answ
 server can be told to fail in each way a model server fails, to refuse a structured-output
 mode as some servers do, and to answer after a fixed latency. Embeddings are vectors drawn
 from a hash of the text.
+
+It behaves as the providers users have do, in modes that combine (`modes`):
+
+- `strict`: a `json_schema` response format with `strict: true` outside OpenAI's strict
+  subset is refused with HTTP 400 and the API's kind of message (strictschema.py);
+- `capable`: answers of a capable model's size (capable.py), counted with a real tokenizer
+  (litellm's for the model) and cut at `max_tokens` with `finish_reason: "length"`;
+- `reasoning`: a few hundred tokens of reasoning before the answer, where `reasoning` says:
+  `think` (a `<think>` block opening the content), `field` (in `reasoning_content`, the
+  answer in the content) or `only` (`reasoning_content` alone, the answer at its end, the
+  content null). Reasoning counts in `completion_tokens`
+  (`completion_tokens_details.reasoning_tokens`) and against `max_tokens`.
 """
 
 from __future__ import annotations
@@ -29,12 +41,22 @@ from smallville.brain import requests as rq
 from smallville.brain.offline import OfflineBrain
 from smallville.brain.prompts import ECHO_MARK, to_model_json
 
+from capable import kind_of, realistic
 from schemagen import instance
+from strictschema import MAX_ENUM, problem
 
 SCHEMA_MARK = "follows this JSON schema:\n"
 PREFLIGHT = "a test of structured output"     # words of the LLM brain's preflight probe
 
 FAILURES = ("429", "500", "hang", "invalid_json", "schema", "cutoff")
+MODES = ("strict", "capable", "reasoning")
+REASONING = ("think", "field", "only")
+THINKING = ("Let me think about what this character would do here.", "The schema asks for a JSON object.",
+            "I should keep the answer consistent with what the character remembers.",
+            "The answer is a JSON object, so it starts with { and ends with }.",
+            "First I will look at the time and the place, then at the people around.",
+            "Maybe the memories say something that changes the usual routine.", "Let me check the list again.",
+            "That seems right, but I should make sure every field is there.", "Wait, let me reconsider that part.")
 # A model that talks: whoever can be spoken to is, conversations go on, actions take 5-15
 # minutes (schemagen.instance draws everything else at random within the schema).
 SOCIABLE = {"action": "talk", "target": ..., "end": False, "minutes": list(range(5, 16))}
@@ -44,7 +66,10 @@ class LLMServer:
     """`with LLMServer() as s:` serves at `s.api_base`; `s.fail(mode, n)` makes the next n
     chat requests fail that way; `s.fail_rate(p, modes)` fails a share p at random."""
 
-    def __init__(self, seed: int = 7, latency: float = 0.0, hang: float = 2.0, prefer: dict | None = None) -> None:
+    def __init__(self, seed: int = 7, latency: float = 0.0, hang: float = 2.0, prefer: dict | None = None,
+                 modes=(), reasoning: str = "think") -> None:
+        assert set(modes) <= set(MODES) and reasoning in REASONING, (modes, reasoning)
+        self.modes, self.reasoning = frozenset(modes), reasoning
         self.seed = seed
         self.prefer = prefer                       # property -> preferred values (schemagen.instance)
         self.brain = OfflineBrain(seed)
@@ -54,7 +79,7 @@ class LLMServer:
         self.latency, self.hang = latency, hang
         self.retry_after: float | None = None      # seconds sent as Retry-After with each 429
         self.queue: list[tuple[str, str]] = []     # (mode, text the prompt must contain)
-        self.rate, self.modes, self.rng = 0.0, FAILURES, random.Random(seed)
+        self.rate, self.failing, self.rng = 0.0, FAILURES, random.Random(seed)
         self.lock = threading.Lock()
         self.gathered = threading.Condition(self.lock)
         self.hold_for: int = 0                     # answers wait until this many calls are in flight
@@ -67,6 +92,9 @@ class LLMServer:
         self.flight_log: list[tuple[float, int]] = []   # (time, calls in flight from then on)
         self.bodies: list[dict] = []
         self.usages: list[dict] = []                   # the usage of every chat answer sent
+        self.refusals: list[str] = []                  # the message of every schema `strict` refused
+        self.raw_newlines = False                      # a grammar's slip: every space a raw newline, in strings too
+        self.max_enum = MAX_ENUM                       # `strict`: enum values a schema may have in all
         self.headers: list[dict] = []                  # each request's, names lower-cased (HTTP ignores their case)
         self._srv: ThreadingHTTPServer | None = None
         self.gate = threading.Condition()              # hold(): answers go out on release()
@@ -82,7 +110,7 @@ class LLMServer:
             self.queue += [(mode, match)] * n
 
     def fail_rate(self, rate: float, modes=FAILURES) -> None:
-        self.rate, self.modes = rate, tuple(modes)
+        self.rate, self.failing = rate, tuple(modes)
 
     def _failure(self, prompt: str, asked: bool) -> str | None:
         with self.lock:
@@ -90,7 +118,7 @@ class LLMServer:
                 return None
             queued = next((i for i, (_, match) in enumerate(self.queue) if re.search(match, prompt)), None)
             mode = self.queue.pop(queued)[0] if queued is not None else (
-                self.rng.choice(self.modes) if self.rate and self.rng.random() < self.rate else None)
+                self.rng.choice(self.failing) if self.rate and self.rng.random() < self.rate else None)
             if mode:
                 self.injected[mode] += 1
             return mode
@@ -214,6 +242,10 @@ class LLMServer:
         kind = (fmt.get("json_schema") or {}).get("name")
         with self.lock:
             self.prompts.append({"kind": kind, "system": body["messages"][0]["content"], "user": prompt, "mode": mode})
+        refused = self._strict(fmt)
+        if refused:
+            return 400, {"error": {"message": refused, "type": "invalid_request_error", "param": "response_format",
+                                   "code": "invalid_json_schema"}}
         self._hold(prompt)
         echoed = ECHO_MARK in prompt
         failure = self._failure(prompt, echoed or (schema is not None and PREFLIGHT not in prompt))
@@ -228,15 +260,23 @@ class LLMServer:
             self.released.wait(self.hang)
         if mode in self.ignore_modes and SCHEMA_MARK not in prompt:
             schema = None
+        digest = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).hexdigest()
+        rng = random.Random(f"{self.seed}:{digest}")
+        request = None
         if echoed:
             data = json.loads(prompt.rsplit(ECHO_MARK, 1)[1])
             request = rq.REQUEST_KINDS[data["kind"]].from_dict(data)
-            content = json.dumps(to_model_json(self.brain.answer([request])[0]))
+            answer = to_model_json(self.brain.answer([request])[0])
         elif schema is not None:
-            digest = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).hexdigest()
-            content = json.dumps(instance(schema, random.Random(f"{self.seed}:{digest}"), self.prefer))
+            answer = instance(schema, rng, self.prefer)
         else:
-            content = "Sure! Here is what you asked for."
+            answer = None
+        if "capable" in self.modes and isinstance(answer, dict) and schema is not None:
+            answer = realistic(kind or kind_of(schema), schema, answer, rng,
+                               getattr(request, "start", None) if request is not None else None)
+        content = "Sure! Here is what you asked for." if answer is None else json.dumps(answer)
+        if self.raw_newlines and PREFLIGHT not in prompt:
+            content = content.replace(" ", "\n")
         finish = "stop"
         if failure == "invalid_json":
             content = content.replace('"', "'")
@@ -245,15 +285,63 @@ class LLMServer:
         elif failure == "cutoff":
             content, finish = content[: len(content) // 2], "length"
         limit = body.get("max_tokens") or body.get("max_completion_tokens")
-        if limit and not echoed and len(content) // 4 + 1 > limit:    # cut off where a model would be
-            content, finish = content[: (limit - 1) * 4], "length"
-        usage = {"prompt_tokens": count_tokens(body["messages"], body["model"]), "completion_tokens": len(content) // 4 + 1}
+        if self.modes & {"capable", "reasoning"}:
+            message, finish, completion, reasoning = self._as_model(content, finish, limit, body["model"], rng)
+        else:
+            if limit and not echoed and len(content) // 4 + 1 > limit:    # cut off where a model would be
+                content, finish = content[: (limit - 1) * 4], "length"
+            message, completion, reasoning = {"role": "assistant", "content": content}, len(content) // 4 + 1, 0
+        usage = {"prompt_tokens": count_tokens(body["messages"], body["model"]), "completion_tokens": completion}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        if reasoning:
+            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
         with self.lock:
             self.usages.append(usage)
         return 200, {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": body["model"],
-                     "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                                  "finish_reason": finish}], "usage": usage}
+                     "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}
+
+    def _strict(self, fmt: dict) -> str | None:
+        """In `strict` mode, the API's message refusing a strict json_schema outside its subset."""
+        spec = fmt.get("json_schema") or {}
+        if "strict" not in self.modes or fmt.get("type") != "json_schema" or not spec.get("strict"):
+            return None
+        refused = problem(spec.get("schema") or {}, spec.get("name", ""), self.max_enum)
+        if refused:
+            with self.lock:
+                self.refusals.append(refused)
+        return refused
+
+    def _as_model(self, content: str, finish: str, limit: int | None, model: str,
+                  rng: random.Random) -> tuple[dict, str, int, int]:
+        """The message a model sends: reasoning first (in `reasoning` mode), then the
+        answer, cut at `limit` tokens as a model is; its finish reason, completion tokens
+        and reasoning tokens (counted with the model's tokenizer)."""
+        import litellm
+
+        thought = litellm.encode(model=model, text=self._thinking(rng)) if "reasoning" in self.modes else []
+        said = litellm.encode(model=model, text=content)
+        if limit and len(thought) >= limit:
+            thought, said, finish = thought[:limit], [], "length"
+        elif limit and len(thought) + len(said) > limit:
+            said, finish = said[:limit - len(thought)], "length"
+        answer = litellm.decode(model=model, tokens=said) if said else ""
+        reasoning = litellm.decode(model=model, tokens=thought) if thought else ""
+        if not thought:
+            return {"role": "assistant", "content": answer}, finish, len(said), 0
+        if self.reasoning == "think":
+            content = f"<think>\n{reasoning}" + (f"\n</think>\n\n{answer}" if answer else "")   # none: cut off
+            message = {"role": "assistant", "content": content}
+        elif self.reasoning == "field":
+            message = {"role": "assistant", "content": answer or None, "reasoning_content": reasoning}
+        else:
+            message = {"role": "assistant", "content": None,
+                       "reasoning_content": reasoning + (f"\n\n{answer}" if answer else "")}
+        return message, finish, len(thought) + len(said), len(thought)
+
+    @staticmethod
+    def _thinking(rng: random.Random) -> str:
+        """A few hundred tokens of reasoning."""
+        return " ".join(rng.choice(THINKING) for _ in range(rng.randint(18, 36)))
 
     def prompts_of(self, kind: str) -> list[str]:
         """The user messages of every chat request for `kind` (json_schema mode names it)."""
@@ -291,13 +379,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="the test suite's OpenAI-compatible server")
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--modes", default="", help=f"comma-separated, of {', '.join(MODES)}")
+    parser.add_argument("--reasoning", default="think", choices=REASONING)
     args = parser.parse_args()
     count_tokens([{"role": "user", "content": "warm-up"}], "gpt-4o-mini")  # import litellm before serving
-    with LLMServer(seed=args.seed, latency=args.latency) as server:
+    modes = [m for m in args.modes.split(",") if m]
+    with LLMServer(seed=args.seed, latency=args.latency, modes=modes, reasoning=args.reasoning) as server:
         print(server.api_base, flush=True)
         sys.stdin.read()
+        refused = Counter(re.search(r"response_format '([^']*)'", r).group(1) for r in server.refusals)
         print(json.dumps({"chats": server.chats, "max_in_flight": server.max_in_flight,
-                          "mean_in_flight": round(server.mean_in_flight(), 2)}), flush=True)
+                          "mean_in_flight": round(server.mean_in_flight(), 2), "refusals": dict(refused)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, dataclass
 from itertools import count
 
+from smallville.brain.answertext import split
 from smallville.brain.base import Failed
 
 
@@ -38,7 +39,8 @@ def import_litellm():
 
 @dataclass(frozen=True)
 class Reply:
-    """What a call brought back: the answer's text, why it ended, its tokens, and its cost
+    """What a call brought back: the answer's text (any reasoning apart: `answertext.split`),
+    why it ended, its tokens (the completion's include those it reasoned with), and its cost
     as litellm priced it (None: litellm knows no price for the model)."""
 
     content: str | None
@@ -46,6 +48,7 @@ class Reply:
     prompt_tokens: int
     completion_tokens: int
     cost: float | None
+    reasoning_tokens: int = 0
 
 
 UNPRICED: set[str] = set()     # models litellm has said it knows no price for
@@ -66,9 +69,21 @@ def call(litellm, kwargs: dict, secrets: list[str], price: bool) -> Reply | Fail
             cost = litellm.completion_cost(completion_response=response, model=kwargs["model"])
         except Exception:  # a model litellm has no price for: not asked again (a sixth of a call's CPU)
             UNPRICED.add(kwargs["model"])
-    return Reply(choice.message.content, getattr(choice, "finish_reason", "") or "",
-                 int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0),
-                 None if cost is None else float(cost))
+    completion = int(getattr(usage, "completion_tokens", 0) or 0)
+    text = split(choice.message.content, getattr(choice.message, "reasoning_content", None))
+    return Reply(text.answer, getattr(choice, "finish_reason", "") or "",
+                 int(getattr(usage, "prompt_tokens", 0) or 0), completion, None if cost is None else float(cost),
+                 reasoning_tokens(litellm, kwargs["model"], usage, text.reasoning, completion))
+
+
+def reasoning_tokens(litellm, model: str, usage, reasoning: str, completion: int) -> int:
+    """The completion tokens spent reasoning: as the server counted them, else (a server that
+    puts `<think>` in the content and counts it all as completion) the reasoning's own count."""
+    details = getattr(usage, "completion_tokens_details", None)
+    counted = int(getattr(details, "reasoning_tokens", 0) or 0)
+    if counted or not reasoning:
+        return counted
+    return min(completion, int(litellm.token_counter(model=model, text=reasoning)))
 
 
 class InProcess:

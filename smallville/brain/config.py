@@ -14,7 +14,7 @@ from smallville.errors import BrainError
 
 
 CHILD_AGENTS = 100      # towns this big make model calls from a child process (call_process: auto)
-KIND_SETTINGS = ("max_tokens", "temperature")    # what `kinds` may set per request kind
+KIND_SETTINGS = ("max_tokens", "temperature", "reasoning_tokens")    # what `kinds` may set per request kind
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,9 @@ class LLMConfig:
     api_key_env: str | None = None        # name of the environment variable holding the key
     temperature: float | None = None      # None: each request kind's own (its template's)
     max_tokens: int | None = None         # None: each kind's own, enough for its largest valid answer
+    reasoning_tokens: int | None = None   # room for reasoning, added to every kind's max_tokens; None: a
+                                          # default for a model litellm marks as reasoning, or one seen
+                                          # reasoning in the preflight, else 0
     kinds: dict = field(default_factory=dict)   # per request kind: {plan_day: {max_tokens: 2000, temperature: 0.7}}
     max_concurrency: int | None = None    # calls in flight at once; None: found by AIMD (throttle.py)
     concurrency_start: int = 32           # where an adaptive limit starts (a town's first rounds ask for everyone)
@@ -55,8 +58,12 @@ class LLMConfig:
                 continue
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise BrainError(f"brain setting {name}={getattr(self, name)!r}: must be a positive integer")
-        if not isinstance(self.retries, int) or self.retries < 0:
-            raise BrainError(f"brain setting retries={self.retries!r}: must be an integer >= 0")
+        for name in ("retries", "reasoning_tokens"):
+            value = getattr(self, name)
+            if name == "reasoning_tokens" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise BrainError(f"brain setting {name}={value!r}: must be an integer >= 0")
         for name in ("price_prompt", "price_completion"):
             value = getattr(self, name)
             if isinstance(value, str):              # YAML reads 2e-6 (no dot) as a string
@@ -94,12 +101,14 @@ class LLMConfig:
                     raise BrainError(f"{where}.{key}: unknown (known: {', '.join(KIND_SETTINGS)})")
                 if key == "max_tokens" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                     raise BrainError(f"{where}.max_tokens={value!r}: must be a positive integer")
+                if key == "reasoning_tokens" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                    raise BrainError(f"{where}.reasoning_tokens={value!r}: must be an integer >= 0")
                 if key == "temperature" and (isinstance(value, bool) or not isinstance(value, (int, float))
                                              or value < 0):
                     raise BrainError(f"{where}.temperature={value!r}: must be a number >= 0")
 
     def setting(self, kind: str, name: str, default):
-        """A setting (`max_tokens`, `temperature`) for requests of `kind`: the kind's own
+        """A setting (`max_tokens`, `temperature`, `reasoning_tokens`) for requests of `kind`: the kind's own
         (`kinds`), else the one for every kind, else `default` (the kind's template's)."""
         own = self.kinds.get(kind, {}).get(name)
         if own is not None:

@@ -1,5 +1,7 @@
 """What a brain's requests cost: requests, model calls, retries, fallbacks, tokens, cost,
-counted per request kind and per agent. Shared by the LLM brain and its wrappers."""
+counted per request kind and per agent. Shared by the LLM brain and its wrappers.
+`reasoning_tokens` are the part of `completion_tokens` a model spent reasoning; `cut` counts
+the calls whose answer was cut off at `max_tokens`."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import threading
 from collections import defaultdict
 
 FIGURES = ("requests", "calls", "retries", "fallbacks", "reused", "cached",
-           "prompt_tokens", "completion_tokens", "cost")
+           "prompt_tokens", "completion_tokens", "reasoning_tokens", "cut", "cost")
 
 
 class Ledger:

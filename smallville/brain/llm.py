@@ -11,10 +11,11 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, ContextManager, Sequence
 
 from smallville.brain import requests as rq
+from smallville.brain.answertext import escape_controls
 from smallville.brain.base import Failed
 from smallville.brain.calls import ChildCalls, InProcess, Reply, import_litellm
 from smallville.brain.config import LLMConfig
@@ -37,6 +38,24 @@ def price(config, prompt: int, completion: int) -> float:
         raise BrainError(f"no price known for model {config.model!r}: set price_prompt and price_completion "
                          "(USD per token) in the brain settings to use --budget") from None
     return float(cost_in) + float(cost_out)
+
+
+REASONING_TOKENS = 2048     # room for reasoning, by default, for a model that reasons (docs/llm.md)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One request sent once: its answer (or why there is none), the reply it came in (None:
+    no reply), the room it had (`max_tokens`), how long it took, and the slips of the reply's
+    text that were mended (`notes`)."""
+
+    request: rq.Message
+    answer: rq.Message | Failed
+    reply: Reply | None
+    max_tokens: int
+    seconds: float
+    notes: tuple[str, ...] = ()
+
 
 class LLMBrain:
     """Answers requests with a model litellm can call; see the module docstring."""
@@ -67,13 +86,42 @@ class LLMBrain:
         self._pool = ThreadPoolExecutor(max_workers=config.concurrency_limit, thread_name_prefix="smallville-llm")
         self.answered = 0              # valid answers so far: an unreachable model has none
         self.mode_note: dict | None = None     # the structured-output mode the preflight chose, and why
+        self.reasoning, self.reasoning_from = self._reasoning_room()
 
     def describe(self) -> dict:
         out = {"name": "llm", **self.config.describe(),
                "templates": {k: t.version for k, t in sorted(self.templates.items())}}
         if self.mode_note is not None:
             out["structured_check"] = self.mode_note
+        if self.reasoning:
+            out["reasoning_tokens"] = self.reasoning
+            out["reasoning_check"] = {"tokens": self.reasoning, "from": self.reasoning_from,
+                                      **({"note": self.reasoning_note()} if self.reasoning_from == "preflight" else {})}
         return out
+
+    def _reasoning_room(self) -> tuple[int, str]:
+        """The room for reasoning added to every request's max_tokens, and where it comes
+        from: the setting, else a default for a model litellm marks as reasoning, else none
+        (the preflight may find the model reasoning: `_learn_reasoning`)."""
+        if self.config.reasoning_tokens is not None:
+            return self.config.reasoning_tokens, "setting"
+        try:
+            marked = bool(self._litellm.supports_reasoning(model=self.config.model))
+        except Exception:  # a model litellm does not know
+            marked = False
+        return (REASONING_TOKENS, "litellm") if marked else (0, "none")
+
+    def _learn_reasoning(self, reply: Reply) -> bool:
+        """A model seen reasoning in the preflight, with no room for it set, gets the default
+        room from then on. True if the probe should be asked again: it was cut off reasoning."""
+        if not reply.reasoning_tokens or self.reasoning or self.config.reasoning_tokens is not None:
+            return False
+        self.reasoning, self.reasoning_from = REASONING_TOKENS, "preflight"
+        return reply.finish_reason == "length"
+
+    def reasoning_note(self) -> str:
+        return (f"reasoning: the model reasons before it answers: {self.reasoning} tokens of room for it are "
+                "added to each request's max_tokens (set reasoning_tokens in the brain settings to choose)")
 
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message | Failed]:
         began = time.perf_counter()
@@ -157,11 +205,13 @@ class LLMBrain:
                                                                        "strict": True}},
                "json_object": {"type": "json_object", "schema": PROBE_SCHEMA}}.get(mode)
         last: Failed | None = None
-        for attempt in range(self.config.retries + 1):
-            if attempt:
+        attempt = 0
+        while attempt <= self.config.retries:
+            if last is not None:
                 time.sleep(self.config.backoff * 2 ** (attempt - 1))
+            attempt += 1
             with gate(messages) if gate else nullcontext():     # a budget that cannot pay stops here
-                reply = self._complete(messages, fmt, max_tokens=PROBE_TOKENS)
+                reply = self._complete(messages, fmt, max_tokens=PROBE_TOKENS + self.reasoning)
                 if isinstance(reply, Failed):
                     last = reply
                     self.ledger.add("preflight", None, calls=1)
@@ -175,6 +225,9 @@ class LLMBrain:
                 if last.reason == "refused":
                     break
                 continue
+            if self._learn_reasoning(reply):
+                attempt -= 1                          # asked again with room to reason: not a retry
+                continue
             try:
                 check_reply(PROBE_SCHEMA, reply.content)
                 return None
@@ -186,35 +239,53 @@ class LLMBrain:
     # ---- one request ----------------------------------------------------------------
 
     def _ask(self, request: rq.Message) -> rq.Message | Failed:
+        return self.attempt(request).answer
+
+    def attempt(self, request: rq.Message) -> Attempt:
+        """`request` sent once and its reply parsed: the answer or a `Failed`, with what it took."""
         template = self.templates[request.kind]
         messages = template.render(request, self.config.structured, self.config.echo_request)
+        room = self.max_tokens_for(request)
         with self.throttle.slot() as ticket:
             began = time.perf_counter()
-            reply = self._complete(messages, template.response_format(self.config.structured, request),
-                                   self.max_tokens_for(request),
+            reply = self._complete(messages, template.response_format(self.config.structured, request), room,
                                    self.config.setting(request.kind, "temperature", template.temperature))
+            took = time.perf_counter() - began
             if isinstance(reply, Failed):
                 self.ledger.add(request.kind, request.agent, calls=1)
-                self.ledger.add_time(busy=time.perf_counter() - began, began=began)
+                self.ledger.add_time(busy=took, began=began)
                 if reply.reason == "rate_limit" or reply.retry_after is not None:
                     ticket.rate_limited()
-                return reply
+                return Attempt(request, reply, None, room, took)
             ticket.answered()
-        self.ledger.add_time(busy=time.perf_counter() - began, began=began)
+        self.ledger.add_time(busy=took, began=began)
         self._account(request, reply)
+        answer, notes = self._parse(request, reply)
+        if not isinstance(answer, Failed):
+            self.answered += 1
+        return Attempt(request, answer, reply, room, took, notes)
+
+    def _parse(self, request: rq.Message, reply: Reply) -> tuple[rq.Message | Failed, tuple[str, ...]]:
+        """The answer in `reply`; raw control characters in its strings (a small model's
+        grammar may let a newline in) are escaped and said, not refused."""
+        template = self.templates[request.kind]
         try:
-            answer = template.parse(request, reply.content)
+            return template.parse(request, reply.content), ()
         except AnswerError as exc:
-            cut = " (cut off at max_tokens)" if reply.finish_reason == "length" else ""
-            return Failed(exc.reason, f"{exc}{cut}")
-        self.answered += 1
-        return answer
+            mended = escape_controls(reply.content or "") if exc.reason == "bad_json" else None
+            if mended is not None:
+                try:
+                    return template.parse(request, mended), ("raw control characters in JSON strings escaped",)
+                except AnswerError:
+                    pass
+            return Failed(exc.reason, f"{exc}{cut_off(reply)}"), ()
 
     def max_tokens_for(self, request: rq.Message) -> int:
         """The completion tokens `request` may take: its kind's setting, else the shared one,
-        else what its template says its largest valid answer needs."""
-        return int(self.config.setting(request.kind, "max_tokens",
-                                       self.templates[request.kind].max_tokens_for(request)))
+        else what its template says its largest valid answer needs; and the room for
+        reasoning on top, for a model that reasons first (reasoning counts as completion)."""
+        answer = self.config.setting(request.kind, "max_tokens", self.templates[request.kind].max_tokens_for(request))
+        return int(answer) + int(self.config.setting(request.kind, "reasoning_tokens", self.reasoning))
 
     def _complete(self, messages: list[dict], response_format: dict | None, max_tokens: int,
                   temperature: float = 0.0) -> Reply | Failed:
@@ -240,7 +311,17 @@ class LLMBrain:
                 self.ledger.cost_known = False
             cost = reply.cost or 0.0
         self.ledger.add(request.kind if request else "preflight", request.agent if request else None, calls=1,
-                        prompt_tokens=prompt, completion_tokens=completion, cost=cost)
+                        prompt_tokens=prompt, completion_tokens=completion, cost=cost,
+                        reasoning_tokens=reply.reasoning_tokens, cut=int(reply.finish_reason == "length"))
+
+
+def cut_off(reply: Reply) -> str:
+    """What to add to the error of an answer that did not parse, if it was cut off at
+    max_tokens (and how much of it went on reasoning)."""
+    if reply.finish_reason != "length":
+        return ""
+    spent = reply.reasoning_tokens and f", {reply.reasoning_tokens} of {reply.completion_tokens} tokens on reasoning"
+    return f" (cut off at max_tokens{spent or ''})"
 
 
 # The preflight's probe: a small answer that uses what the answer schemas use (an enum of

@@ -8,6 +8,7 @@ Inner layers may answer `Failed`; `WithFallbacks` guarantees the engine never se
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -79,9 +80,10 @@ class WithFallbacks(_Wrapper):
     """Replaces each `Failed` with the request's safe default (`safe_answer`) and lists it
     among the `Answers`' fallbacks. If no answer ever came and a whole batch failed to connect, the
     model is unreachable: that is a `BrainError`, not a run of fallbacks. If more than half
-    of the first `WATCH` requests fall back with the same lasting error, the model cannot
-    serve this run as set up: `ModelUnusable`. Flaky faults (rate limits, timeouts, server
-    errors) never count toward that."""
+    of the first `WATCH` requests, or of the first `WATCH` of one kind (a town's first
+    requests are mostly ratings: day plans cut off at max_tokens would hide among them), fall
+    back with the same lasting error, the model cannot serve this run as set up:
+    `ModelUnusable`. Flaky faults (rate limits, timeouts, server errors) never count toward that."""
 
     WATCH = 20
 
@@ -89,8 +91,8 @@ class WithFallbacks(_Wrapper):
         super().__init__(inner)
         self.ledger = ledger or Ledger()
         self._answered = False
-        self._watched = 0
-        self._lasting: Counter[str] = Counter()
+        self._watched: Counter[str] = Counter()            # requests watched: of all kinds (""), of each kind
+        self._lasting: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
 
     def answer(self, requests: Sequence[rq.Message]) -> Answers:
@@ -119,25 +121,27 @@ class WithFallbacks(_Wrapper):
 
     def _settle(self, request: rq.Message, answer) -> tuple[rq.Message, str | None]:
         self.ledger.add(request.kind, request.agent, requests=1)
-        self._watch(answer)
+        self._watch(request.kind, answer)
         if not isinstance(answer, Failed):
             return answer, None
         self.ledger.add(request.kind, request.agent, fallbacks=1)
         return safe_answer(request), str(answer)
 
-    def _watch(self, answer) -> None:
+    def _watch(self, kind: str, answer) -> None:
+        fault = lasting(answer) if isinstance(answer, Failed) else None
         with self._lock:
-            if self._watched >= self.WATCH:
-                return
-            self._watched += 1
-            kind = lasting(answer) if isinstance(answer, Failed) else None
-            if kind is None:
-                return
-            self._lasting[kind] += 1
-            if self._lasting[kind] <= self.WATCH // 2:
-                return
-        raise ModelUnusable(f"model {self.name!r}: {self._lasting[kind]} of the first {self._watched} requests fell "
-                            f"back with the same error ({answer}); {fix_for(answer)}")
+            for window in ("", kind):
+                if self._watched[window] >= self.WATCH:
+                    continue
+                self._watched[window] += 1
+                if fault is None:
+                    continue
+                self._lasting[window, fault] += 1
+                if self._lasting[window, fault] > self.WATCH // 2:
+                    which = f"{kind} requests" if window else "requests"
+                    raise ModelUnusable(f"model {self.name!r}: {self._lasting[window, fault]} of the first "
+                                        f"{self._watched[window]} {which} fell back with the same error ({answer}); "
+                                        f"{fix_for(answer, kind)}")
 
 
 def lasting(failed: Failed) -> str | None:
@@ -153,23 +157,32 @@ def lasting(failed: Failed) -> str | None:
     return None
 
 
-def fix_for(failed: Failed) -> str:
-    """The setting that mends a lasting fault, in a few words."""
-    kind = lasting(failed) or ""
-    if kind == "format":
+def fix_for(failed: Failed, kind: str = "") -> str:
+    """The setting that mends a lasting fault of a request of `kind`, in a few words."""
+    fault = lasting(failed) or ""
+    if fault == "format":
         return "the server does not take this structured-output mode: set structured: json_object (or prompt)"
-    if kind == "cut":
-        return "answers are cut off: raise max_tokens in the brain settings"
-    if kind == "schema":
+    if fault == "cut":
+        return f"answers are cut off: raise {cut_setting(failed, kind)} in the brain settings"
+    if fault == "schema":
         return ("the model's answers do not keep to their JSON schema: use structured: json_schema or json_object "
                 "if the server can enforce it, or a stronger model")
-    if "Authentication" in kind or "PermissionDenied" in kind:
+    if "Authentication" in fault or "PermissionDenied" in fault:
         return "the key was refused: check it (api_key_env names the variable it is read from)"
-    if "NotFound" in kind:
+    if "NotFound" in fault:
         return "check the model's name (--brain) and --api-base"
-    if "ContextWindow" in kind:
+    if "ContextWindow" in fault:
         return "prompts are too long for the model: use one with a longer context, or lower max_tokens"
     return "check the brain settings (docs/llm.md)"
+
+
+def cut_setting(failed: Failed, kind: str = "") -> str:
+    """The setting to raise for an answer cut off at max_tokens: the room for reasoning when
+    most of what was cut went on reasoning, else the kind's max_tokens."""
+    spent = re.search(r"(\d+) of (\d+) tokens on reasoning", failed.error)
+    if spent and 2 * int(spent.group(1)) >= int(spent.group(2)):
+        return "reasoning_tokens"
+    return f"kinds.{kind}.max_tokens" if kind else "max_tokens"
 
 
 RATINGS = (rq.RateImportance, rq.TagMemories)

@@ -46,6 +46,7 @@ class Manifest:
     probes: dict | None = None
     requests: dict | None = None
     usage: dict | None = None           # model usage over all sessions (resumes add up)
+    answers: dict | None = None         # by request kind: answers valid, repaired, fallen back, cut
     spend: dict | None = None
     budget_stop: dict | None = None
     error: str | None = None
@@ -53,7 +54,7 @@ class Manifest:
 
     ORDER = ("schema", "run_id", "status", "scenario", "seed", "brain", "embedder", "agents", "sim_start", "sim_end",
              "duration_s", "sim_reached", "smallville_version", "python", "config", "experiment", "fork", "resumed",
-             "counts", "probes", "requests", "usage", "spend", "budget_stop", "error", "wall")
+             "counts", "probes", "requests", "usage", "answers", "spend", "budget_stop", "error", "wall")
 
     def to_dict(self) -> dict:
         out = {}

@@ -159,6 +159,7 @@ def go(run: Run, stack, embedder, until: float, *, on_start: Callable | None = N
                                        spent_before.tokens + total["prompt_tokens"] + total["completion_tokens"],
                                        spent_before.usd + total["cost"]).to_dict()
             _usage(manifest, stacks, usage_before, len(sim.agents), sim.env.now / 3600)
+            manifest.answers = _answers(manifest, sim)
             if stopped is not None:
                 manifest.sim_reached = format_sim(scenario.start, sim.env.now)
                 if manifest.spend and isinstance(stopped, BudgetExhausted):   # calls under way included
@@ -206,6 +207,17 @@ def _usage(manifest, stacks, before: dict | None, agents: int, hours: float) -> 
             stats.update(ahead.stats)               # (adding Counters would drop the zeros)
         usage["run_ahead"] = dict(sorted(stats.items()))
     manifest.usage = usage
+
+
+def _answers(manifest, sim) -> dict | None:
+    """How well the model served the run, by request kind (none for the offline brain):
+    the answers valid as given, repaired, fallen back or given by the runaway guard, and the
+    calls whose answer was cut off at max_tokens (`usage`)."""
+    if (manifest.brain or {}).get("name") == "offline":
+        return None
+    usage = (manifest.usage or {}).get("by_kind", {})
+    return {kind: {**row, "cut": int(usage.get(kind, {}).get("cut", 0))}
+            for kind, row in sim.dispatch.outcomes().items()}
 
 
 class Stopped(KeyboardInterrupt):

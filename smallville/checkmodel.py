@@ -1,0 +1,225 @@
+"""`smallville check-model`: every kind of request tried once on a model, before a paid run.
+
+A real moment of a town: the scenario is simulated offline until it has asked each kind of
+request it asks (the first of each kind is kept: a whole day's plan, the seed memories'
+ratings, a first conversation, a first reflection), and an interview and a judge's
+comparison are built from the state then. Each goes to the model once, as a run sends it
+(after the preflight, so in the run's structured-output mode; no retry, no fallback: the
+point is to see failures), all at once, and is read as a run reads it: `valid` as sent,
+`repaired` (made to fit by `repair.py`, or a slip of its text mended), or not usable:
+`refused` by the server, `cut` at max_tokens, `invalid` (off its schema) or `no answer`.
+While the model answers, a day of the town is estimated offline (`estimate`), its
+completions scaled to the sizes this model wrote: what a day would cost at these rates.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+
+from smallville.brain import requests as rq
+from smallville.brain.base import Failed
+
+USABLE = ("valid", "repaired")
+DAY = 24 * 3600.0
+HORIZON = 2 * DAY          # the offline town's time to ask every kind it asks
+
+
+@dataclass
+class Row:
+    """One kind's request and how the model answered it."""
+
+    kind: str
+    result: str                   # valid, repaired, refused, cut, invalid, no answer
+    prompt_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int
+    max_tokens: int
+    seconds: float
+    note: str = ""                # what was repaired, or the error
+    mend: str = ""                # for a kind not usable: the setting that mends it
+
+    @property
+    def usable(self) -> bool:
+        return self.result in USABLE
+
+
+@dataclass
+class Check:
+    model: str
+    scenario: str
+    agents: int
+    structured: str               # the mode the requests went in (the preflight's choice)
+    rows: list[Row]
+    day: dict | None              # a day of the town at this model's rates (None: not estimated)
+    notes: list[str] = field(default_factory=list)     # what the preflight found and said
+    missing: list[str] = field(default_factory=list)   # kinds the town did not ask within HORIZON
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(row.usable for row in self.rows)
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "scenario": self.scenario, "agents": self.agents, "ok": self.ok,
+                "structured": self.structured, "notes": self.notes, "kinds": [asdict(r) for r in self.rows],
+                "missing": self.missing, "day": self.day, "seconds": round(self.seconds, 1)}
+
+
+def check_model(scenario, settings, *, seed: int | None = None, embedder: str = "use") -> Check:
+    """Try every request kind of `scenario` once on the model of `settings` (an `LLMConfig`)."""
+    from smallville.brain.llm import LLMBrain
+    from smallville.estimate import estimate
+
+    began = time.perf_counter()
+    seed = scenario.seed if seed is None else seed
+    brain = LLMBrain(settings)
+    try:
+        brain.preflight()
+        found = brain.describe()
+        notes = [n for n in ((found.get(check) or {}).get("note") for check in ("structured_check", "reasoning_check"))
+                 if n]
+        asked, missing = moment(scenario, seed, embedder)
+        with ThreadPoolExecutor(max(1, len(asked)), thread_name_prefix="smallville-check") as pool:
+            sent = [pool.submit(brain.attempt, request) for request, _ in asked]
+            day = estimate(scenario, brain.config, duration=DAY, seed=seed, embedder=embedder)   # meanwhile
+            tries = [future.result() for future in sent]
+        rows = [row_of(t, brain) for t in tries]
+        return Check(settings.model, scenario.name, len(scenario.agents), brain.config.structured, rows,
+                     day_at_these_rates(day, tries, [a for _, a in asked], brain), notes, missing,
+                     time.perf_counter() - began)
+    finally:
+        brain.close()
+
+
+def moment(scenario, seed: int, embedder: str) -> tuple[list[tuple[rq.Message, rq.Message]], list[str]]:
+    """The first request of each kind the town asks (simulated offline), then an interview
+    and a judge's comparison from the state then; each with the offline brain's answer. And
+    the kinds it did not ask within `HORIZON`."""
+    from smallville.brain.offline import OfflineBrain
+    from smallville.embed import make_embedder
+    from smallville.sim import Simulation
+    from smallville.sim.log import EventLog, Nowhere
+
+    watch = _FirstOfEach(OfflineBrain(seed))
+    with Simulation(scenario, watch, make_embedder(embedder), seed=seed,
+                    log=EventLog(scenario.start, Nowhere())) as sim:
+        wanted = {kind for kind, cls in rq.REQUEST_KINDS.items() if cls.simulated and kind != "judge"}
+        if not sim.memory.salience:
+            wanted.discard("tag_memories")
+        while not wanted <= watch.first.keys() and sim.env.now < HORIZON:
+            sim.run(sim.env.now + 3600)
+        asked = [watch.first[kind] for kind in sorted(wanted & watch.first.keys())]
+        speaker = watch.first["speak"][0].agent if "speak" in watch.first else sorted(sim.agents)[0]
+        asked += interview_and_judge(sim, watch.inner, speaker)
+    return asked, sorted(wanted - watch.first.keys())
+
+
+class _FirstOfEach:
+    """The offline brain, keeping the first request of each kind and its answer."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name = inner, inner.name
+        self.first: dict[str, tuple[rq.Message, rq.Message]] = {}
+
+    def describe(self) -> dict:
+        return self.inner.describe()
+
+    def answer(self, requests):
+        answers = self.inner.answer(requests)
+        for request, answer in zip(requests, answers):
+            self.first.setdefault(request.kind, (request, answer))
+        return answers
+
+
+def interview_and_judge(sim, offline, agent_id: str) -> list[tuple[rq.Message, rq.Message]]:
+    """A question of the interview protocol put to the agent, from what it recalls; and the
+    judge's comparison of that answer with one given without its memories (the paper's
+    no-retrieval condition), with the memories it lived."""
+    from smallville.evaluate.interviews import RECALL_K
+    from smallville.evaluate.protocol import load_protocol
+    from smallville.replay.inspect import interview_request
+
+    agent = sim.agents[agent_id]
+    questions = load_protocol().questions_for(sim.scenario, agent_id, sim.now_datetime())
+    question = next((q for q in questions if q.category == "memory"), questions[0]).text
+    hits = sim.retrieve(agent, question, RECALL_K)
+    asked, bare = interview_request(agent, question, hits), interview_request(agent, question, ())
+    full, plain = offline.answer([asked, bare])
+    lived = tuple(h.memory.text for h in hits)
+    judge = rq.Judge(agent.id, agent.name, agent.persona(), question, (("A", full.text), ("B", plain.text)),
+                     tuple((label, text) for label in "AB" for text in lived))
+    return [(asked, full), (judge, offline.answer([judge])[0])]
+
+
+def row_of(attempt, brain) -> Row:
+    """What one attempt says about its kind."""
+    from smallville.brain.repair import repair
+
+    reply, kind = attempt.reply, attempt.request.kind
+    tokens = ((reply.prompt_tokens, reply.completion_tokens, reply.reasoning_tokens) if reply is not None
+              else (brain.prompt_tokens(attempt.request), 0, 0))
+    row = Row(kind, "valid", *tokens, attempt.max_tokens, round(attempt.seconds, 2))
+    if isinstance(attempt.answer, Failed):
+        row.result, row.note = outcome(attempt.answer), attempt.answer.error
+        row.mend = mend(kind, attempt.answer, attempt.max_tokens, brain.config)
+        return row
+    repaired = attempt.notes + repair(attempt.request, attempt.answer)[1]
+    if repaired:
+        row.result, row.note = "repaired", "; ".join(repaired)
+    return row
+
+
+def outcome(failed: Failed) -> str:
+    """A failed attempt in a word: refused, cut, invalid or no answer."""
+    if failed.reason == "refused":
+        return "refused"
+    if failed.reason in ("schema", "bad_json"):
+        return "cut" if "cut off at max_tokens" in failed.error else "invalid"
+    return "no answer"
+
+
+def mend(kind: str, failed: Failed, room: int, settings) -> str:
+    """What is wrong with a kind's answer and the setting that mends it, in a line."""
+    from smallville.brain.llm import names_format
+    from smallville.brain.prompts import STRUCTURED_MODES
+    from smallville.brain.wrappers import cut_setting, fix_for
+
+    mode = settings.structured
+    if names_format(failed.error) and mode != STRUCTURED_MODES[-1]:
+        after = STRUCTURED_MODES[STRUCTURED_MODES.index(mode) + 1]
+        return f"{mode} refused ({failed.error}): set structured: {after}"
+    if outcome(failed) == "cut":
+        return f"cut at max_tokens {room}: raise {cut_setting(failed, kind)}"
+    if failed.reason == "timeout":
+        return f"no answer within {settings.timeout:g} s: raise timeout (or lower max_concurrency for a busy server)"
+    if failed.reason in ("connection", "server", "rate_limit"):
+        return f"{failed}: check the server, then try again"
+    return f"{failed}: {fix_for(failed, kind)}"
+
+
+def day_at_these_rates(day, tries, offline_answers, brain) -> dict:
+    """The estimate of a day, its completions scaled by kind to what this model wrote (its
+    completion tokens over the offline brain's for the same request, reasoning included)."""
+    from smallville.brain.calls import import_litellm
+    from smallville.brain.llm import price
+    from smallville.brain.prompts import to_model_json
+    from smallville.errors import BrainError
+
+    litellm, model = import_litellm(), brain.config.model
+    scale = {}
+    for attempt, answer in zip(tries, offline_answers):
+        offline = litellm.token_counter(model=model, text=json.dumps(to_model_json(answer), ensure_ascii=False))
+        if attempt.reply is not None and attempt.reply.completion_tokens and offline:
+            scale[attempt.request.kind] = attempt.reply.completion_tokens / offline
+    rows = day.to_dict()["by_kind"]
+    prompt = sum(row["prompt_tokens"] for row in rows.values())
+    completion = round(sum(row["completion_tokens"] * scale.get(kind, 1.0) for kind, row in rows.items()))
+    try:
+        cost = round(price(brain.config, prompt, completion), 4)
+    except BrainError:
+        cost = None
+    return {"hours": DAY / 3600, "requests": sum(row["requests"] for row in rows.values()),
+            "prompt_tokens": prompt, "completion_tokens": completion, "cost_usd": cost}
