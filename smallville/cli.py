@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from smallville import __version__
-from smallville.errors import ScenarioError, SmallvilleError, UsageError
+from smallville.errors import (BudgetExhausted, Interrupted, ScenarioError, SmallvilleError, Unreproduced, UsageError,
+                               as_error)
 
 
 def _duration(text: str) -> float:
@@ -259,16 +260,10 @@ def main(argv: list[str] | None = None) -> int:
 
             return evaluate(args, _budget(args))
         return _run(args)
-    except ScenarioError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        return exc.exit_code
-    except SmallvilleError as exc:
-        print(f"smallville: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except OSError as exc:        # a runs folder that cannot be written, a full disk, ...
-        print(f"smallville: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
-        return 1
+    except (SmallvilleError, OSError) as exc:     # (OSError: a runs folder that cannot be written, a full disk, ...)
+        error = as_error(exc)
+        print(error.report(), file=sys.stderr)
+        return error.exit_code
 
 
 def _verify(args) -> int:
@@ -278,8 +273,7 @@ def _verify(args) -> int:
     read_manifest(args.run_dir)                 # a folder that is not a run: one line, exit 2
     verdict = verify(args.run_dir)
     if verdict.difference:
-        print(f"smallville: {args.run_dir} does not reproduce: {verdict.difference}", file=sys.stderr)
-        return 1
+        raise Unreproduced(f"{args.run_dir} does not reproduce: {verdict.difference}")
     print(f"{args.run_dir}: reproduced: {verdict.events:,} events and {verdict.checkpoints} checkpoints identical")
     return 0
 
@@ -288,10 +282,8 @@ def _validate(args) -> int:
     from smallville.scenario import validate_files
 
     problems = validate_files([str(f) for f in args.files])
-    for problem in problems:
-        print(problem, file=sys.stderr)
     if problems:
-        return 2
+        raise ScenarioError(problems)
     for f in args.files:
         print(f"{f}: ok")
     return 0
@@ -356,16 +348,16 @@ def _continue(args) -> int:
 
 
 def _exit_code(result) -> int:
-    """0 for a completed run, 3 for one stopped by its budget (after one line saying which
-    limit and how to go on), 130 for an interrupted one."""
+    """0 for a completed run; else the exit code of what stopped it: its budget (after one
+    line saying which limit and how to go on) or Ctrl-C."""
     status = result.manifest.status
     if status == "budget_exhausted":
         stop = result.manifest.budget_stop
         flag = "--" + stop["limit"]
         print(f"smallville: budget reached at {stop['at']}: {stop['spent']} of {flag} {stop['value']} spent; "
               f"go on with: smallville resume {result.path} {flag} MORE", file=sys.stderr)
-        return 3
-    return 0 if status == "completed" else 130
+        return BudgetExhausted.exit_code
+    return 0 if status == "completed" else Interrupted.exit_code
 
 
 def _ask(args) -> int:
@@ -453,10 +445,7 @@ def _metrics(args) -> int:
     if args.plot:
         from smallville.plots import plot_run
 
-        try:
-            written = plot_run(m, args.run_dir / "plots" if args.plot is True else args.plot)
-        except ImportError as exc:
-            raise SmallvilleError(str(exc)) from None
+        written = plot_run(m, args.run_dir / "plots" if args.plot is True else args.plot)
         print("wrote " + ", ".join(map(str, written)), file=sys.stderr if args.json else sys.stdout)
     return 0
 
@@ -469,16 +458,12 @@ def _experiment(args) -> int:
         result = run_experiment(exp, workers=args.workers, out=args.out, quiet=args.quiet, executor=args.executor,
                                 address=args.address, budget=_budget(args))
     except KeyboardInterrupt:
-        print("interrupted: completed runs are kept; run the experiment again to do the rest", file=sys.stderr)
-        return 130
+        raise Interrupted("interrupted: completed runs are kept; run the experiment again to do the rest") from None
     if args.plot:
         from smallville.experiment import plot_experiment
 
-        try:
-            print("wrote " + ", ".join(map(str, plot_experiment(exp, result.out, result.summary))))
-        except ImportError as exc:
-            raise SmallvilleError(str(exc)) from None
-    return 0 if result.ok else 1
+        print("wrote " + ", ".join(map(str, plot_experiment(exp, result.out, result.summary))))
+    return 0 if result.ok else SmallvilleError.exit_code       # (the table shows which runs failed)
 
 
 def _town(args) -> int:

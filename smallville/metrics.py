@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from smallville.errors import ExtraMissing
 from smallville.events import (ACTION, LEARNED, MEMORY, MOVE, PLAN, REFLECT, RELATIONSHIP, REPLAN, SPAWN,
                                TALK_START, said)
 
@@ -402,7 +403,7 @@ def _pandas():
     try:
         import pandas
     except ImportError:
-        raise ImportError("to_pandas() needs pandas, which smallville does not install: pip install pandas") from None
+        raise ExtraMissing("to_pandas() needs pandas, which smallville does not install: pip install pandas") from None
     return pandas
 
 

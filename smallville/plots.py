@@ -10,6 +10,7 @@ import math
 import textwrap
 from pathlib import Path
 
+from smallville.errors import ExtraMissing
 from smallville.metrics import RunMetrics, summary_measures
 
 MAX_NAMES = 60                  # more agents than this are drawn without their names
@@ -18,13 +19,13 @@ ATTENDANCE_BARS = (("told", "told of it"), ("planned", "planned to go"), ("atten
 
 
 def figure(**kwargs):
-    """A matplotlib Figure drawn by Agg, or an ImportError that says what to install. No pyplot:
+    """A matplotlib Figure drawn by Agg, or `ExtraMissing` (an ImportError) saying what to install. No pyplot:
     nothing global changes, so a notebook keeps its own backend."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise ImportError("plots need matplotlib: pip install 'smallville[plot]'") from None
+        raise ExtraMissing("plots need matplotlib: pip install 'smallville[plot]'") from None
     fig = Figure(**kwargs)
     FigureCanvasAgg(fig)
     return fig

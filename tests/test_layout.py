@@ -53,3 +53,29 @@ def test_no_module_imports_one_that_imports_it_back():
 
         walk(start)
     assert cycles == []
+
+
+def test_every_exception_lives_in_the_one_tree():
+    """Every exception class of smallville is defined in smallville/errors.py and drawn in its
+    docstring's tree; each one a user sees has its exit code."""
+    from smallville import errors
+
+    elsewhere = sorted(f"{name}.{node.name}" for name, tree in modules().items() if name != "smallville.errors"
+                       for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+                       and any(_exception_name(ast.unparse(base).split(".")[-1], errors) for base in node.bases))
+    assert elsewhere == []
+    classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, BaseException)
+               and c.__module__ == errors.__name__]
+    drawn = errors.__doc__
+    assert [c.__name__ for c in classes if c.__name__ not in drawn] == []
+    for c in classes:
+        if issubclass(c, errors.SmallvilleError):
+            assert f"(exit {c.exit_code})" in drawn.split(c.__name__, 1)[1].split("+--", 1)[0], c.__name__
+
+
+def _exception_name(name: str, errors) -> bool:
+    """Whether a base class named `name` is an exception (a builtin's or one of the tree's)."""
+    import builtins
+
+    found = getattr(builtins, name, None) or getattr(errors, name, None)
+    return isinstance(found, type) and issubclass(found, BaseException)

@@ -19,7 +19,8 @@ from smallville.brain import requests as rq
 from smallville.brain.offline import tag
 from smallville.checkpoint import checkpoints, digest, restore
 from smallville.embed import make_embedder
-from smallville.experiment.spec import ExperimentError, load_experiment
+from smallville.errors import ExperimentError
+from smallville.experiment.spec import load_experiment
 from smallville.memory.models import strength
 from smallville.run import run_scenario
 from smallville.scenario import load_scenario

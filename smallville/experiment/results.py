@@ -8,7 +8,8 @@ import math
 import os
 from pathlib import Path
 
-from smallville.experiment.spec import Experiment, ExperimentError, load_experiment, slot_name
+from smallville.errors import ExperimentError
+from smallville.experiment.spec import Experiment, load_experiment, slot_name
 from smallville.metrics import run_metrics, summary_measures
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from smallville.experiment.results import FINISHED, Rows, gather, is_completed, print_summary, summarize, write_csv
-from smallville.experiment.spec import Experiment, ExperimentError, slot_name
+from smallville.errors import ExperimentError
+from smallville.experiment.spec import Experiment, slot_name
 
 MATH_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 

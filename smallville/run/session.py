@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Callable
 
 from smallville import events
+from smallville.errors import BudgetExhausted, ModelUnusable, Stopped
 from smallville.run.folder import EVENTS, RECORD, write_json_atomic
 from smallville.run.manifest import Manifest
 from smallville.run.run import Run, apply_fork
@@ -39,9 +40,8 @@ def go(run: Run, stack, embedder, until: float, *, on_start: Callable | None = N
     `ceiling` caps each agent's requests per simulated hour (the runaway guard; default: the
     model's settings'). `on_start(sim, path, manifest)` is called once the simulation is
     built, `on_step(now)` after every step."""
-    from smallville.brain.budget import BudgetExhausted, Spend
+    from smallville.brain.budget import Spend
     from smallville.brain.record import Recording, recorded_keys, teach
-    from smallville.brain.wrappers import ModelUnusable
     from smallville.checkpoint import fault_point, restore as restore_checkpoint, write_checkpoint
     from smallville.sim import Simulation
     from smallville.sim.engine import SimConfig
@@ -206,10 +206,6 @@ def _usage(manifest, stacks, before: dict | None, agents: int, hours: float) -> 
             stats.update(ahead.stats)               # (adding Counters would drop the zeros)
         usage["run_ahead"] = dict(sorted(stats.items()))
     manifest.usage = usage
-
-
-class Stopped(KeyboardInterrupt):
-    """Ctrl-C, taken at the end of a step."""
 
 
 class CtrlC:

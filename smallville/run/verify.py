@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from smallville.errors import RunError
+from smallville.errors import Differs, RunError
 
 
 @dataclass
@@ -24,10 +24,6 @@ class Verdict:
     events: int
     checkpoints: int
     difference: str | None = None
-
-
-class Differs(Exception):
-    """The re-simulation left the run's record: the first difference, in words."""
 
 
 class _Compare:

@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from smallville.errors import UsageError
+from smallville.errors import TownExists, UsageError
 from smallville.town.layout import Building, Room, draw
 from smallville.town.people import TRAITS, Person, hhmm, name_people, routine_for, tie
 
@@ -39,10 +39,6 @@ SLACK = 1.25                        # jobs and college seats per worker and stud
                                     # ones to choose still find one near home
 SUFFIX = {"cafe": "Cafe", "pub": "Arms", "market": "Market", "park": "Park", "office": "Offices",
           "workshop": "Workshop", "clinic": "Clinic"}
-
-
-class TownExists(UsageError):
-    """Writing the town would overwrite files (exit 2, like other bad arguments)."""
 
 
 @dataclass
