@@ -364,7 +364,7 @@ def _ask(args) -> int:
     """`inspect` and `interview`: the state rebuilt in memory from a checkpoint, never a change to the run."""
     import json
 
-    from smallville.replay import inspect as look
+    from smallville import mind
     from smallville.run import Run
 
     run = Run.open(args.run_dir)
@@ -374,11 +374,11 @@ def _ask(args) -> int:
     at = _seconds_since(run.start, args.at, "--at") if args.at is not None else None
     with run.state_at(at) as sim:                   # it refuses a time outside the run
         if args.command == "interview":
-            out = look.interview(sim, args.agent, args.question)
+            out = mind.interview(sim, args.agent, args.question)
         elif agent:
-            out = look.inspect_agent(sim, agent, args.query)
+            out = mind.inspect_agent(sim, agent, args.query)
         else:
-            out = [{k: v for k, v in look.inspect_agent(sim, a).items() if k in ("agent", "area", "activity")}
+            out = [{k: v for k, v in mind.inspect_agent(sim, a).items() if k in ("agent", "area", "activity")}
                    for a in sim.agents]
     if args.json:
         print(json.dumps(out, indent=2, ensure_ascii=False))

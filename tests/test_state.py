@@ -303,19 +303,19 @@ def test_a_state_rebuilt_from_python_and_a_finished_run_leave_no_threads_running
     from conftest import smallville_threads
 
     from smallville.memory import scoring
-    from smallville.replay import inspect as look
+    from smallville import mind
     from smallville.run import simulate_to
 
     monkeypatch.setattr(scoring, "PARALLEL_ROWS", 2)         # every search on helper threads
     monkeypatch.setattr(scoring, "threads", lambda: 2)
     before = smallville_threads()
     with simulate_to(trio, 3 * 3600) as sim:
-        assert look.inspect_agent(sim, "klaus_mueller")["recall"]
-        assert look.interview(sim, "klaus_mueller", "What are you doing today?")["answer"]
+        assert mind.inspect_agent(sim, "klaus_mueller")["recall"]
+        assert mind.interview(sim, "klaus_mueller", "What are you doing today?")["answer"]
         assert smallville_threads() - before
     assert smallville_threads() - before == set()
     result = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path, duration=3600, embedder="lexical")
     assert smallville_threads() - before == set()
-    assert look.inspect_agent(result.simulation, "maria_lopez")["recall"]    # still readable
+    assert mind.inspect_agent(result.simulation, "maria_lopez")["recall"]    # still readable
     result.simulation.close()
     assert smallville_threads() - before == set()

@@ -163,7 +163,7 @@ def last_checkpoint(run_dir: Path, at: float = math.inf, schema: tuple[int, ...]
 def _heads(folders, schema: tuple[int, ...] | None):
     for folder in folders:
         try:
-            name = HEAD if (folder / HEAD).exists() else WHOLE_STATE     # schema 1 and 2: one file
+            name = HEAD if (folder / HEAD).exists() else WHOLE_STATE     # (schemas 1 and 2 keep head and state in one file)
             head = json.loads((folder / name).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
@@ -219,7 +219,7 @@ def restore(sim, run_dir: Path, checkpoint: dict) -> None:
         if checkpoint["memory"]["count"] != [s["memories"] for s in state["agents"].values()]:
             raise RunError(f"checkpoint {folder_name(checkpoint['t'])} of {run_dir}: its memory streams' counts "
                            f"differ from its state's")
-    else:                                               # schema 2 and 3: a stream per agent in memory/ID/
+    else:                                               # (schemas 2 and 3 keep a stream per agent in memory/ID/)
         loaded = {a: MemoryStream.load(str(root / "memory" / a), sim.embedder, count=s["memories"], accessed=x)
                   for (a, s), x in zip(state["agents"].items(), times)}
     sim.set_state(state, loaded)

@@ -30,9 +30,9 @@ import numpy as np
 from smallville.checkpoint.hashing import agent_digest, text
 
 PARTS = "parts.jsonl"
-PATCHED = ("relationships", "talks", "last_talk", "earlier_lines", "seen", "mind", "salience")  # an agent's dicts
-                                        # (`salience`: only under the salience memory model; `mind`: not in
-                                        # checkpoints written before it)
+PATCHED = ("relationships", "talks", "last_talk", "earlier_lines", "seen", "mind", "salience")  # an agent's dicts;
+                                        # a record may lack some (`salience` is kept only under the salience
+                                        # memory model), so each is patched only where the state has it
 SEGMENTS = 8                            # a dict's parts at most: the first whole, then patches
 TWISTS = 64                             # twists of an rng's words at most before they are written again
 WORDS = 624                             # the Mersenne Twister's state, in 32-bit words

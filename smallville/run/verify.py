@@ -3,9 +3,9 @@ its start with the answers of its own record (no model), and checks the event lo
 byte and every checkpoint's state as it goes (its digest as the checkpoint's schema defines
 it, `smallville.checkpoint.hashing`), stopping at the first difference.
 
-This is no longer the way back into a run (`continuation` restores checkpoints): a run
-written before a change in the engine's behaviour still resumes, forks and is inspected,
-but no longer verifies.
+It is a proof, not the way back into a run (that is a checkpoint, `Run.start_point`): so a
+run written before a change in the engine's behaviour still resumes, forks and is
+inspected, though it no longer verifies.
 """
 
 from __future__ import annotations
