@@ -11,7 +11,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from smallville.experiment.results import FINISHED, Rows, gather, is_completed, print_summary, summarize, write_csv
+from smallville.csvfile import write_csv
+from smallville.experiment.results import FINISHED, Rows, gather, is_completed, print_summary, summarize
 from smallville.errors import ExperimentError
 from smallville.experiment.spec import Experiment, slot_name
 

@@ -385,7 +385,6 @@ class _Asking(Dispatcher):
         self.take_over(base)
         self.copy = copy
 
-    def _flush(self, _event) -> None:
-        batch = sorted(self._pending, key=lambda p: (p[0], p[1]))
-        self._pending = []
+    def answer_batch(self, batch: list) -> None:
+        """The copy answers what has been fetched and stops the agents whose answers have not."""
         self.copy.answer(batch)

@@ -244,8 +244,8 @@ class RunAheadDispatcher(Dispatcher):
         oldest = min([c.snapshot.taken for c in self.copies] + [self.snapshot.taken])
         self.ahead.rebase(oldest)
 
-    def _flush(self, event: Any) -> None:
-        batch = sorted(self._pending, key=lambda p: (p[0], p[1]))
+    def answer_batch(self, batch: list) -> None:
+        """Fetch the batch's answers (running copies ahead meanwhile), then answer it in order."""
         asked, _ = self.guard(batch, count=False)       # what the in-order flush will ask
         ahead = self.ahead
         keys = ahead.keys([batch[i][2] for i in asked])
@@ -257,7 +257,7 @@ class RunAheadDispatcher(Dispatcher):
                 break
             if not self._explore():
                 wait(list(ahead.flight.values()), timeout=self._patience(), return_when=FIRST_COMPLETED)
-        super()._flush(event)
+        super().answer_batch(batch)
 
     def _explore(self) -> bool:
         """Run a copy on for a slice, after making the copies that are due: of every group
