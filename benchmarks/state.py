@@ -107,8 +107,8 @@ def child_ask(run: str, agent: str, question: str) -> dict:
 def child_replay(run: str, agent: str) -> dict:
     """Re-simulate the run from its start (the way before checkpoints were restored): the
     wall time to reach each step, and to inspect at the end."""
-    from smallville.brain.assembly import assemble, settings_of
     from smallville import mind
+    from smallville.brain.assembly import assemble, settings_of
     from smallville.run import Run
     from smallville.sim import SimConfig, Simulation
     from smallville.sim.log import EventLog, Nowhere
@@ -145,8 +145,8 @@ def child_resume(run: str) -> dict:
     marks, steps = {}, {}
     began = time.perf_counter()
 
-    def on_start(sim, *_):
-        marks["restored"], marks["from"] = time.perf_counter() - began, sim.env.now
+    def on_start(session):
+        marks["restored"], marks["from"] = time.perf_counter() - began, session.sim.env.now
 
     result = resume_run(run, on_start=on_start, on_step=lambda now: steps.setdefault(now, time.perf_counter() - began))
     return {**marks, "steps": steps, "wall": time.perf_counter() - began, "resumed": result.manifest.resumed[-1],

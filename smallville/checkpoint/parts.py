@@ -221,10 +221,10 @@ def starts(n: np.ndarray) -> np.ndarray:
 class Reader:
     """Reads parts by reference, and keeps what it read as the `Saved` of the checkpoint."""
 
-    def __init__(self, root: Path, head: dict) -> None:
+    def __init__(self, root: Path, t: float) -> None:
         self.folder = root
         self.files: dict[int, object] = {}
-        self.saved = Saved(root.resolve(), head["t"])
+        self.saved = Saved(root.resolve(), t)
 
     def get(self, ref: list):
         t, offset, length = ref
