@@ -182,3 +182,13 @@ def _inherited_uses(tree: ast.AST, name: str, trees: dict[str, ast.Module]) -> l
                      and isinstance(n.value, ast.Name) and n.value.id == "self"}
             out += [f"class {cls.name} uses {base_name}.{n} of {module}" for n in sorted(mine & theirs)]
     return out
+
+
+def test_every_function_that_runs_a_run_reads_at_a_glance():
+    """No function in smallville/run/ (where a run is made, resumed, forked and gone on with)
+    is over 40 lines, its nested functions counted in."""
+    long = [f"{path.name}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in sorted((PACKAGE / "run").glob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 40]
+    assert long == []
