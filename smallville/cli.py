@@ -332,18 +332,18 @@ def _continue(args) -> int:
     if args.command == "resume":
         until = manifest.duration_s + (args.duration or 0.0)
 
-        def go(on_start, on_step):
+        def launch(on_start, on_step):
             return resume_run(args.run_dir, extend=args.duration, on_start=on_start, on_step=on_step,
                                            budget=_budget(args))
     else:
         at = _seconds_since(start, args.at, "--at")
         until = at + args.duration if args.duration else manifest.duration_s
 
-        def go(on_start, on_step):
+        def launch(on_start, on_step):
             return fork_run(args.run_dir, at, seed=args.seed, inject=[tuple(i) for i in args.inject],
                                          duration=args.duration, runs_dir=args.runs_dir,
                                          on_start=on_start, on_step=on_step, budget=_budget(args))
-    result = render.with_progress(go, start, until, args.quiet)
+    result = render.with_progress(launch, start, until, args.quiet)
     return _exit_code(result)
 
 

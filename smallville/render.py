@@ -25,14 +25,14 @@ def run_with_progress(scenario, args, console: Console | None = None) -> RunResu
                          budget={"usd": getattr(args, "budget", None), "requests": getattr(args, "max_requests", None),
                                  "tokens": getattr(args, "max_tokens", None)})
 
-    def go(on_start, on_step) -> RunResult:
+    def launch(on_start, on_step) -> RunResult:
         return run_scenario(scenario, options, on_start=on_start, on_step=on_step)
 
-    return with_progress(go, scenario.start, duration, args.quiet, console)
+    return with_progress(launch, scenario.start, duration, args.quiet, console)
 
 
-def with_progress(go, start, duration: float, quiet: bool, console: Console | None = None) -> RunResult:
-    """Call `go(on_start, on_step)` (a run, resume or fork) with a progress bar over simulated
+def with_progress(launch, start, duration: float, quiet: bool, console: Console | None = None) -> RunResult:
+    """Call `launch(on_start, on_step)` (a run, resume or fork) with a progress bar over simulated
     time, then print the summary and where the run is."""
     console = console or make_console(stderr=True)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
@@ -56,7 +56,7 @@ def with_progress(go, start, duration: float, quiet: bool, console: Console | No
             progress.update(task, completed=now, description=f"simulated {format_sim(start, now)}"
                                                              + spend_so_far(seen, now, duration))
 
-        result = go(on_start, on_step)
+        result = launch(on_start, on_step)
     if not quiet:
         print_table(console, summary(result))
         if (result.manifest.usage or {}).get("by_kind"):
