@@ -175,8 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     experiment.add_argument("file", type=Path, metavar="FILE.yaml", help="e.g. experiments/paper.yaml")
     experiment.add_argument("--workers", type=_positive, default=None, metavar="N",
                             help="runs at a time, each in its own process (default: the file's, else 1)")
-    experiment.add_argument("--out", type=Path, metavar="DIR",
-                            help="where its runs go (default: the file's out:, else runs/experiments/NAME)")
+    experiment.add_argument("--runs-dir", "--out", dest="runs_dir", type=Path, metavar="DIR",
+                            help="where its runs and tables go (default: the file's out:, else "
+                                 "runs/experiments/NAME); --out is the same")
     experiment.add_argument("--executor", choices=("process", "ray"), default="process",
                             help="process: a local process pool (default); ray: Ray tasks (pip install 'smallville[ray]')")
     experiment.add_argument("--address", metavar="HOST:PORT",
@@ -455,7 +456,7 @@ def _experiment(args) -> int:
 
     exp = load_experiment(args.file)
     try:
-        result = run_experiment(exp, workers=args.workers, out=args.out, quiet=args.quiet, executor=args.executor,
+        result = run_experiment(exp, workers=args.workers, out=args.runs_dir, quiet=args.quiet, executor=args.executor,
                                 address=args.address, budget=_budget(args))
     except KeyboardInterrupt:
         raise Interrupted("interrupted: completed runs are kept; run the experiment again to do the rest") from None

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -137,6 +140,23 @@ def test_experiment_command(tiny, tmp_path, capsys):
     assert main(["experiment", str(tiny.source), "--out", str(out), "--workers", "1", "--quiet"]) == 0
     assert len(load_results(out)) == 4
     assert main(["experiment", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_experiment_takes_runs_dir_as_every_command_does(tmp_path):
+    """`--runs-dir` puts an experiment's runs and tables where it says, as for `run`; `--out`
+    is the same flag; on the command line, in a clean environment with no key."""
+    path = tmp_path / "one.yaml"
+    path.write_text(TINY.format(scenario=ROOT / "scenarios" / "cafe_trio.yaml").replace("seeds: [1, 2]", "seeds: [1]")
+                    .replace("duration: 1h", "duration: 10m"))
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    for flag in ("--runs-dir", "--out"):
+        where = tmp_path / flag.strip("-")
+        done = subprocess.run([sys.executable, "-m", "smallville", "experiment", str(path), flag, str(where), "--quiet"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert sorted(p.name for p in where.iterdir() if (p / "manifest.json").is_file()) == ["bare-seed1", "full-seed1"]
+        assert len(load_results(where)) == 2
+    assert not (tmp_path / "runs").exists()
 
 
 def test_experiment_plots_compare_the_conditions(tiny, tmp_path, capsys):

@@ -207,3 +207,25 @@ def test_routine_phrases_become_activities_without_verbing_nouns():
     assert progressive("photograph people and trees in the park") == "photographing people and trees in the park"
     assert progressive("discuss ideas and press flowers") == "discussing ideas and pressing flowers"
     assert progressive("keep working on mathematics") == "still working on mathematics"
+
+
+def test_an_interview_says_each_memory_once():
+    """A fact recalled as itself, as told to two people and, in part, in the first person is
+    said once; the answer goes on to other facts, and cites every memory it drew on."""
+    memories = ((3, PARTY), (9, f"Isabella Rodriguez said to Maria Lopez: Hi Maria! Did you hear? {PARTY}"),
+                (12, f"Isabella Rodriguez said to Ryan Park: Hi Ryan! Did you hear? {PARTY}"),
+                (14, f"Isabella Rodriguez said to Tom Moreno: Guess what? {OWN_PARTY.split(',')[0]}."),
+                (15, "Isabella is baking heart-shaped cookies for the party."))
+    reply = ask(OfflineBrain(0), rq.Interview("isabella", "Isabella Rodriguez", "", "Tell me about the party", memories))
+    said = reply.text.removeprefix("From what I remember: ").rstrip(".").split("; ")
+    assert said == [PARTY.rstrip("."), "Isabella is baking heart-shaped cookies for the party"]
+    assert reply.cites == (3, 9, 12, 14, 15)
+
+
+def test_the_view_after_a_talk_counts_no_talks():
+    """How many talks a pair had is the run's count (the relationship event's); the view is
+    words only, so the panel does not show two counts that disagree."""
+    lines = (("Ann Lee", "Hi Bob!"), ("Bob Roy", "Hi Ann."))
+    chat = ("Ann Lee said to Bob Roy: Hi Bob!",) * 4
+    notes = ask(OfflineBrain(0), rq.AfterTalk("ann", "Ann Lee", "bob", "Bob Roy", "", lines, chat))
+    assert notes.view.startswith("someone Ann has talked with") and not any(c.isdigit() for c in notes.view)

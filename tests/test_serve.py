@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ import urllib.request
 
 import pytest
 from browser import CHROMIUM, Browser
-from conftest import CAFE_TRIO, ROOT
+from conftest import CAFE_TRIO, ROOT, THE_VILLE
 
 from smallville.errors import Outside, Truncated
 from smallville.serve.feed import read_from
@@ -170,10 +171,20 @@ def test_a_run_followed_live_seeked_inspected_and_interviewed(tmp_path):
             asked = cli("interview", run, agent, question, "--at", clock, "--json")
             assert said == asked["answer"] and "Valentine" in said
             cited = page.evaluate("[...document.querySelectorAll('#answer li')].map(li => li.textContent)")
-            assert cited == [m["text"] for m in asked["memories"]] and cited
+            texts = [m["text"] for m in asked["memories"]]     # memories that say the same, listed once
+            assert cited == [t + (f" ({texts.count(t)} memories)" if texts.count(t) > 1 else "")
+                             for t in dict.fromkeys(texts)] and cited
 
             gate.finish()                                    # the run ends: the pages say so
             page.wait_for("document.body.dataset.status === 'completed'", what="the run's end")
+            env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+            resumed = subprocess.run([sys.executable, "-m", "smallville", "resume", str(run), "--for", "1h", "--quiet"],
+                                     cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+            assert resumed.returncode == 0, resumed.stderr  # resumed after it ended: the page follows it on
+            last = events_of(run)[-1]["t"]
+            assert last > 6 * HOUR
+            page.wait_for(f"end === {last} && Number(slider.max) === {last} && document.body.dataset.status === 'completed'",
+                          what="the page to follow the resumed run")
             page.open(url)
             page.wait_for(f"!!document.querySelector('tr[data-run=\"{run.name}\"] .completed')")
             page.open(f"{url}run?id=../profile")
@@ -196,6 +207,100 @@ def test_a_run_followed_live_seeked_inspected_and_interviewed(tmp_path):
         gate.finish()
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def ville(tmp_path_factory):
+    """The default town from 7:00 to lunch (shared: several seconds)."""
+    from smallville.run import run_scenario
+    from smallville.scenario import load_scenario
+
+    runs = tmp_path_factory.mktemp("ville")
+    return run_scenario(load_scenario(THE_VILLE), runs_dir=runs, duration=6 * HOUR, embedder="lexical").path
+
+
+def overlapping(boxes: list) -> list:
+    """The pairs of [name, x, y, w, h] boxes that overlap."""
+    return [(a[0], b[0]) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+            if a[1] < b[1] + b[3] and b[1] < a[1] + a[3] and a[2] < b[2] + b[4] and b[2] < a[2] + a[4]]
+
+
+@pytest.mark.skipif(CHROMIUM is None and not IN_CI, reason="needs Debian's chromium (.ci/run installs it)")
+def test_the_ville_page_labels_apart_talks_counted_once_each_memory_said_once(ville, tmp_path):
+    assert CHROMIUM, "no chromium on PATH: in CI (CI=true) the serve page's browser test must run, not skip"
+    from smallville.scenario import load_scenario
+
+    legend, rows = load_scenario(THE_VILLE).map.legend, load_scenario(THE_VILLE).map.grid
+    damaged = ville.parent / "damaged"                  # a copy whose checkpoints were cut short on disk
+    shutil.copytree(ville, damaged, dirs_exist_ok=True)
+    for part in (damaged / "checkpoints").glob("*/accessed.npz"):
+        part.write_bytes(b"cut short")
+    server, url = start_server(ville.parent)
+    agent = "isabella_rodriguez"
+    try:
+        with Browser(tmp_path / "profile") as page:      # the default size: a laptop's window
+            page.open(f"{url}run?id={ville.name}#agent={agent}")
+            page.wait_for("document.body.dataset.caught && drawn", what="the run")
+            places = page.evaluate("town.places.all.map(b => [b.name, b.x, b.y, b.w, b.h])")
+            assert {p[0] for p in places} == {a.split(" / ")[0] for a in legend.values()
+                                              if a != "wall" and "street" not in a}    # every place named
+            assert overlapping(places) == []
+            labels = page.evaluate("D.agents.map(a => a.label)")
+            assert len(set(labels)) == len(labels) == 25 and {"MaL", "MeL"} <= set(labels)
+
+            x, y, w, h = page.evaluate("[scroller.scrollLeft, scroller.scrollTop, canvas.width, canvas.height]")
+            crowd = 0
+            for t in range(4 * HOUR, 6 * HOUR + 1, 10 * 60):      # late morning to lunch, in ten-minute steps
+                drawn = json.loads(page.evaluate(f"slider.value = {t}; frame(); JSON.stringify(town.drawn)"))
+                positions = json.loads(page.evaluate("JSON.stringify(drawn.positions)"))
+                boxes = [[f"{a} label", bx, by, bw, bh] for a, _, bx, by, bw, bh in drawn["labels"]]
+                boxes += [[f"{a} says", bx, by, bw, bh] for a, bx, by, bw, bh in drawn["bubbles"]]
+                assert overlapping(boxes) == [], t
+                seen = {a for a, (c, r) in positions.items() if x <= c * 10 < x + w and y <= r * 10 < y + h}
+                assert seen <= {a for a, *_ in drawn["labels"]}, t    # everyone in view has a label
+                crowd = max(crowd, sum(legend[rows[r][c]].startswith("Hobbs Cafe") for c, r in positions.values()))
+            assert crowd >= 5                                     # a crowd at the cafe was among them
+            c, r = positions["isabella_rodriguez"]                # a hover names the place and who is there
+            page.evaluate(f"""(() => {{ const box = scroller.getBoundingClientRect();
+                scroller.dispatchEvent(new MouseEvent("mousemove", {{clientX: box.left + {c * 10 + 5} - scroller.scrollLeft,
+                                                                     clientY: box.top + {r * 10 + 5} - scroller.scrollTop}})); }})()""")
+            tip = page.evaluate("document.getElementById('tip').textContent")
+            assert tip.startswith(legend[rows[r][c]] + ": ") and "Isabella Rodriguez (IR)" in tip
+
+            last = page.evaluate("slider.value = end; slider.dispatchEvent(new Event('input')); end")
+            page.wait_for(f"document.body.dataset.panelTime === '{last}' && !!document.getElementById('relationships')",
+                          what="the agent panel")
+            clock = f"2023-02-13 {7 + last // HOUR:02d}:{last % HOUR // 60:02d}"
+            state = cli("inspect", ville, "--agent", agent, "--at", clock, "--json")
+            lines = page.evaluate("[...document.querySelectorAll('#relationships > li')].map(li => li.textContent)")
+            talks = {r["name"]: r["talks"] for r in state["relationships"].values()}
+            assert lines == [f"{r['name']}" + (f" ({r['talks']} talk{'s' if r['talks'] > 1 else ''})" if r["talks"] else "")
+                             + f": {r['view']}" for r in state["relationships"].values()]
+            assert max(talks.values()) >= 1 and not any(c.isdigit() for line in lines for c in line.split("): ")[-1])
+
+            question = "What are you planning for Valentine's Day?"
+            page.evaluate(f"document.getElementById('question').value = {json.dumps(question)}; "
+                          "document.getElementById('send').click(); 1")
+            page.wait_for("document.body.dataset.answered", what="the interview's answer")
+            said = page.evaluate("document.getElementById('said').textContent")
+            sentences = [part.strip().lower().replace("isabella rodriguez", "isabella")
+                         for part in re.split(r"[.;!?]", said.removeprefix("From what I remember:")) if part.strip()]
+            assert "Valentine" in said and sentences, said          # no sentence says again what one has said
+            assert not [(a, b) for i, a in enumerate(sentences) for b in sentences[i + 1:] if a in b or b in a], said
+            assert page.errors == []
+
+            page.open(f"{url}run?id=damaged#agent={agent}")   # a failure not smallville's own: one line
+            page.wait_for("document.body.dataset.caught && drawn", what="the damaged run")
+            page.evaluate(f"slider.value = {2 * HOUR}; slider.dispatchEvent(new Event('input')); 1")
+            page.wait_for(f"document.body.dataset.panelTime === '{2 * HOUR}'", what="the damaged panel")
+            note = page.evaluate("document.querySelector('#info .note').textContent")
+            assert note.startswith("could not answer /api/agent: ValueError") and "\n" not in note
+            assert [e for e in page.errors if "500 (Internal Server Error)" not in e] == []
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    told = server.stderr.read()
+    assert "could not answer /api/agent: ValueError" in told and "Traceback" not in told
 
 
 def test_only_runs_under_the_folder_are_served(tmp_path, trio_copy):
@@ -241,6 +346,43 @@ def trio_copy(tmp_path_factory):
 
     runs = tmp_path_factory.mktemp("trio")
     return run_scenario(load_scenario(CAFE_TRIO), runs_dir=runs, duration=2 * HOUR, embedder="lexical").path
+
+
+def test_every_failure_is_one_line_of_json(tmp_path, trio_copy):
+    """What breaks a reader (a manifest edited by hand, a damaged checkpoint, a log line that
+    is not an event) or the standard library's own refusals: a JSON line, never a dropped
+    connection or an HTML page; one unreadable run does not empty the list."""
+    runs = tmp_path / "runs"
+    for name in ("good", "edited", "damaged", "torn"):
+        shutil.copytree(trio_copy, runs / name)
+    manifest = json.loads((runs / "edited" / "manifest.json").read_text())
+    (runs / "edited" / "manifest.json").write_text(json.dumps({**manifest, "agents": 3}))
+    for part in (runs / "damaged" / "checkpoints").glob("*/accessed.npz"):
+        part.write_bytes(b"cut short")
+    log = (runs / "torn" / "events.jsonl").read_text().splitlines(keepends=True)
+    (runs / "torn" / "events.jsonl").write_text("".join(log[:5]) + "{not an event\n" + "".join(log[5:]))
+    server, url = start_server(runs)
+    try:
+        status, listed = get(f"{url}api/runs")
+        assert status == 200 and {r["id"]: r["status"] for r in listed} == {
+            "good": "completed", "edited": "unreadable", "damaged": "completed", "torn": "completed"}
+        assert "TypeError" in next(r["error"] for r in listed if r["id"] == "edited")
+        status, body = get(f"{url}api/agent?run=damaged&agent=maria_lopez&t=5400")
+        assert status == 500 and body["error"].startswith("could not answer /api/agent: ValueError")
+        assert "\n" not in body["error"]
+        request = urllib.request.Request(f"{url}api/runs", method="PUT")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=60)
+        assert refused.value.code == 501 and "error" in json.loads(refused.value.read())
+        with urllib.request.urlopen(f"{url}api/feed?run=torn&offset=0", timeout=60) as feed:
+            told = feed.read().decode()                 # (the feed ends after the failure)
+        failed = told.split("event: failed\ndata: ")[1].split("\n")[0]
+        offset = sum(len(line.encode()) for line in log[:5])
+        assert json.loads(failed) == {"error": f"torn/events.jsonl: the line at byte {offset} is not an event"}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert "could not answer /api/agent: ValueError" in server.stderr.read()
 
 
 def test_the_log_is_followed_by_whole_lines_from_an_offset(tmp_path):

@@ -265,8 +265,7 @@ class OfflineBrain:
         memo = f"{MEMO_MARK}{engagement}" if engagement else ""
         thought = (f"I want to keep {topic} in mind when I plan my day" if told
                    else f"It was nice to catch up with {other}")
-        talks = sum(1 for m in req.memories if _CHAT.search(m)) + 1
-        view = (f"someone {me} has talked with {talks} times, most recently about {topic}" if req.view == ""
+        view = (f"someone {me} has talked with, most recently about {topic}" if req.view == ""
                 or req.view.startswith("someone ") else f"{req.view.split('; ')[0]}; they last talked about {topic}")
         return rq.TalkNotes(summary, thought, memo, view, topic)
 
@@ -322,11 +321,15 @@ class OfflineBrain:
                     if stems & {w[:4] for w in re.findall(r"[a-z']+", text.lower()) if len(w) > 2}]
         me = first_name(req.name)
         about_me = [(mid, text) for mid, text in req.memories if me in text or text.startswith("I ")]
-        chosen = on_topic[:3] or (about_me[:3] if re.search(r"\byour?\b", req.question.lower()) else [])
-        if not chosen:
+        said: dict[str, list] = {}                 # each fact once (however worded), with the memories carrying it
+        for mid, text in on_topic or (about_me if re.search(r"\byour?\b", req.question.lower()) else []):
+            fact = shared_fact(text).rstrip(".")
+            key = fact.lower().replace(req.name.lower(), me.lower())
+            said.setdefault(next((k for k in said if key in k or k in key), key), [fact]).append(mid)
+        if not said:
             return rq.Reply("I don't remember anything about that.")
-        facts = "; ".join(shared_fact(text).rstrip(".") for _, text in chosen)
-        return rq.Reply(f"From what I remember: {facts}.", tuple(mid for mid, _ in chosen))
+        chosen = list(said.values())[:3]
+        return rq.Reply(f"From what I remember: {'; '.join(c[0] for c in chosen)}.", tuple(m for c in chosen for m in c[1:]))
 
     def _judge(self, req: rq.Judge, rng: random.Random) -> rq.Verdict:
         """Rules, not a model: see smallville/brain/rulejudge.py."""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from smallville import events
 from smallville.errors import RunError
+from smallville.replay.initials import initials
 from smallville.replay.record import RunRecord
 from smallville.world import Grid
 
@@ -87,6 +88,12 @@ def start_tiles(scenario) -> dict[str, list]:
     return out
 
 
+def agent_list(names: dict[str, str]) -> list[dict]:
+    """The people as the page draws them, by id: id, name and a label unique in the town."""
+    labels = initials(names)
+    return [{"id": a, "name": n, "label": labels[a]} for a, n in sorted(names.items())]
+
+
 def town_data(scenario) -> dict:
     """The map as the page draws it."""
     spec = scenario.map
@@ -111,7 +118,7 @@ def page_data(run: RunRecord) -> dict:
         "start": m.sim_start, "end": max([e["t"] for e in run.events] + [0]),
         "tick": run.scenario.tick,
         "map": town_data(run.scenario),
-        "agents": [{"id": a, "name": n} for a, n in sorted(names.items())],
+        "agents": agent_list(names),
         "tracks": drawing.tracks, "doing": drawing.doing, "plans": drawing.plans, "memories": drawing.memories,
         "speech": drawing.speech, "note": run.scenario_note,
     }

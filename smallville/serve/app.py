@@ -13,6 +13,7 @@ import ipaddress
 import json
 import math
 import socket
+import sys
 import threading
 import time
 from http import HTTPStatus
@@ -94,10 +95,18 @@ class Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, message: str) -> None:
         self._json({"error": message}, status)
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's own refusals (a malformed request, a method not served) as
+        the pages' one line of JSON too, not an HTML page."""
+        self.close_connection = True
+        self._error(code, message or HTTPStatus(code).phrase)
+
     def _page(self, name: str) -> None:
         from smallville.replay.page import inline
 
-        self._send(200, inline((_HERE / name).read_text(encoding="utf-8")).encode(), "text/html; charset=utf-8")
+        page = inline((_HERE / name).read_text(encoding="utf-8"))
+        page = page.replace("/*API_JS*/", (_HERE / "api.js").read_text(encoding="utf-8"))
+        self._send(200, page.encode(), "text/html; charset=utf-8")
 
     # ---- requests ---------------------------------------------------------------------------
 
@@ -141,12 +150,20 @@ class Handler(BaseHTTPRequestHandler):
             self._error(409 if exc.exit_code == 2 else 500, str(exc))
         except (BrokenPipeError, ConnectionResetError):
             pass
+        except Exception as exc:                 # a run folder that breaks the reader, or a bug: one line
+            self._error(500, self._failed(exc))
+
+    def _failed(self, exc: Exception) -> str:
+        """What went wrong, in one line for the page, and in the server's terminal."""
+        message = f"could not answer {urlsplit(self.path).path}: {type(exc).__name__}: {exc}".replace("\n", " ")
+        sys.stderr.write(f"smallville serve: {message}\n")
+        return message
 
     def _run(self, query: dict) -> Path:
         return self.server.runs.find(query.get("run"))
 
     def _town(self, query: dict) -> None:
-        from smallville.replay.page import start_tiles, town_data
+        from smallville.replay.page import agent_list, start_tiles, town_data
         from smallville.run import Run
 
         path = self._run(query)
@@ -154,7 +171,7 @@ class Handler(BaseHTTPRequestHandler):
         scenario = run.scenario
         self._json({"id": self.server.runs.id_of(path), "title": f"{scenario.name} — {run.manifest.run_id}",
                     "start": run.manifest.sim_start, "tick": scenario.tick, "map": town_data(scenario),
-                    "agents": [{"id": a.id, "name": a.name} for a in sorted(scenario.agents, key=lambda a: a.id)],
+                    "agents": agent_list({a.id: a.name for a in scenario.agents}),
                     "starts": start_tiles(scenario), "run": summary(path, self.server.runs.id_of(path))})
 
     def _time(self, text) -> float:
@@ -192,7 +209,8 @@ class Handler(BaseHTTPRequestHandler):
     def _feed(self, query: dict) -> None:
         """Server-sent events: `items` (what the page draws, from the lines after `offset`),
         `caught` once the log is read to its end, `status` when the manifest changes, `reset`
-        when the log was cut back, `done` when the run is no longer going."""
+        when the log was cut back, `done` when the run is no longer going (the feed goes on
+        watching: a run resumed later is followed again), `failed` when the log cannot be read."""
         from smallville.replay.page import Drawing
         from smallville.run import Run
 
@@ -209,8 +227,16 @@ class Handler(BaseHTTPRequestHandler):
         self._safety()
         self.end_headers()
         self.close_connection = True
+        try:
+            self._follow(path, drawing, offset)
+        except (BrokenPipeError, ConnectionResetError):
+            raise
+        except Exception as exc:                 # (the headers are sent: the page hears it as an event)
+            self._event("failed", {"error": str(exc) if isinstance(exc, SmallvilleError) else self._failed(exc)})
+
+    def _follow(self, path: Path, drawing, offset: int) -> None:
         events, manifest = path / "events.jsonl", path / "manifest.json"
-        seen, caught, quiet = None, False, time.monotonic()
+        seen, caught, going, quiet = None, False, True, time.monotonic()
         while not self.server.closing.is_set():
             try:
                 lines, offset = read_from(events, offset)
@@ -229,12 +255,14 @@ class Handler(BaseHTTPRequestHandler):
                 seen = stamp
                 status = summary(path, self.server.runs.id_of(path))
                 self._event("status", status)
-                if status["status"] != "running":
-                    lines, _ = read_from(events, offset)
-                    if not lines:                      # (the run's last lines come before its manifest)
-                        return self._event("done", {"offset": offset})
-                    seen = None
-                    continue
+                if status["status"] == "running":
+                    going = True
+                elif going:
+                    if read_from(events, offset)[0]:   # (the run's last lines come before its manifest)
+                        seen = None
+                        continue
+                    going = False
+                    self._event("done", {"offset": offset})
             if time.monotonic() - quiet > HEARTBEAT:
                 self.wfile.write(b": waiting\n\n")
                 self.wfile.flush()

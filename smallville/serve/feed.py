@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from smallville.errors import Truncated
+from smallville.errors import RunError, Truncated
 
 CHUNK = 1 << 20          # bytes of events read at a time
 
@@ -32,4 +32,12 @@ def read_from(path: Path, offset: int, limit: int = CHUNK) -> tuple[list[dict], 
                 break
             data += more
     whole = data[:data.rfind(b"\n") + 1]
-    return [json.loads(line) for line in whole.splitlines() if line], offset + len(whole)
+    out, at = [], offset
+    for line in whole.splitlines(keepends=True):
+        try:
+            if line.strip():
+                out.append(json.loads(line))
+        except ValueError:
+            raise RunError(f"{path.parent.name}/{path.name}: the line at byte {at} is not an event") from None
+        at += len(line)
+    return out, offset + len(whole)

@@ -57,15 +57,16 @@ def summary(path: Path, rel: str) -> dict:
     """What the runs page says of a run: scenario, status, simulated time reached, brain, spend."""
     try:
         m = read_manifest(path)
-    except SmallvilleError as exc:
-        return {"id": rel, "scenario": "?", "status": "unreadable", "error": str(exc), "started": None,
+        spend = m.spend or {}
+        return {"id": rel, "run_id": m.run_id, "scenario": (m.scenario or {}).get("name", "?"), "status": m.status,
+                "start": m.sim_start, "end": m.sim_end, "reached": m.sim_reached or last_time(path / EVENTS),
+                "brain": (m.brain or {}).get("model", "offline"), "spend": spend.get("usd"),
+                "requests": spend.get("requests"), "agents": len(m.agents), "fork": bool(m.fork),
+                "started": (m.wall or {}).get("started"), "error": m.error}
+    except Exception as exc:                 # (a manifest edited by hand: this run unreadable, not the list)
+        error = str(exc) if isinstance(exc, SmallvilleError) else f"{path.name}/manifest.json: {type(exc).__name__}: {exc}"
+        return {"id": rel, "scenario": "?", "status": "unreadable", "error": error, "started": None,
                 "reached": None, "start": None, "end": None, "brain": None, "spend": None, "agents": 0}
-    spend = m.spend or {}
-    return {"id": rel, "run_id": m.run_id, "scenario": (m.scenario or {}).get("name", "?"), "status": m.status,
-            "start": m.sim_start, "end": m.sim_end, "reached": m.sim_reached or last_time(path / EVENTS),
-            "brain": (m.brain or {}).get("model", "offline"), "spend": spend.get("usd"),
-            "requests": spend.get("requests"), "agents": len(m.agents), "fork": bool(m.fork),
-            "started": (m.wall or {}).get("started"), "error": m.error}
 
 
 def last_time(events: Path, tail: int = 1 << 16) -> str | None:
