@@ -1,5 +1,7 @@
 """The layout shows the architecture: no module of smallville imports, even lazily, one that
-imports it back (imports for type checking only aside)."""
+imports it back (imports for type checking only aside), nor a package one that imports it
+back; an underscore name stays in its module; every exception is in errors.py's one tree;
+the functions that run a run read at a glance."""
 
 from __future__ import annotations
 
