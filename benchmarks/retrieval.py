@@ -118,7 +118,7 @@ def run_size(n: int, nq: int, rng: np.random.Generator, hnsw_args: dict) -> dict
     t["matvec"], t["exact"], t["numpy"], t["python"], same = [], [], [], [], 0
     for j, q in enumerate(queries[:nq]):
         t["matvec"].append(timed(lambda: x @ q)[0])  # interleaved: same load as exact
-        accessed = exact._accessed[:n].copy()
+        accessed = exact.columns.accessed[:n].copy()
         sec, hits = timed(lambda: exact.retrieve(q, k=K, now=now))
         t["exact"].append(sec)
         sec, want = timed(lambda: brute_force(x, importance, accessed, q, now))
@@ -129,7 +129,7 @@ def run_size(n: int, nq: int, rng: np.random.Generator, hnsw_args: dict) -> dict
                                / min(n, PY_SAMPLE))
         now += 60.0
     out["exact_same"] = f"{same}/{nq}"
-    out["dedup_rows"] = len(exact._table)
+    out["dedup_rows"] = len(exact.columns.table)
     if n >= 1_000_000:
         out.update(save_load(exact, rng))
     del exact
@@ -138,7 +138,7 @@ def run_size(n: int, nq: int, rng: np.random.Generator, hnsw_args: dict) -> dict
     out["hnsw_build_s"], _ = timed(lambda: approx.retrieve(queries[-1], k=K, now=now))
     t["hnsw"], recall = [], []
     for q in queries[nq: 2 * nq]:
-        accessed = approx._accessed[:n].copy()
+        accessed = approx.columns.accessed[:n].copy()
         sec, hits = timed(lambda: approx.retrieve(q, k=K, now=now))
         t["hnsw"].append(sec)
         want = set(brute_force(x, importance, accessed, q, now).tolist())

@@ -90,25 +90,25 @@ def _note(startup: dict) -> str:
 
 def child_ask(run: str, agent: str, question: str) -> dict:
     """`smallville inspect` and `smallville interview` at the run's end, less start-up."""
-    from smallville.replay import inspect as look
+    from smallville import mind
     from smallville.run import simulate_to
 
     load = _startup(run)
     began = time.perf_counter()
     with simulate_to(run) as sim:
-        look.inspect_agent(sim, agent)
+        mind.inspect_agent(sim, agent)
     inspected = time.perf_counter() - began
     began = time.perf_counter()
     with simulate_to(run) as sim:
-        look.interview(sim, agent, question)
+        mind.interview(sim, agent, question)
     return {"inspect": inspected, "interview": time.perf_counter() - began, "startup": load}
 
 
 def child_replay(run: str, agent: str) -> dict:
     """Re-simulate the run from its start (the way before checkpoints were restored): the
     wall time to reach each step, and to inspect at the end."""
+    from smallville import mind
     from smallville.brain.assembly import assemble, settings_of
-    from smallville.replay import inspect as look
     from smallville.run import Run
     from smallville.sim import SimConfig, Simulation
     from smallville.sim.log import EventLog, Nowhere
@@ -120,7 +120,7 @@ def child_replay(run: str, agent: str) -> dict:
     sim = Simulation(run.scenario, stack.brain, run.embedder(write=False), seed=run.manifest.seed,
                      config=SimConfig.from_dict(run.manifest.config), log=EventLog(run.scenario.start, Nowhere()))
     sim.run(run.reached(), on_step=lambda now: marks.__setitem__(now, time.perf_counter() - began))
-    look.inspect_agent(sim, agent)
+    mind.inspect_agent(sim, agent)
     return {"marks": marks, "inspect": time.perf_counter() - began}
 
 
@@ -145,8 +145,8 @@ def child_resume(run: str) -> dict:
     marks, steps = {}, {}
     began = time.perf_counter()
 
-    def on_start(sim, *_):
-        marks["restored"], marks["from"] = time.perf_counter() - began, sim.env.now
+    def on_start(session):
+        marks["restored"], marks["from"] = time.perf_counter() - began, session.sim.env.now
 
     result = resume_run(run, on_start=on_start, on_step=lambda now: steps.setdefault(now, time.perf_counter() - began))
     return {**marks, "steps": steps, "wall": time.perf_counter() - began, "resumed": result.manifest.resumed[-1],

@@ -140,7 +140,7 @@ def interview_and_judge(sim, offline, agent_id: str) -> list[tuple[rq.Message, r
     no-retrieval condition), with the memories it lived."""
     from smallville.evaluate.interviews import RECALL_K
     from smallville.evaluate.protocol import load_protocol
-    from smallville.replay.inspect import interview_request
+    from smallville.mind import interview_request
 
     agent = sim.agents[agent_id]
     questions = load_protocol().questions_for(sim.scenario, agent_id, sim.now_datetime())

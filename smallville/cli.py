@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from smallville import __version__
-from smallville.errors import ScenarioError, SmallvilleError, UsageError
+from smallville.errors import (BudgetExhausted, Interrupted, ScenarioError, SmallvilleError, Unreproduced, UsageError,
+                               as_error)
 
 DEFAULT_TOWN = "scenarios/the_ville.yaml"
 
@@ -276,16 +277,10 @@ def main(argv: list[str] | None = None) -> int:
 
             return evaluate(args, _budget(args))
         return _run(args)
-    except ScenarioError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        return exc.exit_code
-    except SmallvilleError as exc:
-        print(f"smallville: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except OSError as exc:        # a runs folder that cannot be written, a full disk, ...
-        print(f"smallville: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
-        return 1
+    except (SmallvilleError, OSError) as exc:     # (OSError: a runs folder that cannot be written, a full disk, ...)
+        error = as_error(exc)
+        print(error.report(), file=sys.stderr)
+        return error.exit_code
 
 
 def _verify(args) -> int:
@@ -295,8 +290,7 @@ def _verify(args) -> int:
     read_manifest(args.run_dir)                 # a folder that is not a run: one line, exit 2
     verdict = verify(args.run_dir)
     if verdict.difference:
-        print(f"smallville: {args.run_dir} does not reproduce: {verdict.difference}", file=sys.stderr)
-        return 1
+        raise Unreproduced(f"{args.run_dir} does not reproduce: {verdict.difference}")
     print(f"{args.run_dir}: reproduced: {verdict.events:,} events and {verdict.checkpoints} checkpoints identical")
     return 0
 
@@ -305,10 +299,8 @@ def _validate(args) -> int:
     from smallville.scenario import validate_files
 
     problems = validate_files([str(f) for f in args.files])
-    for problem in problems:
-        print(problem, file=sys.stderr)
     if problems:
-        return 2
+        raise ScenarioError(problems)
     for f in args.files:
         print(f"{f}: ok")
     return 0
@@ -357,39 +349,39 @@ def _continue(args) -> int:
     if args.command == "resume":
         until = manifest.duration_s + (args.duration or 0.0)
 
-        def go(on_start, on_step):
+        def launch(on_start, on_step):
             return resume_run(args.run_dir, extend=args.duration, on_start=on_start, on_step=on_step,
                                            budget=_budget(args))
     else:
         at = _seconds_since(start, args.at, "--at")
         until = at + args.duration if args.duration else manifest.duration_s
 
-        def go(on_start, on_step):
+        def launch(on_start, on_step):
             return fork_run(args.run_dir, at, seed=args.seed, inject=[tuple(i) for i in args.inject],
                                          duration=args.duration, runs_dir=args.runs_dir,
                                          on_start=on_start, on_step=on_step, budget=_budget(args))
-    result = render.with_progress(go, start, until, args.quiet)
+    result = render.with_progress(launch, start, until, args.quiet)
     return _exit_code(result)
 
 
 def _exit_code(result) -> int:
-    """0 for a completed run, 3 for one stopped by its budget (after one line saying which
-    limit and how to go on), 130 for an interrupted one."""
+    """0 for a completed run; else the exit code of what stopped it: its budget (after one
+    line saying which limit and how to go on) or Ctrl-C."""
     status = result.manifest.status
     if status == "budget_exhausted":
         stop = result.manifest.budget_stop
         flag = "--" + stop["limit"]
         print(f"smallville: budget reached at {stop['at']}: {stop['spent']} of {flag} {stop['value']} spent; "
               f"go on with: smallville resume {result.path} {flag} MORE", file=sys.stderr)
-        return 3
-    return 0 if status == "completed" else 130
+        return BudgetExhausted.exit_code
+    return 0 if status == "completed" else Interrupted.exit_code
 
 
 def _ask(args) -> int:
     """`inspect` and `interview`: the state rebuilt in memory from a checkpoint, never a change to the run."""
     import json
 
-    from smallville.replay import inspect as look
+    from smallville import mind
     from smallville.run import Run
 
     run = Run.open(args.run_dir)
@@ -399,11 +391,11 @@ def _ask(args) -> int:
     at = _seconds_since(run.start, args.at, "--at") if args.at is not None else None
     with run.state_at(at) as sim:                   # it refuses a time outside the run
         if args.command == "interview":
-            out = look.interview(sim, args.agent, args.question)
+            out = mind.interview(sim, args.agent, args.question)
         elif agent:
-            out = look.inspect_agent(sim, agent, args.query)
+            out = mind.inspect_agent(sim, agent, args.query)
         else:
-            out = [{k: v for k, v in look.inspect_agent(sim, a).items() if k in ("agent", "area", "activity")}
+            out = [{k: v for k, v in mind.inspect_agent(sim, a).items() if k in ("agent", "area", "activity")}
                    for a in sim.agents]
     if args.json:
         print(json.dumps(out, indent=2, ensure_ascii=False))
@@ -470,10 +462,7 @@ def _metrics(args) -> int:
     if args.plot:
         from smallville.plots import plot_run
 
-        try:
-            written = plot_run(m, args.run_dir / "plots" if args.plot is True else args.plot)
-        except ImportError as exc:
-            raise SmallvilleError(str(exc)) from None
+        written = plot_run(m, args.run_dir / "plots" if args.plot is True else args.plot)
         print("wrote " + ", ".join(map(str, written)), file=sys.stderr if args.json else sys.stdout)
     return 0
 
@@ -486,16 +475,12 @@ def _experiment(args) -> int:
         result = run_experiment(exp, workers=args.workers, out=args.runs_dir, quiet=args.quiet, executor=args.executor,
                                 address=args.address, budget=_budget(args))
     except KeyboardInterrupt:
-        print("interrupted: completed runs are kept; run the experiment again to do the rest", file=sys.stderr)
-        return 130
+        raise Interrupted("interrupted: completed runs are kept; run the experiment again to do the rest") from None
     if args.plot:
         from smallville.experiment import plot_experiment
 
-        try:
-            print("wrote " + ", ".join(map(str, plot_experiment(exp, result.out, result.summary))))
-        except ImportError as exc:
-            raise SmallvilleError(str(exc)) from None
-    return 0 if result.ok else 1
+        print("wrote " + ", ".join(map(str, plot_experiment(exp, result.out, result.summary))))
+    return 0 if result.ok else SmallvilleError.exit_code       # (the table shows which runs failed)
 
 
 def _town(args) -> int:

@@ -96,7 +96,7 @@ class Estimate:
                    for row in self._costs.values())
 
 
-class _Meter:
+class Meter:
     """The model, as far as an estimate needs one: the offline brain answers, and each
     request that reaches it is counted as the LLM brain would send it."""
 
@@ -155,7 +155,7 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
     duration = scenario.duration if duration is None else duration
     seed = scenario.seed if seed is None else seed
     pilot = Pilot.load(from_run) if from_run is not None else None
-    meter = _Meter(OfflineBrain(seed), settings, load_templates(), litellm)
+    meter = Meter(OfflineBrain(seed), settings, load_templates(), litellm)
     stack = assemble(replace(settings, budget={}), seed, model=meter, run_ahead=False)
     first = _simulate(scenario, stack.brain, meter, embedder, seed, duration)
     out = Estimate(settings.model, duration)
@@ -166,7 +166,7 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
         out.basis, out.pilot, out.completion_from = "pilot", pilot.describe(), f"averages of {pilot.path}"
     out.rounds = round(len(meter.batches) * scale)
     for kind, row in rows.items():
-        prompt_cost, completion_cost = _prices(settings, row["prompt_tokens"], row["completion_tokens"])
+        prompt_cost, completion_cost = prices(settings, row["prompt_tokens"], row["completion_tokens"])
         if prompt_cost is None:
             out.cost_known = False
             prompt_cost = completion_cost = 0.0
@@ -179,7 +179,7 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
     return out
 
 
-def _simulate(scenario, brain, meter: _Meter, embedder: str, seed: int, duration: float) -> dict:
+def _simulate(scenario, brain, meter: Meter, embedder: str, seed: int, duration: float) -> dict:
     """Run the window with `brain` (the stack around `meter`); what the first instant sent,
     by kind."""
     from smallville.embed import make_embedder
@@ -198,7 +198,7 @@ def _calls(rows: dict) -> int:
     return sum(row["requests"] for kind, row in rows.items() if kind != "preflight")
 
 
-def _prices(settings, prompt: int, completion: int) -> tuple[float | None, float | None]:
+def prices(settings, prompt: int, completion: int) -> tuple[float | None, float | None]:
     """The LLM brain's price of so many prompt and completion tokens (None: unknown)."""
     from smallville.brain.llm import price
 

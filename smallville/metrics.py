@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from smallville.errors import ExtraMissing
 from smallville.events import (ACTION, LEARNED, MEMORY, MOVE, PLAN, REFLECT, RELATIONSHIP, REPLAN, SPAWN,
                                TALK_START, said)
 
@@ -80,7 +81,7 @@ class RunMetrics:
 
     def to_pandas(self):
         """The flat row as a one-row pandas DataFrame (pandas is not a dependency of smallville)."""
-        return _pandas().DataFrame([{"run": self.run, **self.flat()}])
+        return require_pandas().DataFrame([{"run": self.run, **self.flat()}])
 
 
 def summary_measures(summary: list[dict]) -> list[str]:
@@ -398,11 +399,12 @@ def _median(values: list[float]) -> float:
     return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
 
 
-def _pandas():
+def require_pandas():
+    """The pandas module, for `to_pandas()`; `ExtraMissing` when it is not installed."""
     try:
         import pandas
     except ImportError:
-        raise ImportError("to_pandas() needs pandas, which smallville does not install: pip install pandas") from None
+        raise ExtraMissing("to_pandas() needs pandas, which smallville does not install: pip install pandas") from None
     return pandas
 
 

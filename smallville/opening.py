@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from smallville.run.fork import Fork
 from smallville.timefmt import format_duration, parse_datetime
 
 
@@ -27,16 +28,16 @@ def opening(manifest, path, brain: str, embedder: str) -> str:
     if resumed:
         return f"{name}: {_resuming(resumed, end)}; seed {manifest.seed}, {about}"
     if manifest.fork:
-        return f"{name}: {_forked(manifest.fork, manifest.seed, end)}, {about}"
+        return f"{name}: {_forked(Fork.of(manifest.fork), manifest.seed, end)}, {about}"
     return (f"{name}: {len(manifest.agents)} agents, "
             f"{format_duration(manifest.duration_s)} from {_when(start)}, seed {manifest.seed}, {about}")
 
 
-def _forked(fork: dict, seed: int, end: str) -> str:
-    at = parse_datetime(fork["at"])
-    told = f", {count(len(fork['inject']), 'injected thought')}" if fork.get("inject") else ""
-    seeded = f"seed {fork['seed']} from the fork on" if fork.get("seed") is not None else f"seed {seed}"
-    return (f"forked from {fork['parent']['run_id']} at {_when(at)} ({_rebuilt(at, fork.get('restored'))}){told}; "
+def _forked(fork: Fork, seed: int, end: str) -> str:
+    at = parse_datetime(fork.at)
+    told = f", {count(len(fork.inject), 'injected thought')}" if fork.inject else ""
+    seeded = f"seed {fork.seed} from the fork on" if fork.seed is not None else f"seed {seed}"
+    return (f"forked from {fork.parent_id} at {_when(at)} ({_rebuilt(at, fork.restored)}){told}; "
             f"{seeded}, to {end}")
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from smallville.errors import RunError, SmallvilleError, UsageError
+from smallville.run.fork import Fork
 from smallville.run.manifest import read_manifest
 from smallville.timefmt import parse_datetime
 
@@ -41,8 +42,8 @@ class Pilot:
             usage = manifest.usage["by_kind"]
             start, reached = parse_datetime(manifest.sim_start), parse_datetime(manifest.sim_reached)
             agents = len(manifest.agents)
-            began = parse_datetime(manifest.fork["at"] if manifest.fork
-                                   else manifest.resumed[-1]["from"] if manifest.resumed else start)
+            fork = Fork.of(manifest.fork)
+            began = parse_datetime(fork.at if fork else manifest.resumed[-1]["from"] if manifest.resumed else start)
         except (SmallvilleError, ValueError, KeyError, TypeError, IndexError):
             raise UsageError(f"--from {run_dir}: not a run on a model "
                            "(its manifest has no usage by request kind)") from None

@@ -10,6 +10,7 @@ import math
 import textwrap
 from pathlib import Path
 
+from smallville.errors import ExtraMissing
 from smallville.metrics import RunMetrics, summary_measures
 
 MAX_NAMES = 60                  # more agents than this are drawn without their names
@@ -18,13 +19,13 @@ ATTENDANCE_BARS = (("told", "told of it"), ("planned", "planned to go"), ("atten
 
 
 def figure(**kwargs):
-    """A matplotlib Figure drawn by Agg, or an ImportError that says what to install. No pyplot:
+    """A matplotlib Figure drawn by Agg, or `ExtraMissing` (an ImportError) saying what to install. No pyplot:
     nothing global changes, so a notebook keeps its own backend."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise ImportError("plots need matplotlib: pip install 'smallville[plot]'") from None
+        raise ExtraMissing("plots need matplotlib: pip install 'smallville[plot]'") from None
     fig = Figure(**kwargs)
     FigureCanvasAgg(fig)
     return fig
@@ -65,7 +66,7 @@ def plot_diffusion(m: RunMetrics, out: str | Path) -> Path:
     right.set(title="Activity per agent")
     right.legend()
     fig.suptitle(_title(m))
-    return _save(fig, out)
+    return save(fig, out)
 
 
 def plot_network(m: RunMetrics, out: str | Path) -> Path:
@@ -111,7 +112,7 @@ def plot_network(m: RunMetrics, out: str | Path) -> Path:
                             Line2D([], [], color="tab:blue", label="new: talked or met (thicker: more talks)")],
                    loc="lower center", bbox_to_anchor=(0.5, -0.08), fontsize=8, frameon=False)
     fig.suptitle(f"Relationship network, {_title(m)}")
-    return _save(fig, out)
+    return save(fig, out)
 
 
 def plot_attendance(m: RunMetrics, out: str | Path) -> Path:
@@ -133,7 +134,7 @@ def plot_attendance(m: RunMetrics, out: str | Path) -> Path:
                    for ev in events], fontsize=8)
     ax.set(ylabel=f"agents (of {n})", ylim=(0, max(1, n) * 1.12), title=f"Attendance, {_title(m)}")
     ax.legend(fontsize=8, ncols=len(ATTENDANCE_BARS), loc="upper center")
-    return _save(fig, out)
+    return save(fig, out)
 
 
 def _labels(agents: list[str]) -> list[str]:
@@ -146,7 +147,8 @@ def _title(m: RunMetrics) -> str:
     return " ".join(x for x in (m.info.get("scenario"), m.run) if x)
 
 
-def _save(fig, out: str | Path) -> Path:
+def save(fig, out: str | Path) -> Path:
+    """Write `fig` (from `figure`) laid out to the PNG file `out`, as every plot of smallville is."""
     fig.tight_layout()
     out = Path(out)
     fig.savefig(out, dpi=110)
@@ -171,7 +173,7 @@ def plot_summary(summary: list[dict], out: str | Path) -> Path:
         ax.set_title(key.replace("_", " "), fontsize=9)
     for ax in list(axes.flat)[len(keys):]:
         ax.axis("off")
-    return _save(fig, out)
+    return save(fig, out)
 
 
 def plot_diffusion_by_condition(curves: dict[str, dict[str, list]], out: str | Path) -> Path:
@@ -196,7 +198,7 @@ def plot_diffusion_by_condition(curves: dict[str, dict[str, list]], out: str | P
         ax.set(xlabel="simulated hours", ylabel="agents who know", title=f"Diffusion of {probe!r}")
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=7, title="condition (runs)", title_fontsize=7)
-    return _save(fig, out)
+    return save(fig, out)
 
 
 def plot_attendance_by_condition(summary: list[dict], out: str | Path) -> Path | None:
@@ -218,4 +220,4 @@ def plot_attendance_by_condition(summary: list[dict], out: str | Path) -> Path |
                       [textwrap.fill(n, 18) for n in names], fontsize=7)
         ax.set(ylabel="agents (mean ± sd over seeds)", title=f"Attendance: {event[len('event_'):].replace('_', ' ')}")
         ax.legend(fontsize=7)
-    return _save(fig, out)
+    return save(fig, out)

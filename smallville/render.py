@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from smallville.opening import brain_name, count, opening
-from smallville.run import Manifest, RunResult, run_scenario
+from smallville.run import Manifest, RunOptions, RunResult, Session, run_scenario
 from smallville.tables import Table, make_console, print_table
 from smallville.timefmt import format_sim
 
@@ -16,38 +16,37 @@ from smallville.timefmt import format_sim
 def run_with_progress(scenario, args, console: Console | None = None) -> RunResult:
     """Run a scenario as the CLI does: progress while it runs, a summary at the end."""
     duration = args.duration or scenario.duration
+    options = RunOptions(runs_dir=args.runs_dir, seed=args.seed, duration=args.duration, brain=args.brain,
+                         embedder=args.embedder, embedder_api_base=args.embedder_api_base,
+                         brain_config=getattr(args, "brain_config", None), api_base=getattr(args, "api_base", None),
+                         cache=getattr(args, "cache", None), replay_from=getattr(args, "replay_from", None),
+                         replay_fallthrough=getattr(args, "replay_fallthrough", False),
+                         checkpoint_every=getattr(args, "checkpoint_every", 3600.0),
+                         budget={"usd": getattr(args, "budget", None), "requests": getattr(args, "max_requests", None),
+                                 "tokens": getattr(args, "max_tokens", None)})
 
-    def go(on_start, on_step) -> RunResult:
-        return run_scenario(scenario, runs_dir=args.runs_dir, seed=args.seed, duration=args.duration,
-                            brain=args.brain, embedder=args.embedder, embedder_api_base=args.embedder_api_base,
-                            brain_config=getattr(args, "brain_config", None), api_base=getattr(args, "api_base", None),
-                            cache=getattr(args, "cache", None), replay_from=getattr(args, "replay_from", None),
-                            replay_fallthrough=getattr(args, "replay_fallthrough", False),
-                            checkpoint_every=getattr(args, "checkpoint_every", 3600.0),
-                            on_start=on_start, on_step=on_step,
-                            budget={"usd": getattr(args, "budget", None),
-                                    "requests": getattr(args, "max_requests", None),
-                                    "tokens": getattr(args, "max_tokens", None)})
+    def launch(on_start, on_step) -> RunResult:
+        return run_scenario(scenario, options, on_start=on_start, on_step=on_step)
 
-    return with_progress(go, scenario.start, duration, args.quiet, console)
+    return with_progress(launch, scenario.start, duration, args.quiet, console)
 
 
-def with_progress(go, start, duration: float, quiet: bool, console: Console | None = None) -> RunResult:
-    """Call `go(on_start, on_step)` (a run, resume or fork) with a progress bar over simulated
+def with_progress(launch, start, duration: float, quiet: bool, console: Console | None = None) -> RunResult:
+    """Call `launch(on_start, on_step)` (a run, resume or fork) with a progress bar over simulated
     time, then print the summary and where the run is."""
     console = console or make_console(stderr=True)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                         TimeElapsedColumn(), console=console, disable=quiet or not console.is_terminal,
                         transient=True)
-    seen: dict = {"sim": None, "free_until": 0.0}
+    seen: dict = {"session": None, "free_until": 0.0}
 
     with progress:
         task = progress.add_task("starting", total=duration)
 
-        def on_start(sim, path, manifest) -> None:
-            seen["sim"] = sim
+        def on_start(session: Session) -> None:
+            seen["session"], sim, manifest = session, session.sim, session.run.manifest
             if not quiet:
-                console.print(opening(manifest, path, brain_name(manifest.brain or {}), sim.embedder.name),
+                console.print(opening(manifest, session.run.path, brain_name(manifest.brain or {}), sim.embedder.name),
                               markup=False, highlight=False)
             described = sim.brain.describe()
             for check in ("structured_check", "reasoning_check"):
@@ -59,7 +58,7 @@ def with_progress(go, start, duration: float, quiet: bool, console: Console | No
             progress.update(task, completed=now, description=f"simulated {format_sim(start, now)}"
                                                              + spend_so_far(seen, now, duration))
 
-        result = go(on_start, on_step)
+        result = launch(on_start, on_step)
     if not quiet:
         print_table(console, summary(result))
         if (result.manifest.usage or {}).get("by_kind"):
@@ -81,8 +80,9 @@ def with_progress(go, start, duration: float, quiet: bool, console: Console | No
 
 def spend_so_far(seen: dict, now: float, until: float) -> str:
     """`; 120 calls, 50,000 tok, $0.0123 (about $0.0400 by the end)` for a run on a model:
-    the spend so far, and the cost of the whole window at the rate of the time that cost."""
-    ledger = getattr(seen.get("sim"), "ledger", None)
+    the spend so far (the session's `ledger`), and the cost of the whole window at the rate
+    of the time that cost."""
+    ledger = seen["session"].ledger if seen.get("session") is not None else None
     total = ledger.total() if ledger is not None else None
     if not total or not total["calls"]:
         seen["free_until"] = now                       # re-simulated from a record so far: nothing spent

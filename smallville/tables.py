@@ -10,6 +10,7 @@ control codes) and lines of prose are not broken, so a path stays whole.
 from __future__ import annotations
 
 import copy
+from dataclasses import fields
 
 from rich.console import Console
 from rich.measure import Measurement
@@ -98,12 +99,13 @@ def _narrowest(console: Console, table: RichTable) -> int:
 
 
 def _part(table: RichTable, columns: list) -> RichTable:
-    """A copy of `table` with only `columns` (its rows and their styles kept)."""
+    """A copy of `table` with only `columns` (its rows and their styles kept), built through
+    rich's public `add_column` and `add_row`, so each column knows its new place."""
     part = copy.copy(table)
-    part.columns = []
-    for index, column in enumerate(columns):
-        column = copy.copy(column)
-        column._index = index
-        part.columns.append(column)
-    part.rows = list(table.rows)
+    part.columns, part.rows = [], []
+    for column in columns:
+        part.add_column(**{f.name: getattr(column, f.name) for f in fields(column) if not f.name.startswith("_")})
+    cells = [list(column.cells) for column in columns]
+    for i, row in enumerate(table.rows):
+        part.add_row(*(column[i] for column in cells), style=row.style, end_section=row.end_section)
     return part

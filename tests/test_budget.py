@@ -144,7 +144,7 @@ def test_the_progress_line_shows_the_spend_and_the_cost_by_the_end():
     from smallville.render import spend_so_far
 
     ledger = Ledger()
-    seen = {"sim": SimpleNamespace(ledger=ledger), "free_until": 0.0}
+    seen = {"session": SimpleNamespace(ledger=ledger), "free_until": 0.0}
     assert spend_so_far(seen, 1800, 7200) == ""                       # re-simulating a record: nothing spent
     ledger.add("plan_day", "amy", calls=10, prompt_tokens=900, completion_tokens=100, cost=0.02)
     line = spend_so_far(seen, 3600, 7200)      # $0.02 in the 30 minutes since spending began, 60 to go

@@ -48,6 +48,7 @@ BAD_INPUT = [
     (["run", "missing.yaml"], "missing.yaml: cannot read file: No such file or directory"),
     (["run", TINY, "--replay-from", "NOWHERE"], "smallville: error: --replay-from: NOWHERE is not a run directory"),
     (["run", TINY, "--seed", "seven"], "smallville run: error: argument --seed: invalid int value: 'seven'"),
+    (["run", TINY, "--replay-fallthrough"], "smallville: error: --replay-fallthrough goes with --replay-from"),
     (["estimate", TINY, "--brain", "offline"], "smallville: error: estimate needs a model"),
     (["estimate", TINY, "--brain", "openai/gpt-4o-mini", "--from", "RUN"], "smallville: error: --from RUN: not a run on"),
     (["check-model", "offline", "--scenario", TINY], "smallville: error: check-model needs a model"),
@@ -123,6 +124,20 @@ def test_a_damaged_run_is_a_failure_not_bad_input(run, tmp_path, capsys):
     events.write_text('{"t": 0}\nnot json\n{"t": 1}\n')
     code, err = exit_of(["replay", copy], capsys)
     assert (code, err) == (1, f"smallville: error: {events}:2: not a JSON event\n")
+
+
+def test_run_options_that_go_together_are_checked_when_made():
+    """Options of a run that depend on each other are refused at once, each with one message."""
+    from smallville.brain import LLMConfig
+    from smallville.errors import UsageError
+    from smallville.run import RunOptions
+
+    with pytest.raises(UsageError, match="an LLMConfig, the whole settings: give it without brain_config or api_base"):
+        run_scenario(load_scenario(TINY), brain=LLMConfig(model="openai/x"), api_base="http://127.0.0.1:9/v1")
+    with pytest.raises(UsageError, match="runs_dir or to folder, not both"):
+        RunOptions(runs_dir="runs", folder="runs/mine")
+    with pytest.raises(TypeError, match="duraton"):
+        run_scenario(load_scenario(TINY), duraton=60)
 
 
 def test_exit_codes_as_a_user_sees_them(run, tmp_path):

@@ -118,8 +118,8 @@ def test_checkpoint_every_sets_how_often_a_run_is_saved(tmp_path):
         smallville("run", CAFE_TRIO, "--for", "2h", "--embedder", "lexical", "--quiet", "--runs-dir",
                    tmp_path / name, *every, env=env)
     hourly, half_hourly = only_run(tmp_path / "hourly")[0], only_run(tmp_path / "half_hourly")[0]
-    assert [c["t"] for c in checkpoints(hourly)] == [3600.0, 7200.0]
-    assert [c["t"] for c in checkpoints(half_hourly)] == [1800.0, 3600.0, 5400.0, 7200.0]
+    assert [c.t for c in checkpoints(hourly)] == [3600.0, 7200.0]
+    assert [c.t for c in checkpoints(half_hourly)] == [1800.0, 3600.0, 5400.0, 7200.0]
     assert (hourly / "events.jsonl").read_bytes() == (half_hourly / "events.jsonl").read_bytes()
     bad = smallville("run", CAFE_TRIO, "--checkpoint-every", "often", env=env, check=False)
     assert bad.returncode == 2 and "often" in bad.stderr

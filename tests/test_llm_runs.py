@@ -269,7 +269,7 @@ def test_keys_never_reach_the_run_or_the_output(tmp_path, llm):
 
 def test_an_llm_run_resumes_from_its_record_and_its_agents_can_be_interviewed(tmp_path, llm):
     from smallville.run import resume_run, simulate_to
-    from smallville.replay.inspect import interview
+    from smallville.mind import interview
 
     whole = run(tmp_path, config(llm), hours=3, name="whole")
     cut = run(tmp_path, config(llm), hours=2, name="cut")

@@ -183,7 +183,7 @@ def test_recall_at_least_99_in_100_on_a_20k_clustered_stream(one_faiss_thread):
     now, found = n * 60.0 + 3600, []
     queries = topics[rng.integers(300, size=100)] + rng.standard_normal((100, dim), dtype=np.float32)
     for q in queries / np.linalg.norm(queries, axis=1, keepdims=True):
-        exact._accessed[:n] = approx._accessed[:n]      # the same state: compare this query only
+        exact.columns.accessed[:n] = approx.columns.accessed[:n]      # the same state: compare this query only
         want = set(ids(exact.retrieve(q, k=10, now=now)))
         found.append(len(want & set(ids(approx.retrieve(q, k=10, now=now)))) / 10)
         now += 60
@@ -243,7 +243,7 @@ def test_least_cosine_found_among_rows_added_after_a_search(monkeypatch):
     add(rng.normal(size=(1500, 16)) + 2 * q, 2e5)
     add(-q + 0.01 * rng.normal(size=(5, 16)), 4e5)
     check(5e5)
-    assert approx._retriever.far.trained_at == len(approx._table)  # 4x grown: trained again
+    assert approx._retriever.far.trained_at == len(approx.columns.table)  # 4x grown: trained again
 
 
 def test_same_result_with_and_without_the_helper_thread(monkeypatch, one_faiss_thread):
@@ -274,13 +274,13 @@ def test_a_search_begins_where_the_last_one_ended(monkeypatch):
     monkeypatch.setattr(hnsw, "FIRST_DEPTH", 16)
     monkeypatch.setattr(hnsw, "EXTRA_LIMIT", 64)
     exact, approx, rng, topics = twins(7, 3000, dim=16, centres=20, dup=0.1)
-    searches, nearest = [], approx._table.nearest
+    searches, nearest = [], approx.columns.table.nearest
 
     def counted(q, count, ef):  # the depths each search reads
         searches[-1].append(count)
         return nearest(q, count, ef)
 
-    monkeypatch.setattr(approx._table, "nearest", counted)
+    monkeypatch.setattr(approx.columns.table, "nearest", counted)
     now, found = 31 * 86400.0, []
     for _ in range(40):
         q = topics[rng.integers(20)] + 0.5 * rng.normal(size=16)
@@ -337,7 +337,7 @@ def test_graph_laid_out_by_list_gives_the_same_hits(monkeypatch, one_faiss_threa
     monkeypatch.setattr(hnsw, "SCAN_ROWS", 0)
     exact, laid, rng, topics = twins(9, 500, dim=16, centres=20)
     _, plain, _, _ = twins(9, 500, dim=16, centres=20)
-    plain._table.reorder = lambda rows: None
+    plain.columns.table.reorder = lambda rows: None
     now = 31 * 86400.0
 
     def same_hits(queries):
@@ -347,8 +347,8 @@ def test_graph_laid_out_by_list_gives_the_same_hits(monkeypatch, one_faiss_threa
             got = [(h.memory.id, h.score) for h in laid.retrieve(q, k=10, now=now)]
             assert got == [(h.memory.id, h.score) for h in plain.retrieve(q, k=10, now=now)]
             q /= np.linalg.norm(q)
-            dist, rows = laid._table.nearest(q, 64, 64)
-            assert dist == pytest.approx(laid._table.matrix()[rows] @ q, abs=1e-5)
+            dist, rows = laid.columns.table.nearest(q, 64, 64)
+            assert dist == pytest.approx(laid.columns.table.matrix()[rows] @ q, abs=1e-5)
             now += 900.0
 
     def grow(count, importance):
@@ -358,7 +358,7 @@ def test_graph_laid_out_by_list_gives_the_same_hits(monkeypatch, one_faiss_threa
                 s.add("later", v, importance=importance, created=now + i)
 
     same_hits(10)
-    table = laid._table
+    table = laid.columns.table
     assert sorted(table._entry_rows) == list(range(500))
     assert not np.array_equal(table._entry_rows, np.arange(500))  # laid out anew
     grow(300, 5)  # rows after the layout: numbered as they came

@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import CAFE_TRIO, ROOT, THE_VILLE
 
-from smallville.checkpoint import load_state
+from smallville.checkpoint import Head, load_state
 
 
 def smallville(*args, env=None):
@@ -73,10 +73,10 @@ def test_checkpoints_are_whole_documented_json(whole):
     head = json.loads((whole / "checkpoints" / "000010800" / "head.json").read_text())
     assert head["schema"] == 5 and head["t"] == 10800 and head["time"] == "2023-02-13 10:00:00"
     assert head["memory"]["from"] == 7200 and head["memory"]["count"] == [
-        s["memories"] for s in load_state(whole, head)["agents"].values()]
+        s["memories"] for s in load_state(whole, Head.of(head))["agents"].values()]
     assert {"memories.jsonl", "embeddings.f32", "parts.jsonl", "accessed.npz", "head.json"} == {
         p.name for p in (whole / "checkpoints" / "000010800").iterdir()}
-    state = load_state(whole, head)
+    state = load_state(whole, Head.of(head))
     assert set(state["agents"]) == {"isabella_rodriguez", "klaus_mueller", "maria_lopez"}
     maria = state["agents"]["maria_lopez"]
     assert {"plan", "queue", "rng", "memories", "relationships", "doing"} <= set(maria)

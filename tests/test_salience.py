@@ -19,7 +19,8 @@ from smallville.brain import requests as rq
 from smallville.brain.offline import tag
 from smallville.checkpoint import checkpoints, digest, restore
 from smallville.embed import make_embedder
-from smallville.experiment.spec import ExperimentError, load_experiment
+from smallville.errors import ExperimentError
+from smallville.experiment.spec import load_experiment
 from smallville.memory.models import strength
 from smallville.run import run_scenario
 from smallville.scenario import load_scenario
@@ -256,11 +257,11 @@ def test_every_checkpoint_of_a_salience_run_brings_back_what_followed(salient):
                          seed=manifest["seed"], config=SimConfig.from_dict(manifest["config"]),
                          log=EventLog(scenario.start, out))
         restore(sim, run, here)
-        assert digest(sim.get_state()) == here["digest"]
+        assert digest(sim.get_state()) == here.digest
         assert all(len(a.working.working) <= 5 for a in sim.agents.values())
-        sim.run(there["t"])
-        assert digest(sim.get_state()) == there["digest"], here["time"]
-        assert out.getvalue().encode() == events[here["files"]["events.jsonl"]:there["files"]["events.jsonl"]]
+        sim.run(there.t)
+        assert digest(sim.get_state()) == there.digest, here.time
+        assert out.getvalue().encode() == events[here.files["events.jsonl"]:there.files["events.jsonl"]]
         sim.close()
 
 

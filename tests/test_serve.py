@@ -19,8 +19,9 @@ import pytest
 from browser import CHROMIUM, Browser
 from conftest import CAFE_TRIO, ROOT, THE_VILLE
 
-from smallville.serve.feed import Truncated, read_from
-from smallville.serve.runs import Outside, RunsRoot
+from smallville.errors import Outside, Truncated
+from smallville.serve.feed import read_from
+from smallville.serve.runs import RunsRoot
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 HOUR = 3600

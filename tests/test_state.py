@@ -51,13 +51,13 @@ def test_every_checkpoint_brings_back_the_run_that_followed_it(ville_day):
     for here, there in zip(saved, saved[1:]):
         out = io.StringIO()
         sim = restored(ville_day, here, out)
-        assert digest(sim.get_state()) == here["digest"]
+        assert digest(sim.get_state()) == here.digest
         if before is not None:                      # and every memory's last access, which the digest leaves out
-            assert all(accessed(sim, a) == accessed(before, a) for a in sim.agents), here["time"]
-        sim.run(there["t"])
-        assert digest(sim.get_state()) == there["digest"], here["time"]
-        span = events[here["files"]["events.jsonl"]:there["files"]["events.jsonl"]]
-        assert out.getvalue().encode() == span, here["time"]
+            assert all(accessed(sim, a) == accessed(before, a) for a in sim.agents), here.time
+        sim.run(there.t)
+        assert digest(sim.get_state()) == there.digest, here.time
+        span = events[here.files["events.jsonl"]:there.files["events.jsonl"]]
+        assert out.getvalue().encode() == span, here.time
         before = sim
 
 
@@ -76,14 +76,14 @@ def test_checkpoints_catch_agents_in_every_phase(ville_day):
 
 def test_a_checkpoint_writes_what_changed_and_refers_back_for_the_rest(ville_day):
     saved = checkpoints(ville_day.path)
-    folders = [ville_day.path / "checkpoints" / f"{int(c['t']):09d}" for c in saved]
+    folders = [ville_day.path / "checkpoints" / f"{int(c.t):09d}" for c in saved]
     written = sum((folder / "parts.jsonl").stat().st_size for folder in folders[1:])
     whole = sum(len(json.dumps(load_state(ville_day.path, c), separators=(",", ":"))) for c in saved[1:])
     assert written < whole / 8                              # every 15 minutes here: a twelfth
     for c, folder in zip(saved, folders):                  # references only to itself and to earlier ones
         refs = re.findall(rb"\[(\d+),\d+,\d+\]", (folder / "parts.jsonl").read_bytes())
-        assert refs and all(int(t) <= c["t"] for t in refs)
-    kinds = [c["accessed"] for c in saved]                  # last-access times: every one, or what changed
+        assert refs and all(int(t) <= c.t for t in refs)
+    kinds = [c.accessed for c in saved]                  # last-access times: every one, or what changed
     assert kinds[0] is None and None in kinds[1:] and any(k is not None for k in kinds)
 
 
@@ -94,14 +94,14 @@ def test_a_stream_is_read_from_a_bounded_chain_of_pieces(ville_day):
     from smallville.checkpoint import streams
 
     root, saved = ville_day.path / "checkpoints", checkpoints(ville_day.path)
-    anchors = [c["t"] for c in saved if c["memory"].get("anchor")]
-    assert anchors[0] == saved[0]["t"] and len(anchors) == 1 + (len(saved) - 1) // streams.ANCHOR_EVERY
+    anchors = [c.t for c in saved if c.memory.get("anchor")]
+    assert anchors[0] == saved[0].t and len(anchors) == 1 + (len(saved) - 1) // streams.ANCHOR_EVERY
     for c in saved:
         chain = streams._chain(root, c)
-        assert len(chain) <= sum(t <= c["t"] for t in anchors) + streams.ANCHOR_EVERY - 1, c["time"]
+        assert len(chain) <= sum(t <= c.t for t in anchors) + streams.ANCHOR_EVERY - 1, c.time
     written = sum(len(json.loads(line)) for c in saved
-                  for line in (root / f"{int(c['t']):09d}" / streams.MEMORIES).read_text().splitlines())
-    held = sum(saved[-1]["memory"]["count"])
+                  for line in (root / f"{int(c.t):09d}" / streams.MEMORIES).read_text().splitlines())
+    held = sum(saved[-1].memory["count"])
     assert held < written <= 2 * held
 
 
@@ -120,11 +120,11 @@ def test_an_rng_is_stored_as_its_words_twisted_on():
 
 
 def test_state_is_plain_json_and_set_state_gives_it_back(ville_day):
-    (checkpoint,) = [c for c in checkpoints(ville_day.path) if c["time"] == "2023-02-13 18:00:00"]
+    (checkpoint,) = [c for c in checkpoints(ville_day.path) if c.time == "2023-02-13 18:00:00"]
     sim = restored(ville_day, checkpoint, io.StringIO())
     state = sim.get_state()
     assert json.loads(json.dumps(state)) == state == load_state(ville_day.path, checkpoint)
-    assert state["schema"] == 2 and state["t"] == checkpoint["t"]
+    assert state["schema"] == 2 and state["t"] == checkpoint.t
     assert not any(p.suffix in (".pkl", ".pickle") for p in ville_day.path.rglob("*"))
 
 
@@ -244,22 +244,22 @@ def as_written_by_schema(run, schema: int) -> None:
     for agent, read in last.items():
         read().save(str(run / "checkpoints" / "memory" / agent))
     for head, state, times in zip(heads, states, accessed):
-        folder = run / "checkpoints" / f"{int(head['t']):09d}"
+        folder = run / "checkpoints" / f"{int(head.t):09d}"
         if schema == 4:
-            (folder / "head.json").write_text(json.dumps({**head, "schema": 4, "digest": digest(state, 4)}))
+            (folder / "head.json").write_text(json.dumps({**head.data, "schema": 4, "digest": digest(state, 4)}))
             continue
         if schema == 3:
             (folder / streams.MEMORIES).unlink()
             (folder / streams.ROWS).unlink()
-            head = {k: v for k, v in head.items() if k != "memory"}
-            (folder / "head.json").write_text(json.dumps({**head, "schema": 3, "digest": digest(state, 3)}))
+            written = {k: v for k, v in head.data.items() if k != "memory"}
+            (folder / "head.json").write_text(json.dumps({**written, "schema": 3, "digest": digest(state, 3)}))
             continue
         for path in folder.iterdir():
             path.unlink()
-        body = {"schema": 2, "time": head["time"], "t": head["t"], "digest": digest(state, 2), "files": head["files"],
+        body = {"schema": 2, "time": head.time, "t": head.t, "digest": digest(state, 2), "files": head.files,
                 "state": state}
         if schema == 1:
-            body = {**state, "schema": 1, "t": head["t"], "time": head["time"], "digest": "", "files": head["files"]}
+            body = {**state, "schema": 1, "t": head.t, "time": head.time, "digest": "", "files": head.files}
         (folder / "state.json").write_text(json.dumps(body))
         np.savez(folder / "accessed.npz", **dict(zip(state["agents"], times)))
 
@@ -276,12 +276,12 @@ def test_a_run_written_by_the_previous_version_goes_on_from_its_checkpoints(trio
     for old in ("old", "old3", "old4"):
         assert (runs[old] / "events.jsonl").read_bytes() == (runs["now"] / "events.jsonl").read_bytes()
         assert smallville("verify", runs[old]).returncode == 0
-    assert [c["schema"] for c in checkpoints(runs["old"])] == [2, 2, 2, 2, 5]
-    assert [c["schema"] for c in checkpoints(runs["old3"])] == [3, 3, 3, 3, 5]
-    assert [c["schema"] for c in checkpoints(runs["old4"])] == [4, 4, 4, 4, 5]
-    assert checkpoints(runs["old4"])[-1]["memory"]["from"] == checkpoints(runs["old4"])[-2]["t"]
-    assert checkpoints(runs["old3"])[-1]["memory"]["from"] is None      # after schema 3: the streams whole
-    assert checkpoints(runs["now"])[-1]["memory"]["from"] == checkpoints(runs["now"])[-2]["t"]
+    assert [c.schema for c in checkpoints(runs["old"])] == [2, 2, 2, 2, 5]
+    assert [c.schema for c in checkpoints(runs["old3"])] == [3, 3, 3, 3, 5]
+    assert [c.schema for c in checkpoints(runs["old4"])] == [4, 4, 4, 4, 5]
+    assert checkpoints(runs["old4"])[-1].memory["from"] == checkpoints(runs["old4"])[-2].t
+    assert checkpoints(runs["old3"])[-1].memory["from"] is None      # after schema 3: the streams whole
+    assert checkpoints(runs["now"])[-1].memory["from"] == checkpoints(runs["now"])[-2].t
 
 
 def test_a_run_with_only_old_checkpoints_is_refused_in_one_line(trio, tmp_path):
@@ -303,19 +303,19 @@ def test_a_state_rebuilt_from_python_and_a_finished_run_leave_no_threads_running
     from conftest import smallville_threads
 
     from smallville.memory import scoring
-    from smallville.replay import inspect as look
+    from smallville import mind
     from smallville.run import simulate_to
 
     monkeypatch.setattr(scoring, "PARALLEL_ROWS", 2)         # every search on helper threads
     monkeypatch.setattr(scoring, "threads", lambda: 2)
     before = smallville_threads()
     with simulate_to(trio, 3 * 3600) as sim:
-        assert look.inspect_agent(sim, "klaus_mueller")["recall"]
-        assert look.interview(sim, "klaus_mueller", "What are you doing today?")["answer"]
+        assert mind.inspect_agent(sim, "klaus_mueller")["recall"]
+        assert mind.interview(sim, "klaus_mueller", "What are you doing today?")["answer"]
         assert smallville_threads() - before
     assert smallville_threads() - before == set()
     result = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path, duration=3600, embedder="lexical")
     assert smallville_threads() - before == set()
-    assert look.inspect_agent(result.simulation, "maria_lopez")["recall"]    # still readable
+    assert mind.inspect_agent(result.simulation, "maria_lopez")["recall"]    # still readable
     result.simulation.close()
     assert smallville_threads() - before == set()

@@ -17,28 +17,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from smallville.brain import requests as rq
-from smallville.errors import SmallvilleError
+from smallville.errors import BudgetExhausted, SmallvilleError
 
-LIMITS = {"requests": "--max-requests", "tokens": "--max-tokens", "usd": "--budget"}
-
-
-class BudgetExhausted(SmallvilleError):
-    """The next batch could pass a limit: the run stops (exit 3)."""
-
-    exit_code = 3
-
-    def __init__(self, which: str, limit: float, spent: float, needed: float) -> None:
-        self.which, self.limit, self.spent, self.needed = which, limit, spent, needed
-        unit = {"requests": "model calls", "tokens": "tokens", "usd": "USD"}[which]
-        super().__init__(f"budget reached: {_fmt(spent, which)} of {LIMITS[which]} {_fmt(limit, which)} {unit} "
-                         f"spent, and the next batch could take up to {_fmt(needed, which)} more")
-
-    def data(self) -> dict:
-        return {"limit": LIMITS[self.which].lstrip("-"), "value": self.limit, "spent": self.spent}
-
-
-def _fmt(value: float, which: str) -> str:
-    return f"{value:.4f}" if which == "usd" else f"{int(value)}"
+LIMITS = BudgetExhausted.FLAGS          # the limits there are, by the flag that sets each
 
 
 @dataclass

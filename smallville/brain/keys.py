@@ -12,15 +12,9 @@ from __future__ import annotations
 
 import os
 
-from smallville.errors import BrainError
+from smallville.errors import KeyMissing
 
 PLACEHOLDER = "no-key-needed"     # what a keyless local server is sent
-
-
-class KeyMissing(BrainError):
-    """A hosted model needs a key that is not in the environment (a setup error: exit 2)."""
-
-    exit_code = 2
 
 
 def api_key_for(model: str, api_base: str | None, api_key_env: str | None, what: str = "model") -> str | None:

@@ -332,8 +332,8 @@ class OfflineBrain:
         return rq.Reply(f"From what I remember: {'; '.join(c[0] for c in chosen)}.", tuple(m for c in chosen for m in c[1:]))
 
     def _judge(self, req: rq.Judge, rng: random.Random) -> rq.Verdict:
-        """Rules, not a model: see smallville/evaluate/rulejudge.py."""
-        from smallville.evaluate.rulejudge import rule_verdict
+        """Rules, not a model: see smallville/brain/rulejudge.py."""
+        from smallville.brain.rulejudge import rule_verdict
 
         return rule_verdict(req)
 

@@ -21,17 +21,10 @@ import yaml
 
 from smallville.brain import requests as rq
 from smallville.brain.contract import from_model, loosened, schema_for, to_model_json  # noqa: F401 (re-exported)
+from smallville.errors import AnswerError  # noqa: F401 (re-exported: brain/llm.py imports it from here)
 
 STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
 ECHO_MARK = "REQUEST_JSON: "
-
-
-class AnswerError(ValueError):
-    """A model's reply is not a valid answer: `reason` is `bad_json` or `schema`."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 @dataclass(frozen=True)

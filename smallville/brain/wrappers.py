@@ -19,7 +19,7 @@ from smallville.brain import requests as rq
 from smallville.brain.base import Answers, Failed, Fallback
 from smallville.brain.ledger import Ledger
 from smallville.brain.text import progressive
-from smallville.errors import BrainError
+from smallville.errors import BrainError, ModelUnusable
 
 
 class _Wrapper:
@@ -68,12 +68,6 @@ class Retrying(_Wrapper):
             for i, a in zip(todo, self.inner.answer([requests[i] for i in todo])):
                 answers[i] = a
         return answers
-
-
-class ModelUnusable(BrainError):
-    """Most of a run's first requests fell back with the same error that no retry mends
-    (a refused request, answers off the schema): the run stops rather than go on with
-    safe defaults, and says which setting fixes it."""
 
 
 class WithFallbacks(_Wrapper):

@@ -42,11 +42,12 @@ import numpy as np
 
 from smallville.checkpoint import streams
 from smallville.checkpoint.hashing import digest
+from smallville.checkpoint.head import Head
 from smallville.checkpoint.parts import PARTS, Reader, Saved, Writer, folder_name, starts, text
 from smallville.errors import RunError
 
-__all__ = ["CHECKPOINT_SCHEMA", "checkpoints", "digest", "fault_point", "folder_name", "last_checkpoint", "load_state",
-           "restore", "write_checkpoint"]
+__all__ = ["CHECKPOINT_SCHEMA", "Head", "checkpoints", "digest", "fault_point", "folder_name", "last_checkpoint",
+           "load_state", "restore", "write_checkpoint"]
 
 CHECKPOINT_SCHEMA = 5
 READABLE = (2, 3, 4, 5)                      # schemas `restore` reads
@@ -145,67 +146,66 @@ def _write(sim, run_dir: Path, files: dict[str, int]) -> Path:
 # -- reading ----------------------------------------------------------------------------
 
 
-def checkpoints(run_dir: Path, schema: tuple[int, ...] | None = READABLE) -> list[dict]:
+def checkpoints(run_dir: Path, schema: tuple[int, ...] | None = READABLE) -> list[Head]:
     """The heads of the run's complete checkpoints of a schema in `schema` (None: any),
-    oldest first (a half-written one is skipped): `schema`, `time`, `t`, `digest` and
-    `files`. `load_state` gives a checkpoint's whole state."""
+    oldest first (a half-written one is skipped). `load_state` gives a checkpoint's whole state."""
     return list(_heads(sorted((Path(run_dir) / "checkpoints").glob("[0-9]*")), schema))
 
 
 def last_checkpoint(run_dir: Path, at: float = math.inf, schema: tuple[int, ...] | None = READABLE,
-                    accept=lambda head: True) -> dict | None:
+                    accept=lambda head: True) -> Head | None:
     """The head of the run's last complete checkpoint at or before `at` of a schema in
     `schema` that `accept` takes, reading heads from the newest back only as far as that."""
     folders = [f for f in (Path(run_dir) / "checkpoints").glob("[0-9]*") if f.name.isdigit() and int(f.name) <= at]
-    return next((h for h in _heads(sorted(folders, reverse=True), schema) if h["t"] <= at and accept(h)), None)
+    return next((h for h in _heads(sorted(folders, reverse=True), schema) if h.t <= at and accept(h)), None)
 
 
 def _heads(folders, schema: tuple[int, ...] | None):
     for folder in folders:
         try:
-            name = HEAD if (folder / HEAD).exists() else WHOLE_STATE     # schema 1 and 2: one file
-            head = json.loads((folder / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            name = HEAD if (folder / HEAD).exists() else WHOLE_STATE     # (schemas 1 and 2 keep head and state in one file)
+            head = Head.of(json.loads((folder / name).read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError):
             continue
-        if schema is None or head.get("schema") in schema:
+        if schema is None or head.schema in schema:
             yield head
 
 
-def _read(run_dir: Path, head: dict) -> tuple[dict, Saved | None]:
+def _read(run_dir: Path, head: Head) -> tuple[dict, Saved | None]:
     """A checkpoint's whole state, and (schema 3) what it holds as parts."""
-    if head["schema"] == 2:
-        return head["state"], None
-    reader = Reader(Path(run_dir) / "checkpoints", head)
+    if head.schema == 2:
+        return head.state, None
+    reader = Reader(Path(run_dir) / "checkpoints", head.t)
     try:
-        state = reader.root(head["root"])
+        state = reader.root(head.root)
     finally:
         reader.close()
     return state, reader.saved
 
 
-def load_state(run_dir: Path, checkpoint: dict) -> dict:
+def load_state(run_dir: Path, checkpoint: Head) -> dict:
     """The whole `Simulation.get_state()` a checkpoint (one of `checkpoints()`) holds."""
     return _read(run_dir, checkpoint)[0]
 
 
-def _accessed(root: Path, head: dict, agents: list[str]) -> tuple[list[np.ndarray], tuple | None]:
+def _accessed(root: Path, head: Head, agents: list[str]) -> tuple[list[np.ndarray], tuple | None]:
     """Each agent's last-access times at a checkpoint, and the full ones a diff is against."""
-    with np.load(root / folder_name(head["t"]) / ACCESSED, allow_pickle=False) as saved:
-        if head["schema"] == 2:
+    with np.load(root / folder_name(head.t) / ACCESSED, allow_pickle=False) as saved:
+        if head.schema == 2:
             return [saved[a] for a in agents], None
         n, times, changed = saved["n"], saved["t"], saved["i"] if "i" in saved.files else None
     if changed is None:
         full = np.split(times, starts(n)[1:])
-        return full, (head["t"], full)
-    base, _ = _accessed(root, {"schema": CHECKPOINT_SCHEMA, "t": head["accessed"]}, agents)
+        return full, (head.t, full)
+    base, _ = _accessed(root, Head(CHECKPOINT_SCHEMA, head.accessed, ""), agents)
     flat = np.empty(n.sum(), dtype=np.float64)
     for start, count, old in zip(starts(n), n, base):
         flat[start: start + min(count, len(old))] = old[:count]
     flat[changed] = times
-    return np.split(flat, starts(n)[1:]), (head["accessed"], base)
+    return np.split(flat, starts(n)[1:]), (head.accessed, base)
 
 
-def restore(sim, run_dir: Path, checkpoint: dict) -> None:
+def restore(sim, run_dir: Path, checkpoint: Head) -> None:
     """Bring `sim` (new, not started) to the state of one of `run_dir`'s checkpoints: each
     memory stream as it was then, and every agent going on with what it was doing."""
     from smallville.memory import MemoryStream
@@ -214,18 +214,18 @@ def restore(sim, run_dir: Path, checkpoint: dict) -> None:
     state, saved = _read(run_dir, checkpoint)
     times, full = _accessed(root, checkpoint, list(state["agents"]))
     agents = list(state["agents"])
-    if checkpoint["schema"] >= 4:
+    if checkpoint.schema >= 4:
         loaded = streams.read(MemoryStream, root, checkpoint, agents, times, sim.embedder)
-        if checkpoint["memory"]["count"] != [s["memories"] for s in state["agents"].values()]:
-            raise RunError(f"checkpoint {folder_name(checkpoint['t'])} of {run_dir}: its memory streams' counts "
+        if checkpoint.memory["count"] != [s["memories"] for s in state["agents"].values()]:
+            raise RunError(f"checkpoint {folder_name(checkpoint.t)} of {run_dir}: its memory streams' counts "
                            f"differ from its state's")
-    else:                                               # schema 2 and 3: a stream per agent in memory/ID/
+    else:                                               # (schemas 2 and 3 keep a stream per agent in memory/ID/)
         loaded = {a: MemoryStream.load(str(root / "memory" / a), sim.embedder, count=s["memories"], accessed=x)
                   for (a, s), x in zip(state["agents"].items(), times)}
     sim.set_state(state, loaded)
     if saved is not None:
         saved.accessed = full
-        if checkpoint["schema"] >= 4:
-            saved.rows = dict(zip(agents, checkpoint["memory"]["rows"]))
+        if checkpoint.schema >= 4:
+            saved.rows = dict(zip(agents, checkpoint.memory["rows"]))
             saved.anchor, saved.since_anchor = streams.anchor_of(root, checkpoint, agents)
     sim.checkpointed = saved

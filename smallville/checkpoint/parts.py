@@ -30,9 +30,9 @@ import numpy as np
 from smallville.checkpoint.hashing import agent_digest, text
 
 PARTS = "parts.jsonl"
-PATCHED = ("relationships", "talks", "last_talk", "earlier_lines", "seen", "mind", "salience")  # an agent's dicts
-                                        # (`salience`: only under the salience memory model; `mind`: not in
-                                        # checkpoints written before it)
+PATCHED = ("relationships", "talks", "last_talk", "earlier_lines", "seen", "mind", "salience")  # an agent's dicts;
+                                        # a record may lack some (`salience` is kept only under the salience
+                                        # memory model), so each is patched only where the state has it
 SEGMENTS = 8                            # a dict's parts at most: the first whole, then patches
 TWISTS = 64                             # twists of an rng's words at most before they are written again
 WORDS = 624                             # the Mersenne Twister's state, in 32-bit words
@@ -221,10 +221,10 @@ def starts(n: np.ndarray) -> np.ndarray:
 class Reader:
     """Reads parts by reference, and keeps what it read as the `Saved` of the checkpoint."""
 
-    def __init__(self, root: Path, head: dict) -> None:
+    def __init__(self, root: Path, t: float) -> None:
         self.folder = root
         self.files: dict[int, object] = {}
-        self.saved = Saved(root.resolve(), head["t"])
+        self.saved = Saved(root.resolve(), t)
 
     def get(self, ref: list):
         t, offset, length = ref

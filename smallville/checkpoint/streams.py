@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from smallville.checkpoint.head import Head
 from smallville.checkpoint.parts import folder_name, text
 from smallville.errors import RunError
 from smallville.memory import storage
@@ -63,21 +64,21 @@ def write(streams: list[MemoryStream], folder: Path, base: tuple[float, list[int
             "index": first.index_kind if first else "exact"}
 
 
-def anchor_of(root: Path, head: dict, agents: list[str]) -> tuple[tuple[float, dict, dict], int]:
+def anchor_of(root: Path, head: Head, agents: list[str]) -> tuple[tuple[float, dict, dict], int]:
     """The anchor of the streams at `head` (T, each agent's count and rows there: the last
     piece of its chain that is an anchor or whole), and how many pieces came after it."""
     chain = _chain(root, head)
-    at = max(i for i, h in enumerate(chain) if h["memory"].get("anchor") or h["memory"]["from"] is None)
-    m = chain[at]["memory"]
-    return (chain[at]["t"], dict(zip(agents, m["count"])), dict(zip(agents, m["rows"]))), len(chain) - 1 - at
+    at = max(i for i, h in enumerate(chain) if h.memory.get("anchor") or h.memory["from"] is None)
+    m = chain[at].memory
+    return (chain[at].t, dict(zip(agents, m["count"])), dict(zip(agents, m["rows"]))), len(chain) - 1 - at
 
 
-def _chain(root: Path, head: dict) -> list[dict]:
+def _chain(root: Path, head: Head) -> list[Head]:
     """The heads whose pieces make the streams at `head`, oldest first."""
     chain = [head]
-    while chain[-1]["memory"]["from"] is not None:
-        path = root / folder_name(chain[-1]["memory"]["from"]) / "head.json"
-        chain.append(json.loads(path.read_text(encoding="utf-8")))
+    while chain[-1].memory["from"] is not None:
+        path = root / folder_name(chain[-1].memory["from"]) / "head.json"
+        chain.append(Head.of(json.loads(path.read_text(encoding="utf-8"))))
     return chain[::-1]
 
 
@@ -85,8 +86,8 @@ class _Piece:
     """One checkpoint's memory files, opened when an agent's stream first needs them: the
     memories' lines, read whole, and of the embeddings only the agent's rows."""
 
-    def __init__(self, folder: Path, head: dict, before: tuple[list[int], list[int]], k: int, dim: int) -> None:
-        self.folder, self.memory, (self.counts, self.rows), self.k, self.dim = folder, head["memory"], before, k, dim
+    def __init__(self, folder: Path, head: Head, before: tuple[list[int], list[int]], k: int, dim: int) -> None:
+        self.folder, self.memory, (self.counts, self.rows), self.k, self.dim = folder, head.memory, before, k, dim
         self._lines: list[bytes] | None = None
         self._at: np.ndarray | None = None
 
@@ -118,16 +119,16 @@ class _Piece:
         return new, np.frombuffer(block, dtype="<f4").reshape(n, self.dim).astype(np.float32)
 
 
-def read(cls: type[MemoryStream], root: Path, head: dict, agents: list[str], times: list[np.ndarray],
+def read(cls: type[MemoryStream], root: Path, head: Head, agents: list[str], times: list[np.ndarray],
          embedder: Embedder | None) -> dict[str, Callable[[], MemoryStream]]:
     """Each agent's stream at `head` (schema 4 or 5), last accessed at `times`, as a function
     that reads it: a restore that looks at one agent reads one stream."""
-    memory = head["memory"]
+    memory = head.memory
     dim, k = memory["dim"], len(agents)
     pieces, before = [], ([0] * k, [0] * k)
     for piece in _chain(root, head):
-        pieces.append(_Piece(root / folder_name(piece["t"]), piece, before, k, dim))
-        before = (piece["memory"]["count"], piece["memory"]["rows"])
+        pieces.append(_Piece(root / folder_name(piece.t), piece, before, k, dim))
+        before = (piece.memory["count"], piece.memory["rows"])
     settings = {key: memory[key] for key in SETTINGS}
 
     def load(i: int) -> MemoryStream:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import sys
 
-from smallville.errors import SmallvilleError
-
 
 def settings(model: str | None, config_file, api_base: str | None):
     """The LLMConfig a model flag, a settings file and an address give; None if none was given."""
@@ -42,9 +40,6 @@ def main(args, budget: dict) -> int:
     else:
         report.print_ratings(result)
     if args.plot and not args.dry_run:
-        try:
-            written = report.plot_ratings(result, result.out / "believability.png")
-        except ImportError as exc:
-            raise SmallvilleError(str(exc)) from None
+        written = report.plot_ratings(result, result.out / "believability.png")
         print(f"wrote {written}", file=sys.stderr if args.json else sys.stdout)
     return 0

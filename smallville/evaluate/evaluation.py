@@ -165,16 +165,16 @@ class Brains:
         from smallville.brain.calls import import_litellm
         from smallville.brain.offline import OfflineBrain
         from smallville.brain.prompts import load_templates
-        from smallville.estimate import _Meter
+        from smallville.estimate import Meter
 
-        meter = _Meter(OfflineBrain(seed), settings, load_templates(), import_litellm())
+        meter = Meter(OfflineBrain(seed), settings, load_templates(), import_litellm())
         self.meters.setdefault(settings.model, []).append((settings, meter))
         return meter
 
     def estimate(self) -> dict:
         """What the models would be sent: per model and request kind, requests, prompt and
         completion tokens and their cost (None: no price known)."""
-        from smallville.estimate import _prices
+        from smallville.estimate import prices
 
         out: dict = {}
         for model, meters in self.meters.items():
@@ -185,7 +185,7 @@ class Brains:
                                                                "cost_usd": 0.0})
                     for k in ("requests", "prompt_tokens", "completion_tokens"):
                         into[k] += row[k]
-                    prompt, completion = _prices(settings, row["prompt_tokens"], row["completion_tokens"])
+                    prompt, completion = prices(settings, row["prompt_tokens"], row["completion_tokens"])
                     into["cost_usd"] = None if prompt is None or into["cost_usd"] is None else \
                         into["cost_usd"] + prompt + completion
         return out
@@ -196,7 +196,7 @@ class Brains:
 
 
 def _write(result: Evaluation, subjects, protocol, judge_settings, brain_settings, seed: int) -> None:
-    from smallville.experiment.results import write_csv
+    from smallville.csvfile import write_csv
 
     out = result.out
     if judge_settings is not None:

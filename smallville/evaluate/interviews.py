@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from smallville.brain import requests as rq
-from smallville.replay.inspect import interview_request
 from smallville.evaluate.knowledge import Knowledge, claims_to_know, knowledge_at, strangers
 from smallville.evaluate.protocol import Protocol, Question
 from smallville.evaluate.subjects import Subject
+from smallville.mind import interview_request
 
 RECALL_K = 10       # memories an answer may draw on (as `smallville interview`)
 LIVED_K = RECALL_K  # memories the judge is shown per version and question (recalled even when ablated)

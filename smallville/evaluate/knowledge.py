@@ -51,10 +51,9 @@ def knowledge_at(run, at: float) -> Knowledge:
 
 def events_until(run, at: float):
     """The run's events up to `at`, its fork parent's before the fork first."""
-    fork = run.manifest.fork or {}
-    parent = run.parent() if fork else None
+    parent = run.parent() if run.fork else None
     if parent is not None:
-        yield from events_until(parent, min(at, fork["t"]))
+        yield from events_until(parent, min(at, run.fork.t))
     path = run.path / "events.jsonl"
     if not path.exists():
         return

@@ -21,9 +21,9 @@ def trueskill_ratings(found: list[Match]) -> dict[str, tuple[float, float]]:
     try:
         import trueskill
     except ImportError:
-        from smallville.errors import SmallvilleError
+        from smallville.errors import ExtraMissing
 
-        raise SmallvilleError("ratings need trueskill: pip install 'smallville[evaluate]'") from None
+        raise ExtraMissing("ratings need trueskill: pip install 'smallville[evaluate]'") from None
     env = trueskill.TrueSkill(draw_probability=0.1)
     ratings: dict[str, object] = {}
     for m in found:

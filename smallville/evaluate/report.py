@@ -73,7 +73,7 @@ def print_dry_run(result, console=None) -> None:
 def plot_ratings(result, out: str | Path) -> Path:
     """believability.png: each condition's TrueSkill mu ± sigma beside the paper's rating for
     the same architecture."""
-    from smallville.plots import _save, figure
+    from smallville.plots import save, figure
 
     rows = [r for r in result.conditions if r["trueskill_mu"] is not None]
     fig = figure(figsize=(max(5, 1.4 * (len(rows) + 1)), 3.6))
@@ -88,4 +88,4 @@ def plot_ratings(result, out: str | Path) -> Path:
     ax.set_ylabel("TrueSkill mu")
     ax.set_title(f"Believability at {result.at}" + (f" ({result.judge})" if result.judge else ""), fontsize=9)
     ax.legend(fontsize=8)
-    return _save(fig, out)
+    return save(fig, out)

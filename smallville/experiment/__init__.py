@@ -38,7 +38,8 @@ pool, or as Ray tasks to a local Ray or a cluster (`executor="ray"`, docs/experi
 from smallville.experiment.results import (FINISHED, Rows, gather, is_completed, load_results, plot_experiment,
                                            print_summary, run_status, summarize)
 from smallville.experiment.runs import MATH_THREADS, ExperimentResult, run_experiment
-from smallville.experiment.spec import ABLATIONS, Condition, Experiment, ExperimentError, load_experiment, slot_name
+from smallville.errors import ExperimentError
+from smallville.experiment.spec import ABLATIONS, Condition, Experiment, load_experiment, slot_name
 from smallville.metrics import SUMMARY_COLUMNS
 
 __all__ = ["ABLATIONS", "FINISHED", "MATH_THREADS", "SUMMARY_COLUMNS", "Condition", "Experiment", "ExperimentError",

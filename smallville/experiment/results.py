@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import csv
 import math
-import os
 from pathlib import Path
 
-from smallville.experiment.spec import Experiment, ExperimentError, load_experiment, slot_name
+from smallville.errors import ExperimentError
+from smallville.experiment.spec import Experiment, load_experiment, slot_name
 from smallville.metrics import run_metrics, summary_measures
 
 
@@ -16,9 +16,9 @@ class Rows(list):
     """Plain rows (a list of dicts), with `.to_pandas()` when pandas is installed."""
 
     def to_pandas(self):
-        from smallville.metrics import _pandas
+        from smallville.metrics import require_pandas
 
-        return _pandas().DataFrame(list(self))
+        return require_pandas().DataFrame(list(self))
 
 
 FINISHED = ("completed", "budget_exhausted")      # a run stopped by its budget is finished too
@@ -76,19 +76,6 @@ def summarize(rows: list[dict]) -> Rows:
             row[f"{key}_std"] = round(std, 4)
         summary.append(row)
     return summary
-
-
-def write_csv(path: Path, rows: list[dict]) -> None:
-    columns: list[str] = []
-    for r in rows:
-        columns.extend(k for k in r if k not in columns)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns or ["condition"])
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in columns})
-    os.replace(tmp, path)
 
 
 def print_summary(summary: list[dict], console=None) -> None:

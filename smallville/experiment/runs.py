@@ -11,8 +11,10 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from smallville.experiment.results import FINISHED, Rows, gather, is_completed, print_summary, summarize, write_csv
-from smallville.experiment.spec import Experiment, ExperimentError, slot_name
+from smallville.csvfile import write_csv
+from smallville.experiment.results import FINISHED, Rows, gather, is_completed, print_summary, summarize
+from smallville.errors import ExperimentError
+from smallville.experiment.spec import Experiment, slot_name
 
 MATH_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 

@@ -6,14 +6,10 @@ import itertools
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from smallville.errors import UsageError
+from smallville.errors import ExperimentError
 
 ABLATIONS = {"memory": "retrieval", "retrieval": "retrieval", "reflection": "reflection",
              "planning": "planning", "sharing": "sharing"}
-
-
-class ExperimentError(UsageError):
-    """An experiment file or its flags cannot be run as written (exit 2)."""
 
 
 @dataclass

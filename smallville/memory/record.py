@@ -1,14 +1,34 @@
-"""What a memory stream hands out: `Memory` views and retrieval `Hit`s."""
+"""What a memory stream hands out: `Memory` views, retrieval `Hit`s, and to the modules that
+store, score and index it, its `Columns`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
     from smallville.memory.stream import MemoryStream
+
+
+@dataclass(eq=False)
+class Columns:
+    """A memory stream's storage, a field a column, indexed by memory id: what storage writes,
+    what the retrievers and the salience model score, what a `Memory` views. Only the stream
+    changes it (loaders add through `MemoryStream.append_loaded`, after the distinct
+    embeddings into `table`). The arrays have room to grow: their first `count` entries
+    are the memories."""
+
+    table: Any                         # the distinct embeddings (a VectorTable, or an HNSW graph's)
+    count: int = 0
+    texts: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    links: list[tuple[int, ...]] = field(default_factory=list)
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(16, dtype=np.int64))      # memory -> its row in `table`
+    created: np.ndarray = field(default_factory=lambda: np.zeros(16, dtype=np.float64))
+    accessed: np.ndarray = field(default_factory=lambda: np.zeros(16, dtype=np.float64))
+    importance: np.ndarray = field(default_factory=lambda: np.zeros(16, dtype=np.int64))
 
 
 class Memory:
@@ -27,32 +47,32 @@ class Memory:
 
     @property
     def text(self) -> str:
-        return self._stream._texts[self.id]
+        return self._stream.columns.texts[self.id]
 
     @property
     def kind(self) -> str:
-        return self._stream._kinds[self.id]
+        return self._stream.columns.kinds[self.id]
 
     @property
     def links(self) -> tuple[int, ...]:
-        return self._stream._links[self.id]
+        return self._stream.columns.links[self.id]
 
     @property
     def created(self) -> float:
-        return float(self._stream._created[self.id])
+        return float(self._stream.columns.created[self.id])
 
     @property
     def last_accessed(self) -> float:
-        return float(self._stream._accessed[self.id])
+        return float(self._stream.columns.accessed[self.id])
 
     @property
     def importance(self) -> int:
-        return int(self._stream._importance[self.id])
+        return int(self._stream.columns.importance[self.id])
 
     @property
     def embedding(self) -> np.ndarray:
         """A copy of its stored (unit-length, float32) embedding."""
-        return self._stream._embedding(self.id)
+        return self._stream.embedding_of(self.id)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able fields (no embedding)."""

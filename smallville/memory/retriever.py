@@ -68,11 +68,12 @@ class ExactRetriever:
         pass
 
     def search(self, stream: MemoryStream, qs: np.ndarray, k: int, now: float) -> list[Found]:
-        n, (w_rec, w_imp, w_rel) = stream._n, stream.weights
+        c, (w_rec, w_imp, w_rel) = stream.columns, stream.weights
+        n = c.count
         relevance = scan(self.table.matrix(), qs, stream.helpers)     # under way while the other terms are computed
-        rec = recency(stream._accessed[:n], now, stream.decay)
+        rec = recency(c.accessed[:n], now, stream.decay)
         rec = normalise(rec, *span(float(rec.min()), float(rec.max())))
-        importance = stream._importance[:n]
+        importance = c.importance[:n]
         levels = normalise(np.arange(11), *span(float(importance.min()),
                                                 float(importance.max())))
         imp = levels[importance]
@@ -83,7 +84,7 @@ class ExactRetriever:
         for rel in rel_rows:
             lo, width = span(float(rel.min()), float(rel.max()))
             if shared:
-                rel = rel[stream._rows[:n]]
+                rel = rel[c.rows[:n]]
             if width:
                 score = np.subtract(rel, lo, dtype=np.float64)
                 score *= w_rel / width

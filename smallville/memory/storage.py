@@ -42,17 +42,17 @@ def save(stream: MemoryStream, path: str) -> None:
     """Write `stream` into directory `path`, creating it if missing."""
     path = os.fspath(path)
     os.makedirs(path, exist_ok=True)
-    done = stream._disk if _still_there(stream._disk, path) else None
+    done = stream.on_disk if _still_there(stream.on_disk, path) else None
     if done is None:  # a fresh write: first withdraw any older stream's claim
         _remove(os.path.join(path, MANIFEST))
         done = {"token": uuid.uuid4().hex, "count": 0, "rows": 0, "records_bytes": 0}
-    n, u = len(stream), len(stream._table)
-    rows = np.ascontiguousarray(stream._table.matrix()[done["rows"]: u], dtype="<f4")
+    n, u = len(stream), len(stream.columns.table)
+    rows = np.ascontiguousarray(stream.columns.table.matrix()[done["rows"]: u], dtype="<f4")
     _append(os.path.join(path, ROWS), done["rows"] * stream.dim * 4, memoryview(rows))
     records = "".join(_record(stream, i) for i in range(done["count"], n)).encode("utf-8")
     _append(os.path.join(path, RECORDS), done["records_bytes"], records)
     _replace(os.path.join(path, ACCESSED),
-             lambda f: np.save(f, stream._accessed[:n], allow_pickle=False))
+             lambda f: np.save(f, stream.columns.accessed[:n], allow_pickle=False))
     state = {
         "schema": SCHEMA, "token": done["token"], "dim": stream.dim,
         "weights": list(stream.weights), "decay": stream.decay,
@@ -61,14 +61,14 @@ def save(stream: MemoryStream, path: str) -> None:
     }
     data = json.dumps(state, indent=1).encode("utf-8")
     _replace(os.path.join(path, MANIFEST), lambda f: f.write(data))
-    stream._disk = {**state, "path": os.path.realpath(path)}
+    stream.on_disk = {**state, "path": os.path.realpath(path)}
 
 
 def _record(stream: MemoryStream, i: int) -> str:
+    c = stream.columns
     return json.dumps({
-        "id": i, "text": stream._texts[i], "kind": stream._kinds[i],
-        "created": float(stream._created[i]), "importance": int(stream._importance[i]),
-        "links": list(stream._links[i]), "row": int(stream._rows[i]),
+        "id": i, "text": c.texts[i], "kind": c.kinds[i], "created": float(c.created[i]),
+        "importance": int(c.importance[i]), "links": list(c.links[i]), "row": int(c.rows[i]),
     }, ensure_ascii=False) + "\n"
 
 
@@ -179,10 +179,10 @@ def _load_v2(cls, path: str, state: dict, embedder: Embedder | None, count: int 
         raise ValueError(f"{ACCESSED} has {accessed.shape[0]} times, expected {n}")
     if [r["id"] for r in records] != list(range(n)):
         raise ValueError(f"expected ids 0..{n - 1} in order")
-    stream._table.extend(rows.reshape(u, dim))
-    stream._bulk_append(records, np.asarray(accessed[:n], dtype=np.float64))
+    stream.columns.table.extend(rows.reshape(u, dim))
+    stream.append_loaded(records, np.asarray(accessed[:n], dtype=np.float64))
     if n == state["count"]:                 # saving again appends; a prefix is written afresh
-        stream._disk = {**state, "path": os.path.realpath(path)}
+        stream.on_disk = {**state, "path": os.path.realpath(path)}
     return stream
 
 
@@ -198,8 +198,8 @@ def build(cls, settings: dict, embedder: Embedder | None, memories: list, rows: 
                              f"of shape {rows.shape}")
         records = [{"text": m[0], "kind": m[1], "created": m[2], "importance": m[3], "links": m[4], "row": m[5]}
                    for m in memories]
-        stream._table.extend(rows)
-        stream._bulk_append(records, np.asarray(accessed, dtype=np.float64))
+        stream.columns.table.extend(rows)
+        stream.append_loaded(records, np.asarray(accessed, dtype=np.float64))
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise RunError(f"a checkpoint's memory stream is damaged: {exc!r}") from exc
     return stream
@@ -214,9 +214,9 @@ def _load_v1(cls, path: str, state: dict, embedder: Embedder | None) -> MemorySt
     if vectors.ndim != 2 or vectors.shape[1] != dim or len(vectors) < n:
         raise ValueError(f"{V1_NPY} has shape {vectors.shape}, expected at least ({n}, {dim})")
     stream = _new_stream(cls, state, embedder, "exact")
-    table = stream._table
+    table = stream.columns.table
     for m in memories:
         m["row"] = table.add(np.ascontiguousarray(vectors[m["id"]], dtype=np.float32))
     accessed = np.array([float(m["last_accessed"]) for m in memories], dtype=np.float64)
-    stream._bulk_append(memories, accessed)
+    stream.append_loaded(memories, accessed)
     return stream

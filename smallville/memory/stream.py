@@ -11,7 +11,7 @@ import numpy as np
 
 from smallville.embed import Embedder
 from smallville.memory import storage
-from smallville.memory.record import Hit, Memory
+from smallville.memory.record import Columns, Hit, Memory
 from smallville.memory.retriever import make_retriever
 from smallville.memory.scoring import Helpers
 
@@ -32,7 +32,8 @@ class MemoryStream:
     """One agent's memories: texts and links in lists, times and ratings in numpy arrays
     grown by doubling (so `add` is amortised O(1)), embeddings in a FAISS index (`index`)
     that its retriever owns, each distinct embedding stored once
-    (`smallville.memory.vectors`).
+    (`smallville.memory.vectors`). All of it is `columns`, the view its storage,
+    retrieval and index read (`smallville.memory.record.Columns`).
 
     `weights` are (recency, importance, relevance); `decay` is per game hour. With an
     `embedder`, `dim` may be left out and texts may stand for embeddings. `index` is
@@ -80,16 +81,8 @@ class MemoryStream:
         self._retriever = make_retriever(index, self.dim, ws, hnsw_m=hnsw_m,
                                          ef_construction=ef_construction, ef_search=ef_search)
         self.index_kind = self._retriever.kind
-        self._table = self._retriever.table
-        self._n = 0
-        self._texts: list[str] = []
-        self._kinds: list[str] = []
-        self._links: list[tuple[int, ...]] = []
-        self._rows = np.zeros(16, dtype=np.int64)  # memory -> row of its embedding
-        self._created = np.zeros(16, dtype=np.float64)
-        self._accessed = np.zeros(16, dtype=np.float64)
-        self._importance = np.zeros(16, dtype=np.int64)
-        self._disk: dict | None = None  # what the last save/load wrote where (storage)
+        self.columns = Columns(self._retriever.table)
+        self.on_disk: dict | None = None  # what the last save or load wrote where (`storage` keeps it)
         self.helpers = helpers if helpers is not None else Helpers()
 
     def close(self) -> None:
@@ -101,7 +94,7 @@ class MemoryStream:
         """The FAISS index holding the distinct embeddings (IndexFlatIP or IndexHNSWFlat;
         an HNSW index takes the newest rows in at the next retrieval, and its entries may
         be in an order of their own: `GraphTable.nearest` answers in rows)."""
-        return self._table.index
+        return self.columns.table.index
 
     # -- adding -------------------------------------------------------------------------
 
@@ -128,55 +121,58 @@ class MemoryStream:
         if (not isinstance(created, numbers.Real) or isinstance(created, bool)
                 or not math.isfinite(created)):
             raise ValueError(f"created must be a finite number of seconds, got {created!r}")
-        links = tuple(links)
+        links, n = tuple(links), self.columns.count
         bad = [x for x in links if not isinstance(x, numbers.Integral)
-               or isinstance(x, bool) or not 0 <= x < self._n]
+               or isinstance(x, bool) or not 0 <= x < n]
         if bad:
             raise ValueError(f"links {bad!r} of memory {text!r} are not ids of existing "
-                             f"memories (0..{self._n - 1})")
+                             f"memories (0..{n - 1})")
         if embedding is None:
             if self.embedder is None:
                 raise ValueError(f"memory {text!r} has no embedding and the stream has no "
                                  f"embedder")
             embedding = self.embedder.embed([text])[0]
         vector = self._unit(embedding, f"embedding of memory {text!r}")
-        return self._append(text, self._table.add(vector), int(importance), float(created),
+        return self._append(text, self.columns.table.add(vector), int(importance), float(created),
                             kind, tuple(int(x) for x in links), float(created))
 
     def _append(self, text: str, row: int, importance: int, created: float, kind: str,
                 links: tuple[int, ...], accessed: float) -> int:
         """Append a validated memory whose embedding is already row `row`."""
-        self._reserve(self._n + 1)
-        i = self._n
-        self._rows[i] = row
-        self._created[i] = created
-        self._accessed[i] = accessed
-        self._importance[i] = importance
-        self._texts.append(text)
-        self._kinds.append(kind)
-        self._links.append(links)
+        c = self.columns
+        self._reserve(c.count + 1)
+        i = c.count
+        c.rows[i] = row
+        c.created[i] = created
+        c.accessed[i] = accessed
+        c.importance[i] = importance
+        c.texts.append(text)
+        c.kinds.append(kind)
+        c.links.append(links)
         self._retriever.add(i, row, importance, accessed)
-        self._n += 1
+        c.count += 1
         return i
 
-    def _bulk_append(self, records: list[dict], accessed: np.ndarray) -> None:
-        """Append loaded memories (ids in order, rows already in the table) at once."""
-        n, m, u = self._n, len(records), len(self._table)
+    def append_loaded(self, records: list[dict], accessed: np.ndarray) -> None:
+        """Append memories read back from disk at once (ids in order, each record's `row`
+        already in `columns.table`), last accessed at `accessed` (`smallville.memory.storage`)."""
+        c = self.columns
+        n, m, u = c.count, len(records), len(c.table)
         rows = np.array([r["row"] for r in records], dtype=np.int64)
         importance = np.array([r["importance"] for r in records], dtype=np.int64)
         if m and (rows.min() < 0 or rows.max() >= u or importance.min() < 1
                   or importance.max() > 10):
             raise ValueError("a record names a missing row or an importance outside 1..10")
         self._reserve(n + m)
-        self._rows[n: n + m] = rows
-        self._importance[n: n + m] = importance
-        self._created[n: n + m] = [float(r["created"]) for r in records]
-        self._accessed[n: n + m] = accessed
-        self._texts.extend(str(r["text"]) for r in records)
-        self._kinds.extend(str(r["kind"]) for r in records)
-        self._links.extend(tuple(int(x) for x in r["links"]) for r in records)
+        c.rows[n: n + m] = rows
+        c.importance[n: n + m] = importance
+        c.created[n: n + m] = [float(r["created"]) for r in records]
+        c.accessed[n: n + m] = accessed
+        c.texts.extend(str(r["text"]) for r in records)
+        c.kinds.extend(str(r["kind"]) for r in records)
+        c.links.extend(tuple(int(x) for x in r["links"]) for r in records)
         self._retriever.bulk_add(n, rows, importance, accessed)
-        self._n += m
+        c.count += m
 
     def _unit(self, vector: np.ndarray | Sequence[float], what: str) -> np.ndarray:
         v = np.asarray(vector, dtype=np.float64)
@@ -190,14 +186,15 @@ class MemoryStream:
         return (v / norm).astype(np.float32)
 
     def _reserve(self, size: int) -> None:
-        if size <= len(self._created):
+        c = self.columns
+        if size <= len(c.created):
             return
-        cap = max(size, 2 * len(self._created))
-        for name in ("_rows", "_created", "_accessed", "_importance"):
-            old = getattr(self, name)
+        cap = max(size, 2 * len(c.created))
+        for name in ("rows", "created", "accessed", "importance"):
+            old = getattr(c, name)
             new = np.zeros(cap, dtype=old.dtype)
-            new[: self._n] = old[: self._n]
-            setattr(self, name, new)
+            new[: c.count] = old[: c.count]
+            setattr(c, name, new)
 
     # -- retrieval ----------------------------------------------------------------------
 
@@ -234,18 +231,19 @@ class MemoryStream:
             raise ValueError(f"now must be a finite number of seconds, got {now!r}")
         if isinstance(queries, str) or (isinstance(queries, np.ndarray) and queries.ndim == 1):
             queries = [queries]
-        qs = self._query_matrix(list(queries))
-        if self._n == 0 or k == 0:
+        qs = self.embed_queries(list(queries))
+        if self.columns.count == 0 or k == 0:
             return [[] for _ in range(len(qs))]
         found = self._retriever.search(self, qs, int(k), float(now))
         results = [[Hit(Memory(self, int(i)), float(s), float(rc), float(im), float(rl))
                     for i, s, rc, im, rl in zip(*columns)] for columns in found]
         touched = list(dict.fromkeys(int(i) for columns in found for i in columns[0]))
-        self._accessed[touched] = float(now)
+        self.columns.accessed[touched] = float(now)
         self._retriever.touch(touched, float(now))
         return results
 
-    def _query_matrix(self, queries: list) -> np.ndarray:
+    def embed_queries(self, queries: list) -> np.ndarray:
+        """Retrieval queries (texts or embeddings) as a (len(queries), dim) array of unit rows."""
         texts = [q for q in queries if isinstance(q, str)]
         if texts and self.embedder is None:
             raise ValueError(f"query {texts[0]!r} is text but the stream has no embedder")
@@ -258,61 +256,64 @@ class MemoryStream:
 
     def last_accessed(self) -> np.ndarray:
         """Every memory's last-access time, in id order (a read-only view)."""
-        view = self._accessed[: self._n]
+        c = self.columns
+        view = c.accessed[: c.count]
         view.flags.writeable = False
         return view
 
     def __len__(self) -> int:
-        return self._n
+        return self.columns.count
 
     def __getitem__(self, mid: int) -> Memory:
         i = operator.index(mid)
-        if not 0 <= i < self._n:
-            raise IndexError(f"no memory {mid!r} in a stream of {self._n}")
+        if not 0 <= i < self.columns.count:
+            raise IndexError(f"no memory {mid!r} in a stream of {self.columns.count}")
         return Memory(self, i)
 
     def __iter__(self) -> Iterator[Memory]:
-        return (Memory(self, i) for i in range(self._n))
+        return (Memory(self, i) for i in range(self.columns.count))
 
     def texts(self) -> list[str]:
         """Every memory's text, in id order (a copy)."""
-        return list(self._texts)
+        return list(self.columns.texts)
 
     def kinds(self) -> list[str]:
         """Every memory's kind, in id order (a copy)."""
-        return list(self._kinds)
+        return list(self.columns.kinds)
 
     def importances(self) -> np.ndarray:
         """Every memory's 1..10 rating, in id order (a copy)."""
-        return self._importance[: self._n].copy()
+        return self.columns.importance[: self.columns.count].copy()
 
     def embeddings(self) -> np.ndarray:
         """The (n, dim) float32 unit-length embeddings, in id order (a read-only copy)."""
-        out = self._table.matrix()[self._rows[: self._n]]
+        c = self.columns
+        out = c.table.matrix()[c.rows[: c.count]]
         out.flags.writeable = False
         return out
 
     def records(self, start: int = 0) -> list[tuple]:
         """The memories from id `start` on, each `(text, kind, created, importance, links, row)`:
         `row` is its embedding's place among `distinct_rows()` (what a checkpoint writes)."""
-        n = self._n
-        return list(zip(self._texts[start:n], self._kinds[start:n], self._created[start:n].tolist(),
-                        self._importance[start:n].tolist(), [list(x) for x in self._links[start:n]],
-                        self._rows[start:n].tolist()))
+        c, n = self.columns, self.columns.count
+        return list(zip(c.texts[start:n], c.kinds[start:n], c.created[start:n].tolist(),
+                        c.importance[start:n].tolist(), [list(x) for x in c.links[start:n]],
+                        c.rows[start:n].tolist()))
 
     def distinct_rows(self, start: int = 0) -> np.ndarray:
         """The distinct embeddings its memories use, from row `start` on (a read-only view):
         a text remembered twice is embedded once."""
-        view = self._table.matrix()[start: len(self._table)]
+        table = self.columns.table
+        view = table.matrix()[start: len(table)]
         view.flags.writeable = False
         return view
 
-    def _embedding(self, mid: int) -> np.ndarray:
+    def embedding_of(self, mid: int) -> np.ndarray:
         """A copy of memory `mid`'s embedding."""
-        return self._table.row(int(self._rows[mid])).copy()
+        return self.columns.table.row(int(self.columns.rows[mid])).copy()
 
     def __repr__(self) -> str:
-        return (f"MemoryStream(n={self._n}, dim={self.dim}, weights={self.weights}, "
+        return (f"MemoryStream(n={self.columns.count}, dim={self.dim}, weights={self.weights}, "
                 f"decay={self.decay}, embedder={self.embedder_name!r}, "
                 f"index={self.index_kind!r})")
 
@@ -321,7 +322,8 @@ class MemoryStream:
     def mark(self) -> Mark:
         """Where the stream stands now: `branch(mark)` gives the stream as it is now, however
         much is added or retrieved meanwhile."""
-        return Mark(self._n, len(self._table), self._accessed[: self._n].copy())
+        c = self.columns
+        return Mark(c.count, len(c.table), c.accessed[: c.count].copy())
 
     def branch(self, mark: Mark | None = None) -> MemoryStream:
         """A new stream holding this one's memories as they were at `mark` (default: now),
@@ -331,14 +333,15 @@ class MemoryStream:
         n, u = mark.count, mark.rows
         other = MemoryStream(self.dim, self.weights, self.decay, self.embedder, self.index_kind)
         other.embedder_name = self.embedder_name
-        other._table.extend_from(self._table, u)
+        mine, theirs = self.columns, other.columns
+        theirs.table.extend_from(mine.table, u)
         other._reserve(n)
-        for name in ("_rows", "_created", "_importance"):
-            getattr(other, name)[:n] = getattr(self, name)[:n]
-        other._accessed[:n] = mark.accessed
-        other._texts, other._kinds, other._links = self._texts[:n], self._kinds[:n], self._links[:n]
-        other._retriever.bulk_add(0, other._rows[:n], other._importance[:n], other._accessed[:n])
-        other._n = n
+        for name in ("rows", "created", "importance"):
+            getattr(theirs, name)[:n] = getattr(mine, name)[:n]
+        theirs.accessed[:n] = mark.accessed
+        theirs.texts, theirs.kinds, theirs.links = mine.texts[:n], mine.kinds[:n], mine.links[:n]
+        other._retriever.bulk_add(0, theirs.rows[:n], theirs.importance[:n], theirs.accessed[:n])
+        theirs.count = n
         return other
 
     # -- persistence --------------------------------------------------------------------

@@ -30,7 +30,8 @@ class VectorTable:
     """Distinct float32 unit vectors, each stored once and named by its row (0..u-1).
 
     The rows are the storage of a `faiss.IndexFlatIP` (no second copy); `matrix()` is a
-    view of it. The HNSW path keeps its rows its own way (`smallville.memory.approx.graph`).
+    view of it. The HNSW path keeps its rows its own way (`smallville.memory.approx.graph`),
+    through the two seams a subclass overrides: `new_index` and `store`.
     """
 
     def __init__(self, dim: int) -> None:
@@ -38,9 +39,9 @@ class VectorTable:
         self._u = 0
         self._keys: dict[int, int] | None = {}
         self._mix = _mix(dim)
-        self.index = self._new_index()
+        self.index = self.new_index()
 
-    def _new_index(self):
+    def new_index(self):
         """The FAISS index that holds the rows."""
         return faiss.IndexFlatIP(self.dim)
 
@@ -88,9 +89,13 @@ class VectorTable:
         flat = faiss.rev_swig_ptr(self.index.get_xb(), self._u * self.dim)
         return flat.reshape(self._u, self.dim)
 
+    def store(self, rows: np.ndarray) -> None:
+        """Put `rows` in storage after the `len(self)` rows there (they count once stored)."""
+        self.index.add(rows)
+
     def _append(self, rows: np.ndarray) -> int:
         first = self._u
-        self.index.add(rows)
+        self.store(rows)
         self._u += len(rows)
         return first
 

@@ -1,6 +1,6 @@
 """`Run`: one run folder and everything in it. It owns the typed manifest, the event log,
-the records of answers and embeddings, the checkpoints, and, while it goes, the brain stack
-and the `Simulation` (`session.go`). Every way into a run goes through it: `run`,
+the records of answers and embeddings and the checkpoints; while it goes, a `Session` holds
+its brain stack and its `Simulation`. Every way into a run goes through it: `run`,
 `resume`, `fork`, `inspect`, `interview`, `verify`, experiments and the Python API.
 
 The way back into a run is a checkpoint: `start_point(t)` finds the nearest one at or
@@ -10,12 +10,32 @@ simulates on to `t` with the run's recorded answers, in memory.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from smallville.checkpoint.head import Head
 from smallville.errors import RunError, SmallvilleError, UsageError
 from smallville.run.folder import EMBEDDINGS, RECORD, sizes
+from smallville.run.fork import Fork, Stops
 from smallville.run.manifest import Manifest, read_manifest
+
+
+@dataclass(frozen=True)
+class StartPoint:
+    """Where a way back into a run begins: the checkpoint `head` in the folder of `run` (the
+    run's own, or a fork's parent's before the fork's own first checkpoint)."""
+
+    run: Path
+    head: Head
+
+    @property
+    def t(self) -> float:
+        return self.head.t
+
+    def offset(self, name: str) -> int:
+        """How long the log `name` (events.jsonl, answers.jsonl) of `run` was at the checkpoint."""
+        return self.head.files.get(name, 0)
 
 
 class Run:
@@ -72,24 +92,29 @@ class Run:
         if self.manifest.sim_reached:
             return self.seconds(self.manifest.sim_reached)
         saved = last_checkpoint(self.path, schema=None)
-        return saved["t"] if saved else 0.0
+        return saved.t if saved else 0.0
+
+    @property
+    def fork(self) -> Fork | None:
+        """Where the run went its own way from its parent (None: it is no fork)."""
+        return Fork.of(self.manifest.fork)
 
     @property
     def seed_now(self) -> int:
         """The seed its brain answers with now: a fork's own, else the run's."""
-        fork = self.manifest.fork or {}
-        return fork["seed"] if fork.get("seed") is not None else self.manifest.seed
+        fork = self.fork
+        return fork.seed if fork and fork.seed is not None else self.manifest.seed
 
     def parent(self) -> "Run | None":
         """A fork's parent run, if it is still where it was."""
-        where = ((self.manifest.fork or {}).get("parent") or {}).get("path")
+        where = self.fork.parent_path if self.fork else ""
         if where and (Path(where) / "manifest.json").exists():
             return Run.open(where)
         return None
 
     # ---- the way back in --------------------------------------------------------------
 
-    def start_point(self, at: float) -> tuple[Path, dict] | None:
+    def start_point(self, at: float) -> StartPoint | None:
         """The checkpoint to start from for time `at`: the run's last at or before `at` whose
         files are all on disk, else (a fork's time before its own first checkpoint) its
         parent's; None: from the beginning. A run whose checkpoints are all of an older
@@ -97,18 +122,17 @@ class Run:
         from smallville.checkpoint import CHECKPOINT_SCHEMA, last_checkpoint
 
         on_disk = sizes(self.path)
-        usable = last_checkpoint(self.path, at, accept=lambda c: all(c["files"].get(n, 0) <= on_disk[n]
+        usable = last_checkpoint(self.path, at, accept=lambda c: all(c.files.get(n, 0) <= on_disk[n]
                                                                      for n in on_disk))
         if usable:
-            return self.path, usable
-        fork = self.manifest.fork
-        parent = self.parent() if fork and at <= fork["t"] else None
+            return StartPoint(self.path, usable)
+        parent = self.parent() if self.fork and at <= self.fork.t else None
         if parent is not None:
             return parent.start_point(at)
         old = last_checkpoint(self.path, at, schema=None)
         if old:
             raise RunError(f"{self.path} was written by an older smallville: its checkpoints (schema "
-                           f"{old.get('schema')}) hold no state this version can restore (schema "
+                           f"{old.schema}) hold no state this version can restore (schema "
                            f"{CHECKPOINT_SCHEMA}); run its scenario again, or use the smallville that wrote it")
         return None
 
@@ -129,22 +153,36 @@ class Run:
         written or changed. Answers come from the record of the run whose checkpoint it is;
         what that lacks goes to the run's brain or, with `strict`, is an error. Close it
         (`close`, or `with run.state_at(t) as sim:`) to end the threads its brain holds."""
-        from smallville.brain.assembly import assemble, settings_of
-        from smallville.checkpoint import restore
-        from smallville.sim import SimConfig, Simulation
-        from smallville.sim.log import EventLog, Nowhere
-
         reached = self.reached()
         at = reached if at is None else at
         if not 0 <= at <= reached:
             raise UsageError(f"{self.when(at)} is outside the time {self.path} covers: "
                              f"{self.manifest.sim_start} to {self.when(reached)}")
         start = self.start_point(at)
-        begin = start[1]["t"] if start else 0.0
-        source = start[0] if start else self.path
-        own = source == self.path                # else the parent's history, before the fork
-        stack = assemble(settings_of(self.manifest.brain), self.seed_now if own else self.manifest.seed,
-                         replay=(source, start[1]["files"].get(RECORD, 0) if start else 0), live=not strict)
+        sim = self._rebuilt(start, strict)
+        try:
+            stops = Stops()
+            own = start is None or start.run == self.path      # else the parent's history, before the fork
+            if self.fork and own:
+                self.fork.schedule(stops, start.t if start else 0.0, lambda: self.fork.apply(sim))
+            sim.run(max(at, 1e-6), on_step=stops.reach, stops=stops.times())
+        except BaseException:
+            sim.close()
+            raise
+        return sim
+
+    def _rebuilt(self, start: StartPoint | None, strict: bool):
+        """A simulation of the run in memory, at `start` (None: its beginning), answering from
+        the record of the run whose checkpoint that is (see `state_at`)."""
+        from smallville.brain.assembly import assemble, settings_of
+        from smallville.checkpoint import restore
+        from smallville.sim import SimConfig, Simulation
+        from smallville.sim.log import EventLog, Nowhere
+
+        source = start.run if start else self.path
+        seed = self.seed_now if source == self.path else self.manifest.seed
+        stack = assemble(settings_of(self.manifest.brain), seed,
+                         replay=(source, start.offset(RECORD) if start else 0), live=not strict)
         try:
             sim = Simulation(self.scenario, stack.brain, self.embedder(write=False), seed=self.manifest.seed,
                              config=SimConfig.from_dict(self.manifest.config),
@@ -155,16 +193,7 @@ class Run:
         sim.on_close(stack.close)
         try:
             if start:
-                restore(sim, *start)
-            fork = self.manifest.fork if own else None
-            if fork and start and fork["t"] == begin:
-                apply_fork(sim, fork)
-
-            def step(now: float) -> None:
-                if fork and now == fork["t"]:
-                    apply_fork(sim, fork)
-
-            sim.run(max(at, 1e-6), on_step=step, stops=(fork["t"],) if fork and fork["t"] > begin else ())
+                restore(sim, start.run, start.head)
         except BaseException:
             sim.close()
             raise
@@ -180,9 +209,9 @@ class Run:
         from smallville.checkpoint import checkpoints, write_checkpoint
         from smallville.run.folder import EVENTS, offset
 
-        existing = [c for c in checkpoints(self.path) if c["t"] == t]
+        existing = [c for c in checkpoints(self.path) if c.t == t]
         if existing:
-            lengths = existing[0]["files"]
+            lengths = existing[0].files
         elif t <= 0:
             lengths = {EVENTS: 0, RECORD: 0}
         else:
@@ -196,15 +225,6 @@ class Run:
                 f.truncate(size)
         if not existing and t > 0:
             write_checkpoint(sim, self.path, lengths)
-
-
-def apply_fork(sim, fork: dict) -> None:
-    """Change history at a fork: another seed from now on (the fork's brain is made with
-    it), thoughts put into heads."""
-    if fork.get("seed") is not None:
-        sim.reseed(fork["seed"])
-    for agent_id, thought in fork.get("inject", ()):
-        sim.inject(agent_id, thought)
 
 
 def embedder_spec(recorded: dict) -> tuple[str, str | None]:

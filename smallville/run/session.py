@@ -1,7 +1,8 @@
 """A run going on: the simulation stepped forward, appending to the run's logs and writing a
 checkpoint every interval, until its end, its budget, a model that cannot serve it, or
-Ctrl-C; then the manifest says how it ended. Progress displays observe it through
-`on_start` and `on_step`; nothing here prints.
+Ctrl-C; then the manifest says how it ended. Displays observe it: `on_start(session)` once
+it is built, `on_step(now)` after every step, reading the attributes `Session` declares;
+nothing here prints.
 """
 
 from __future__ import annotations
@@ -11,172 +12,275 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from smallville import events
+from smallville.errors import BudgetExhausted, ModelUnusable, Stopped
+from smallville.run.ctrlc import CtrlC
 from smallville.run.folder import EVENTS, RECORD, write_json_atomic
+from smallville.run.fork import Fork, Stops
 from smallville.run.manifest import Manifest
-from smallville.run.run import Run, apply_fork
+from smallville.run.run import Run, StartPoint
 from smallville.timefmt import format_sim
+
+if TYPE_CHECKING:
+    from smallville.brain.assembly import Stack
+    from smallville.brain.ledger import Ledger
+    from smallville.embed.record import RecordedEmbedder
+    from smallville.sim import SimConfig, Simulation
 
 
 @dataclass
 class RunResult:
-    path: object
+    """A run as a session left it: its folder, its manifest, and its simulation (readable,
+    its threads ended)."""
+
+    path: Path
     manifest: Manifest
-    simulation: object
+    simulation: Simulation
 
 
-def go(run: Run, stack, embedder, until: float, *, on_start: Callable | None = None,
-       on_step: Callable[[float], None] | None = None, checkpoint_every: float = 3600.0,
-       restore: tuple | None = None, fork: dict | None = None, fork_stack=None, config=None,
-       ceiling: int | None = None) -> RunResult:
-    """Simulate `run` to `until` with `stack` (a brain `Stack`), appending to its logs. With
-    `restore` (a run folder and one of its checkpoints) the simulation starts from that
-    state, and the logs are taken to hold everything before it. A `fork` ({"t", "seed",
-    "inject"}) changes history at its time; from then on `fork_stack` (if given) answers.
-    `config` (a SimConfig) defaults to the one the manifest records, else the paper's.
-    `ceiling` caps each agent's requests per simulated hour (the runaway guard; default: the
-    model's settings'). `on_start(sim, path, manifest)` is called once the simulation is
-    built, `on_step(now)` after every step."""
-    from smallville.brain.budget import BudgetExhausted, Spend
-    from smallville.brain.record import Recording, recorded_keys, teach
-    from smallville.brain.wrappers import ModelUnusable
-    from smallville.checkpoint import fault_point, restore as restore_checkpoint, write_checkpoint
-    from smallville.sim import Simulation
-    from smallville.sim.engine import SimConfig
-    from smallville.sim.log import EventLog
+class Session:
+    """One sitting of a run: its logs open for appending, the recording of the brain's
+    answers, the runaway guard, the checkpoints, the fork point and the steps, then the
+    manifest written. Made with the brain `stack` that answers first, the run's `embedder`
+    and, to go on from a checkpoint, the `start` point; `fork` schedules a change of history.
+    `config` (a SimConfig) defaults to the one the manifest records, else the paper's;
+    `ceiling` caps each agent's requests per simulated hour (default: the model's settings').
 
-    manifest, path, scenario = run.manifest, run.path, run.scenario
-    if config is None and manifest.config:
-        config = SimConfig.from_dict(manifest.config)
-    if ceiling is None and not stack.settings.is_offline:
-        ceiling = stack.settings.max_requests_per_agent_hour
-    began = time.perf_counter()
-    spent_before = Spend.from_dict(manifest.spend)
-    usage_before = manifest.usage
-    stopped: BudgetExhausted | ModelUnusable | None = None
-    start = restore[1]["t"] if restore else 0.0
-    stacks = [stack] + ([fork_stack] if fork_stack is not None else [])
-    with open(path / EVENTS, "a", encoding="utf-8") as out, open(path / RECORD, "a", encoding="utf-8") as rec:
-        written = recorded_keys(path, os.fstat(rec.fileno()).st_size) if restore else set()
-        sim = Simulation(scenario, Recording(stack.brain, rec, written), embedder, seed=manifest.seed,
-                         log=EventLog(scenario.start, out), config=config)
-        if ceiling is not None:                       # the runaway guard
-            sim.dispatch.ceiling = ceiling
-            sim.dispatch.on_refused = lambda agent, request, limit: sim.emit(
-                events.BRAIN_REFUSED, agent, kind=request.kind, ceiling=limit)
-        if restore:
-            restore_checkpoint(sim, *restore)
-            teach(stack.brain, path, os.fstat(rec.fileno()).st_size)
+    Declared for displays: `run` (its `path` and `manifest`), `sim`, `ledger` (the spend of
+    the brain that answers from now on) and, once it ends, `stopped` (what stopped it early:
+    a BudgetExhausted or ModelUnusable, else None)."""
 
-        def lengths() -> dict[str, int]:
-            return {EVENTS: os.fstat(out.fileno()).st_size, RECORD: os.fstat(rec.fileno()).st_size}
-
-        def answer_with(this) -> None:
-            sim.use_brain(Recording(this.brain, rec, sim.brain.written))
-            if this.ahead is not None:                # run-ahead (sim/runahead.py)
-                from smallville.sim.runahead import RunAheadDispatcher
-
-                sim.use_dispatcher(RunAheadDispatcher(sim, this.ahead, sim.dispatch))
-
-        def fork_now() -> None:
-            apply_fork(sim, fork)
-            if fork_stack is not None:
-                rec.flush()
-                teach(fork_stack.brain, path, os.fstat(rec.fileno()).st_size)
-                answer_with(fork_stack)
-
-        saved = [start if restore else None]          # the time of the last checkpoint written
-
-        def checkpoint() -> None:
-            for f in (out, rec):
-                f.flush()
-                os.fsync(f.fileno())
-            write_checkpoint(sim, path, lengths())
-            saved[0] = sim.env.now
-
-        if stack.ahead is not None:
-            answer_with(stack)
-        if fork and fork["t"] == start:
-            if restore[0] != path:                    # a new fork: its first checkpoint, before it changes history
-                checkpoint()
-            fork_now()
-        manifest.config = sim.config.to_dict()
-        sim.ledger = stacks[-1].ledger                 # for live spend in progress displays
-        if on_start:
-            on_start(sim, path, manifest)
-
-        def step(now: float) -> None:
-            if checkpoint_every and now % checkpoint_every == 0 or fork and now == fork["t"]:
-                checkpoint()                          # a fork's point is a checkpoint too: its state before the fork
-            if fork and now == fork["t"]:
-                fork_now()
-            fault_point("kill-at", now)
-            if on_step:
-                on_step(now)
-            if ctrl_c.pressed:
-                raise Stopped
-
-        stops = (fork["t"],) if fork and fork["t"] > start else ()
-        ctrl_c = CtrlC()
+    def __init__(self, run: Run, stack: Stack, embedder: RecordedEmbedder, *, start: StartPoint | None = None,
+                 config: SimConfig | None = None, ceiling: int | None = None) -> None:
+        self.run, self.embedder, self.start = run, embedder, start
+        self.stacks = [stack]
+        self.stopped: BudgetExhausted | ModelUnusable | None = None
+        self.began, self.before = time.perf_counter(), (run.manifest.spend, run.manifest.usage)
+        self.saved = start.t if start and start.run == run.path else None    # the last checkpoint in this folder
+        self.stops, self.ctrl_c = Stops(), CtrlC()
+        self.every: float = 3600.0
+        self.on_step: Callable[[float], None] | None = None
+        self.out = open(run.path / EVENTS, "a", encoding="utf-8")
+        self.rec = open(run.path / RECORD, "a", encoding="utf-8")
         try:
-            with ctrl_c:
-                sim.run(until, on_step=step, stops=stops)
-            manifest.status = "completed"
-            if saved[0] != sim.env.now:
-                checkpoint()                          # where a longer run (resume --for) goes on from
-        except Stopped:                              # Ctrl-C, at the end of a step: the state is whole
-            manifest.status = "interrupted"
-            if saved[0] != sim.env.now:
-                checkpoint()
-        except BudgetExhausted as exc:
-            stopped = exc
-            manifest.status = "budget_exhausted"
-            manifest.budget_stop = {**exc.data(), "at": format_sim(scenario.start, sim.env.now)}
-        except ModelUnusable as exc:             # kept and resumable, like a budget stop
-            stopped = exc
-            manifest.status, manifest.error = "failed", str(exc)
+            self.sim = self._simulation(stack, config, ceiling)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.stacks[-1].ledger
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the logs (what was written is on disk)."""
+        self.out.close()
+        self.rec.close()
+
+    # ---- building ------------------------------------------------------------------
+
+    def _simulation(self, stack: Stack, config: SimConfig | None, ceiling: int | None) -> Simulation:
+        from smallville.brain.record import Recording, recorded_keys, teach
+        from smallville.checkpoint import restore
+        from smallville.sim import SimConfig, Simulation
+        from smallville.sim.log import EventLog
+
+        manifest, scenario = self.run.manifest, self.run.scenario
+        if config is None and manifest.config:
+            config = SimConfig.from_dict(manifest.config)
+        written = recorded_keys(self.run.path, self._length(self.rec)) if self.start else set()
+        sim = Simulation(scenario, Recording(stack.brain, self.rec, written), self.embedder, seed=manifest.seed,
+                         log=EventLog(scenario.start, self.out), config=config)
+        self._guard(sim, stack, ceiling)
+        if self.start:
+            restore(sim, self.start.run, self.start.head)
+            teach(stack.brain, self.run.path, self._length(self.rec))
+        if stack.ahead is not None:
+            self._answer_with(sim, stack)
+        return sim
+
+    @staticmethod
+    def _guard(sim: Simulation, stack: Stack, ceiling: int | None) -> None:
+        """The runaway guard: a refused request is answered with its safe default, and logged."""
+        if ceiling is None and not stack.settings.is_offline:
+            ceiling = stack.settings.max_requests_per_agent_hour
+        if ceiling is None:
+            return
+        sim.dispatch.ceiling = ceiling
+        sim.dispatch.on_refused = lambda agent, request, limit: sim.emit(
+            events.BRAIN_REFUSED, agent, kind=request.kind, ceiling=limit)
+
+    def _answer_with(self, sim: Simulation, stack: Stack) -> None:
+        """Have `stack` answer from now on, recorded in the run; fetching ahead if it does."""
+        from smallville.brain.record import Recording
+
+        sim.use_brain(Recording(stack.brain, self.rec, sim.brain.written))
+        if stack.ahead is not None:
+            from smallville.sim.runahead import RunAheadDispatcher
+
+            sim.use_dispatcher(RunAheadDispatcher(sim, stack.ahead, sim.dispatch))
+
+    @staticmethod
+    def _length(f) -> int:
+        return os.fstat(f.fileno()).st_size
+
+    # ---- the fork --------------------------------------------------------------------
+
+    def fork(self, fork: Fork, stack: Stack | None = None) -> None:
+        """Change history at `fork`'s time (now, if the session begins there); from then on
+        `stack`, if given, answers (a new fork's own brain, after its parent's record)."""
+        if stack is not None:
+            self.stacks.append(stack)
+        fork.schedule(self.stops, self.sim.env.now, lambda: self._fork_now(fork, stack))
+
+    def _fork_now(self, fork: Fork, stack: Stack | None) -> None:
+        if self.saved != self.sim.env.now:
+            self.checkpoint()                   # a fork's point is a checkpoint too: its state before the fork
+        fork.apply(self.sim)
+        if stack is not None:
+            from smallville.brain.record import teach
+
+            self.rec.flush()
+            teach(stack.brain, self.run.path, self._length(self.rec))
+            self._answer_with(self.sim, stack)
+
+    # ---- going -----------------------------------------------------------------------
+
+    def go_to(self, until: float, *, checkpoint_every: float = 3600.0, on_start: Callable | None = None,
+              on_step: Callable[[float], None] | None = None) -> RunResult:
+        """Simulate to `until` seconds since the start, a checkpoint every `checkpoint_every`
+        (0: only where the run stops), calling `on_start(self)` first and `on_step(now)` after
+        every step. What stopped it early is kept and resumable: a budget, Ctrl-C, and a model
+        that cannot serve the run (raised again, saying how to go on, once all is written)."""
+        self.every, self.on_step = checkpoint_every, on_step
+        self.run.manifest.config = self.sim.config.to_dict()
+        if on_start:
+            on_start(self)
+        try:
+            self._simulate(until)
+        finally:
+            try:
+                self._finish()
+            finally:
+                self.close()
+        return self._result()
+
+    def _simulate(self, until: float) -> None:
+        manifest = self.run.manifest
+        try:
+            with self.ctrl_c:
+                self.sim.run(until, on_step=self.step, stops=self.stops.times())
+            self._ended("completed")
+        except Stopped:                          # Ctrl-C, at the end of a step: the state is whole
+            self._ended("interrupted")
+        except (BudgetExhausted, ModelUnusable) as exc:
+            self._stopped_by(exc)
         except KeyboardInterrupt:
             manifest.status = "interrupted"
         except BaseException as exc:
             manifest.status, manifest.error = "failed", f"{type(exc).__name__}: {exc}"
             raise
-        finally:
-            sim.log.flush()
-            for each in stacks:
-                each.close()                           # (copies of run-ahead killed first)
-            sim.dispatch.close()
-            sim.close()                                # its streams' search threads (a later search starts them again)
-            _final(manifest, sim)
-            if manifest.status == "interrupted":   # Ctrl-C may land between an event's line and its count
-                out.flush()
-                with open(path / EVENTS, "rb") as lines:
-                    manifest.counts["events"] = sum(1 for _ in lines)
-            if not stacks[-1].settings.is_offline:
-                total = stacks[-1].ledger.total()
-                manifest.spend = Spend(spent_before.requests + total["calls"],
-                                       spent_before.tokens + total["prompt_tokens"] + total["completion_tokens"],
-                                       spent_before.usd + total["cost"]).to_dict()
-            _usage(manifest, stacks, usage_before, len(sim.agents), sim.env.now / 3600)
-            manifest.answers = _answers(manifest, sim)
-            if stopped is not None:
-                manifest.sim_reached = format_sim(scenario.start, sim.env.now)
-                if manifest.spend and isinstance(stopped, BudgetExhausted):   # calls under way included
-                    manifest.budget_stop["spent"] = manifest.spend[stopped.which]
-            manifest.wall.update(finished=datetime.now().isoformat(timespec="seconds"),
-                                 seconds=round(time.perf_counter() - began, 3))
-            write_json_atomic(path / "manifest.json", manifest.to_dict())
-            if hasattr(embedder, "close"):
-                embedder.close()
-    if stopped is not None:
-        run.cut_back(sim.env.now)
-    if isinstance(stopped, ModelUnusable):
-        raise ModelUnusable(f"{stopped}. What ran is kept: once that is set, go on with: smallville resume {path}")
-    return RunResult(path, manifest, sim)
+
+    def step(self, now: float) -> None:
+        """The end of a step: what is due now (a fork), a checkpoint if one is due, then the
+        displays; Ctrl-C, pressed meanwhile, stops the run here."""
+        from smallville.checkpoint import fault_point
+
+        self.stops.reach(now)
+        if self.every and now % self.every == 0 and self.saved != now:
+            self.checkpoint()
+        fault_point("kill-at", now)
+        if self.on_step:
+            self.on_step(now)
+        if self.ctrl_c.pressed:
+            raise Stopped
+
+    def checkpoint(self) -> None:
+        """The state now, with the logs' lengths, once both logs are on disk."""
+        from smallville.checkpoint import write_checkpoint
+
+        for f in (self.out, self.rec):
+            f.flush()
+            os.fsync(f.fileno())
+        write_checkpoint(self.sim, self.run.path, {EVENTS: self._length(self.out), RECORD: self._length(self.rec)})
+        self.saved = self.sim.env.now
+
+    def _ended(self, status: str) -> None:
+        """It ended whole: a checkpoint where it ended, for a longer run (`resume --for`) to go on from."""
+        self.run.manifest.status = status
+        if self.saved != self.sim.env.now:
+            self.checkpoint()
+
+    def _stopped_by(self, exc: BudgetExhausted | ModelUnusable) -> None:
+        """Stopped mid-instant, by its budget or its model: kept and resumable."""
+        manifest = self.run.manifest
+        self.stopped = exc
+        if isinstance(exc, BudgetExhausted):
+            manifest.status = "budget_exhausted"
+            manifest.budget_stop = {**exc.data(), "at": format_sim(self.run.scenario.start, self.sim.env.now)}
+        else:
+            manifest.status, manifest.error = "failed", str(exc)
+
+    # ---- finishing -------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        """End the brains and threads, then write the manifest: counts, spend and usage."""
+        sim, manifest = self.sim, self.run.manifest
+        sim.log.flush()
+        for each in self.stacks:
+            each.close()                          # (copies of run-ahead killed first)
+        sim.dispatch.close()
+        sim.close()                               # its streams' search threads (a later search starts them again)
+        _final(manifest, sim)
+        if manifest.status == "interrupted":      # Ctrl-C may land between an event's line and its count
+            self.out.flush()
+            with open(self.run.path / EVENTS, "rb") as lines:
+                manifest.counts["events"] = sum(1 for _ in lines)
+        self._spend()
+        _usage(manifest, self.stacks, self.before[1], len(sim.agents), sim.env.now / 3600)
+        manifest.answers = _answers(manifest, sim)
+        if self.stopped is not None:
+            manifest.sim_reached = format_sim(sim.scenario.start, sim.env.now)
+            if manifest.spend and isinstance(self.stopped, BudgetExhausted):   # calls under way included
+                manifest.budget_stop["spent"] = manifest.spend[self.stopped.which]
+        manifest.wall.update(finished=datetime.now().isoformat(timespec="seconds"),
+                             seconds=round(time.perf_counter() - self.began, 3))
+        write_json_atomic(self.run.path / "manifest.json", manifest.to_dict())
+        self.embedder.close()
+
+    def _spend(self) -> None:
+        """What the model was sent over all the run's sessions: this one's added to the manifest's."""
+        from smallville.brain.budget import Spend
+
+        if self.stacks[-1].settings.is_offline:
+            return
+        before, total = Spend.from_dict(self.before[0]), self.ledger.total()
+        self.run.manifest.spend = Spend(before.requests + total["calls"],
+                                        before.tokens + total["prompt_tokens"] + total["completion_tokens"],
+                                        before.usd + total["cost"]).to_dict()
+
+    def _result(self) -> RunResult:
+        """The result, once the logs are closed: a run stopped mid-instant is cut back to its start."""
+        path = self.run.path
+        if self.stopped is not None:
+            self.run.cut_back(self.sim.env.now)
+        if isinstance(self.stopped, ModelUnusable):
+            raise ModelUnusable(f"{self.stopped}. What ran is kept: once that is set, go on with: "
+                                f"smallville resume {path}")
+        return RunResult(path, self.run.manifest, self.sim)
 
 
-def _final(manifest, sim) -> None:
+def _final(manifest: Manifest, sim: Simulation) -> None:
+    """The manifest's counts, probes and requests as the simulation ends."""
     manifest.counts = {k: sim.counts.get(k, 0) for k in ("memories", "reflections", "conversations", "actions",
                                                          "replans")}
     if sim.memory.salience:                     # memories held in working memory only, then gone
@@ -188,7 +292,7 @@ def _final(manifest, sim) -> None:
     manifest.requests = dict(sorted(sim.dispatch.requests.items()))
 
 
-def _usage(manifest, stacks, before: dict | None, agents: int, hours: float) -> None:
+def _usage(manifest: Manifest, stacks: list[Stack], before: dict | None, agents: int, hours: float) -> None:
     """The model's usage over all the run's sessions: this one's added to what the
     manifest had (a resumed run's usage adds up)."""
     ledger = stacks[-1].ledger
@@ -219,38 +323,3 @@ def _answers(manifest, sim) -> dict | None:
     return {kind: {**row, "cut": int(usage.get(kind, {}).get("cut", 0))}
             for kind, row in sim.dispatch.outcomes().items()}
 
-
-class Stopped(KeyboardInterrupt):
-    """Ctrl-C, taken at the end of a step."""
-
-
-class CtrlC:
-    """Ctrl-C during a run: the first press stops it at the end of the step under way (every
-    15 simulated minutes, after a checkpoint if one is due), so no state is torn; a second
-    press stops it at once. Outside the main thread (no signals there) it does nothing."""
-
-    def __init__(self) -> None:
-        self.pressed = False
-        self._before = None
-
-    def __enter__(self) -> "CtrlC":
-        import signal
-        import threading
-
-        if threading.current_thread() is threading.main_thread():
-            self._before = signal.signal(signal.SIGINT, self._press)
-        return self
-
-    def _press(self, signum, frame) -> None:
-        import signal
-        import sys
-
-        self.pressed = True
-        signal.signal(signal.SIGINT, signal.default_int_handler)     # the second press: at once
-        sys.stderr.write("\nsmallville: stopping at the end of this step (Ctrl-C again to stop now)\n")
-
-    def __exit__(self, *exc) -> None:
-        import signal
-
-        if self._before is not None:
-            signal.signal(signal.SIGINT, self._before)

@@ -3,9 +3,9 @@ its start with the answers of its own record (no model), and checks the event lo
 byte and every checkpoint's state as it goes (its digest as the checkpoint's schema defines
 it, `smallville.checkpoint.hashing`), stopping at the first difference.
 
-This is no longer the way back into a run (`continuation` restores checkpoints): a run
-written before a change in the engine's behaviour still resumes, forks and is inspected,
-but no longer verifies.
+It is a proof, not the way back into a run (that is a checkpoint, `Run.start_point`): so a
+run written before a change in the engine's behaviour still resumes, forks and is
+inspected, though it no longer verifies.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from smallville.errors import RunError
+from smallville.errors import Differs, RunError
+from smallville.run.fork import Stops
 
 
 @dataclass
@@ -24,10 +25,6 @@ class Verdict:
     events: int
     checkpoints: int
     difference: str | None = None
-
-
-class Differs(Exception):
-    """The re-simulation left the run's record: the first difference, in words."""
 
 
 class _Compare:
@@ -70,51 +67,69 @@ def first_difference(a, b, path: str = "") -> str:
     return path or "(the whole state)"
 
 
+class _Checked:
+    """The run's checkpoints, by time, each compared with the re-simulated state as it is reached."""
+
+    def __init__(self, run_dir: Path) -> None:
+        from smallville.checkpoint import checkpoints
+
+        self.run_dir, self.count = run_dir, 0
+        self.saved = {c.t: c for c in checkpoints(run_dir)}
+        if not self.saved and any(True for _ in checkpoints(run_dir, schema=None)):
+            raise RunError(f"{run_dir} was written by an older smallville: its checkpoints hold no state to compare")
+
+    def compare(self, sim, now: float) -> None:
+        from smallville.checkpoint import digest, load_state
+
+        head = self.saved.get(now)
+        if head is None:
+            return
+        state = sim.get_state()
+        if digest(state, head.schema) != head.digest:     # as its schema defines it
+            raise Differs(f"checkpoint {head.time}: the state differs at "
+                          f"{first_difference(load_state(self.run_dir, head), json.loads(json.dumps(state)))}")
+        self.count += 1
+
+
 def verify(run_dir: str | Path) -> Verdict:
     """Re-simulate a run from its start and compare it with what it wrote."""
     from smallville.brain.record import Replaying
-    from smallville.checkpoint import checkpoints, digest, load_state
-    from smallville.run.run import Run, apply_fork
+    from smallville.run.run import Run
     from smallville.sim import SimConfig, Simulation
     from smallville.sim.log import EventLog
 
     run = Run.open(run_dir)
-    run_dir, scenario, manifest = run.path, run.scenario, run.manifest
-    saved = {c["t"]: c for c in checkpoints(run_dir)}
-    if not saved and any(True for _ in checkpoints(run_dir, schema=None)):
-        raise RunError(f"{run_dir} was written by an older smallville: its checkpoints hold no state to compare")
-    until = run.reached()
-    log = _Compare(run_dir / "events.jsonl", scenario.start)
-    sim = Simulation(scenario, Replaying(run_dir), run.embedder(write=False), seed=manifest.seed,
-                     config=SimConfig.from_dict(manifest.config), log=EventLog(scenario.start, log))
-    fork = manifest.fork
-    checked = 0
+    checked = _Checked(run.path)
+    log = _Compare(run.path / "events.jsonl", run.scenario.start)
+    sim = Simulation(run.scenario, Replaying(run.path), run.embedder(write=False), seed=run.manifest.seed,
+                     config=SimConfig.from_dict(run.manifest.config), log=EventLog(run.scenario.start, log))
+    stops = Stops()
+    if run.fork:
+        run.fork.schedule(stops, 0.0, lambda: run.fork.apply(sim))
 
     def step(now: float) -> None:
-        nonlocal checked
-        if now in saved:
-            state = sim.get_state()
-            if digest(state, saved[now]["schema"]) != saved[now]["digest"]:     # as its schema defines it
-                raise Differs(f"checkpoint {saved[now]['time']}: the state differs at "
-                              f"{first_difference(load_state(run_dir, saved[now]), json.loads(json.dumps(state)))}")
-            checked += 1
-        if fork and now == fork["t"]:
-            apply_fork(sim, fork)
+        checked.compare(sim, now)               # the state before a fork changes it
+        stops.reach(now)
 
     try:
-        sim.run(until, on_step=step, stops=tuple(sorted(saved)) + ((fork["t"],) if fork else ()))
-        rest = log.rest()
-        if rest.strip():
-            first = rest.splitlines()[0].decode("utf-8", "replace")
-            raise Differs(f"events.jsonl line {log.count + 1}: the run goes on past where the re-simulation "
-                          f"ended: {first}")
+        sim.run(run.reached(), on_step=step, stops=tuple(sorted(set(checked.saved) | set(stops.times()))))
+        _no_more(log)
     except Differs as exc:
-        return Verdict(log.count, checked, str(exc))
+        return Verdict(log.count, checked.count, str(exc))
     except RunError:
         raise
     except Exception as exc:           # a request the record lacks, ...
-        return Verdict(log.count, checked, f"the re-simulation could not go on: {exc}")
+        return Verdict(log.count, checked.count, f"the re-simulation could not go on: {exc}")
     finally:
         log.lines.close()
         sim.close()
-    return Verdict(log.count, checked)
+    return Verdict(log.count, checked.count)
+
+
+def _no_more(log: _Compare) -> None:
+    """Differs if the run's log goes on past where the re-simulation ended."""
+    rest = log.rest()
+    if rest.strip():
+        first = rest.splitlines()[0].decode("utf-8", "replace")
+        raise Differs(f"events.jsonl line {log.count + 1}: the run goes on past where the re-simulation "
+                      f"ended: {first}")

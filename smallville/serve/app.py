@@ -21,10 +21,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from smallville.errors import SmallvilleError
-from smallville.serve.feed import Truncated, read_from
+from smallville.errors import BadRequest, Outside, SmallvilleError, Truncated
+from smallville.serve.feed import read_from
 from smallville.serve.minds import Minds
-from smallville.serve.runs import Outside, RunsRoot, summary
+from smallville.serve.runs import RunsRoot, summary
 
 _HERE = Path(__file__).parent
 WAIT = 0.5                # seconds between looks at a followed run's log
@@ -180,14 +180,14 @@ class Handler(BaseHTTPRequestHandler):
         except (TypeError, ValueError):
             t = math.nan
         if not math.isfinite(t) or t < 0:
-            raise _BadRequest(f"t must be seconds since the run's start, not {text!r}")
+            raise BadRequest(f"t must be seconds since the run's start, not {text!r}")
         return t
 
     def _agent(self, query: dict) -> None:
         path = self._run(query)
         try:
             t = self._time(query.get("t"))
-        except _BadRequest as exc:
+        except BadRequest as exc:
             return self._error(400, str(exc))
         self._json(self.server.minds.panel(path, t, query.get("agent") or ""))
 
@@ -200,7 +200,7 @@ class Handler(BaseHTTPRequestHandler):
             asked = json.loads(self.rfile.read(size))
             path, t = self._run(asked), self._time(asked.get("t"))
             question = str(asked.get("question") or "").strip()
-        except (ValueError, AttributeError, _BadRequest) as exc:
+        except (ValueError, AttributeError, BadRequest) as exc:
             return self._error(400, f"not an interview: {exc}")
         if not question:
             return self._error(400, "ask a question")
@@ -273,10 +273,6 @@ class Handler(BaseHTTPRequestHandler):
         head = f"event: {name}\n" + (f"id: {ident}\n" if ident is not None else "")
         self.wfile.write((head + "data: " + json.dumps(data, ensure_ascii=False) + "\n\n").encode())
         self.wfile.flush()
-
-
-class _BadRequest(ValueError):
-    pass
 
 
 def make_server(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8000) -> Server:

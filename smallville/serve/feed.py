@@ -7,13 +7,9 @@ import json
 import os
 from pathlib import Path
 
-from smallville.errors import RunError
+from smallville.errors import RunError, Truncated
 
 CHUNK = 1 << 20          # bytes of events read at a time
-
-
-class Truncated(Exception):
-    """The log is shorter than the offset: the run was cut back (resumed from a checkpoint)."""
 
 
 def read_from(path: Path, offset: int, limit: int = CHUNK) -> tuple[list[dict], int]:

@@ -8,7 +8,7 @@ from collections import OrderedDict
 from datetime import timedelta
 from pathlib import Path
 
-from smallville.replay import inspect as look
+from smallville import mind
 from smallville.run import Run
 
 RECENT = 10          # recent memories shown (observations aside)
@@ -46,7 +46,7 @@ class Minds:
                 self.panels.move_to_end(key)
                 return self.panels[key]
             sim = self._state(path, t)
-            out = look.inspect_agent(sim, agent_id)
+            out = mind.inspect_agent(sim, agent_id)
             out["recent"] = recent_memories(sim, agent_id)
             out["t"] = t
             self.panels[key] = out
@@ -68,7 +68,7 @@ class Minds:
     def interview(path: Path, t: float, agent_id: str, question: str) -> dict:
         """As `smallville interview`: a state of its own, restored for the question, closed after."""
         with Run.open(path).state_at(t) as sim:
-            out = look.interview(sim, agent_id, question)
+            out = mind.interview(sim, agent_id, question)
         out["t"] = t
         return out
 

@@ -7,15 +7,11 @@ import json
 import os
 from pathlib import Path
 
-from smallville.errors import SmallvilleError
+from smallville.errors import Outside, SmallvilleError
 from smallville.run.folder import EVENTS
 from smallville.run.manifest import read_manifest
 
 DEPTH = 4          # runs/NAME, runs/experiments/EXP/RUN, ... : how deep to look for runs
-
-
-class Outside(LookupError):
-    """A run path that is no run folder under the served folder (or leaves it)."""
 
 
 class RunsRoot:

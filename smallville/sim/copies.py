@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 PATIENCE = 900.0               # simulated seconds a copy goes on without finding a request to send
 
 
-class Town:
+class ArenaMap:
     """The map as run-ahead reads it: each tile's arena, the arenas of each place, and
     which tiles can be walked."""
 
@@ -93,7 +93,7 @@ class Town:
         return self.cones[tiles, steps]
 
 
-def groups(state: dict, town: Town, until: float) -> list[frozenset[str]]:
+def groups(state: dict, arena_map: ArenaMap, until: float) -> list[frozenset[str]]:
     """The town of `state` cut into groups that cannot meet before `until` (see the module
     docstring), sorted by their first agent."""
     t0 = state["t"]
@@ -111,13 +111,13 @@ def groups(state: dict, town: Town, until: float) -> list[frozenset[str]]:
         plan = agent["plan"]
         if not plan or plan[-1][1] < until:        # a new day to plan before `until`: anywhere
             return [frozenset(state["agents"])]
-        arenas = set(town.sector_at(tuple(state["positions"][agent_id])))
+        arenas = set(arena_map.sector_at(tuple(state["positions"][agent_id])))
         doing = agent["doing"]
         if doing and doing["phase"] == "walking" and doing.get("tile"):
-            arenas |= town.sector_at(tuple(doing["tile"]))
+            arenas |= arena_map.sector_at(tuple(doing["tile"]))
         for start, end, _, where in plan:
             if where and end > t0 and start <= until:
-                arenas |= town.sector_of(where)
+                arenas |= arena_map.sector_of(where)
         for arena in arenas - {-1}:
             other = holder.setdefault(arena, agent_id)
             if other != agent_id:
@@ -138,8 +138,8 @@ class Reach:
     goes forward, so what is reached stays reached: each stop is looked at once, and each
     later block once, when it begins."""
 
-    def __init__(self, town: Town, tile_time: float) -> None:
-        self.town, self.tile_time = town, tile_time
+    def __init__(self, arena_map: ArenaMap, tile_time: float) -> None:
+        self.arena_map, self.tile_time = arena_map, tile_time
         self.known: set[int] = set()                 # reached for good
         self.blocks: list[tuple[float, int, str]] = []   # (start, n, place) of blocks yet to begin
         self.expires = np.inf                        # the first time a stopped agent's plan runs out
@@ -154,9 +154,9 @@ class Reach:
             self._made = (None, None)
             return
         self.expires = min(self.expires, ends)
-        self.known |= self.town.sector_of(arena)
+        self.known |= self.arena_map.sector_of(arena)
         for tile in tiles:
-            self.known |= self.town.sector_at(tile)
+            self.known |= self.arena_map.sector_at(tile)
         for start, where in plan:
             if where:
                 heapq.heappush(self.blocks, (start, len(self.blocks), where))
@@ -166,13 +166,13 @@ class Reach:
         if now >= self.expires:
             return None
         while self.blocks and self.blocks[0][0] <= now:
-            self.known |= self.town.sector_of(heapq.heappop(self.blocks)[2])
+            self.known |= self.arena_map.sector_of(heapq.heappop(self.blocks)[2])
             self._made = (None, None)
         steps = tuple(int((now - t) // self.tile_time) for t, _ in self.roaming)
         if self._made[0] != (len(self.known), steps):
             made = set(self.known)
             for (_, tiles), n in zip(self.roaming, steps):
-                made |= self.town.within(tiles, n)
+                made |= self.arena_map.within(tiles, n)
             self._made = ((len(self.known), steps), made)
         return self._made[1]
 
@@ -211,7 +211,7 @@ class Copy:
         from smallville.sim.engine import Simulation
 
         original = dispatch.sim
-        self.dispatch, self.ahead, self.town = dispatch, dispatch.ahead, dispatch.town
+        self.dispatch, self.ahead, self.arena_map = dispatch, dispatch.ahead, dispatch.arena_map
         self.snapshot, self.group, self.horizon = snapshot, group, horizon
         streams = {a: original.agents[a].stream.branch(snapshot.marks[a]) for a in sorted(group)}
         self.sim = Simulation(original.scenario, original.brain, original.embedder, config=original.config,
@@ -225,7 +225,7 @@ class Copy:
         self.used: Counter[str] = Counter()     # occurrences of each key the copy took since the snapshot
         self.stopped: dict[str, float] = {}     # agent -> when it stopped
         self.guessing: dict[str, set[str]] = {}  # agents going on with guessed ratings, and their texts
-        self.reach = Reach(self.town, self.sim.world.tile_time)
+        self.reach = Reach(self.arena_map, self.sim.world.tile_time)
         self.finished = False
         self.finished_at = 0.0                  # when it finished, by the wall clock
         self.waiting = False                    # it finished with every agent stopped for answers
@@ -332,7 +332,7 @@ class Copy:
         """Whether `agent` is in (or walking to) an arena of `reach` (None: all)."""
         if reach is None:
             return True
-        arena_at = self.town.arena_at
+        arena_at = self.arena_map.arena_at
         if arena_at.get(self.sim.world.position(agent), -1) in reach:
             return True
         doing = self.sim.agents[agent].doing
@@ -385,7 +385,6 @@ class _Asking(Dispatcher):
         self.take_over(base)
         self.copy = copy
 
-    def _flush(self, _event) -> None:
-        batch = sorted(self._pending, key=lambda p: (p[0], p[1]))
-        self._pending = []
+    def answer_batch(self, batch: list) -> None:
+        """The copy answers what has been fetched and stops the agents whose answers have not."""
         self.copy.answer(batch)

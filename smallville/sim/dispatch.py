@@ -56,6 +56,13 @@ class Dispatcher:
     def _flush(self, _: Any) -> None:
         batch = sorted(self._pending, key=lambda p: (p[0], p[1]))
         self._pending = []
+        self.answer_batch(batch)
+
+    def answer_batch(self, batch: list[tuple[str, int, Message, simpy.Event]]) -> None:
+        """Answer a gathered batch, (agent, sequence, request, event) in order, and succeed its
+        events: the brain is asked what the runaway guard lets through. The seam where a
+        dispatcher does more first (run-ahead fetches ahead) or answers otherwise (run-ahead's
+        copies answer from what was fetched)."""
         asked, refused = self.guard(batch)
         given = self.brain.answer([batch[i][2] for i in asked]) if asked else []
         answers = dict(zip(asked, given))

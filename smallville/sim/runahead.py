@@ -36,7 +36,7 @@ from typing import Any, Sequence
 from smallville.brain import requests as rq
 from smallville.brain.base import Answers, Fallback
 from smallville.memory.stream import Mark
-from smallville.sim.copies import Copy, Town, groups
+from smallville.sim.copies import ArenaMap, Copy, groups
 from smallville.sim.dispatch import Dispatcher
 
 Key = tuple[str, int]          # (request key, occurrence of that key in the run)
@@ -210,7 +210,7 @@ class RunAheadDispatcher(Dispatcher):
         self.take_over(base)                        # a restored run's counters go on
         self.sim = sim
         self.ahead = ahead
-        self.town = Town(sim.world.grid)
+        self.arena_map = ArenaMap(sim.world.grid)
         self.snapshot: Snapshot | None = None
         self.copies: list[Copy] = []                # live copies, of groups that do not overlap
         self.turn = 0                               # the copy that runs next
@@ -244,8 +244,8 @@ class RunAheadDispatcher(Dispatcher):
         oldest = min([c.snapshot.taken for c in self.copies] + [self.snapshot.taken])
         self.ahead.rebase(oldest)
 
-    def _flush(self, event: Any) -> None:
-        batch = sorted(self._pending, key=lambda p: (p[0], p[1]))
+    def answer_batch(self, batch: list) -> None:
+        """Fetch the batch's answers (running copies ahead meanwhile), then answer it in order."""
         asked, _ = self.guard(batch, count=False)       # what the in-order flush will ask
         ahead = self.ahead
         keys = ahead.keys([batch[i][2] for i in asked])
@@ -257,7 +257,7 @@ class RunAheadDispatcher(Dispatcher):
                 break
             if not self._explore():
                 wait(list(ahead.flight.values()), timeout=self._patience(), return_when=FIRST_COMPLETED)
-        super()._flush(event)
+        super().answer_batch(batch)
 
     def _explore(self) -> bool:
         """Run a copy on for a slice, after making the copies that are due: of every group
@@ -298,7 +298,7 @@ class RunAheadDispatcher(Dispatcher):
         self.worlds.extend(c.sim.world for c in gone)
         held = {a for c in self.copies for a in c.group}
         if snapshot.groups is None:
-            snapshot.groups = groups(snapshot.state, self.town, snapshot.horizon)
+            snapshot.groups = groups(snapshot.state, self.arena_map, snapshot.horizon)
         for group in snapshot.groups:
             if not group & held:
                 self.copies.append(Copy(self, snapshot, group, snapshot.horizon))

@@ -8,8 +8,7 @@ from itertools import islice
 from json.encoder import encode_basestring
 from pathlib import Path
 
-from smallville.errors import UsageError
-from smallville.town.errors import TownExists
+from smallville.errors import TownExists, UsageError
 from smallville.town.layout import Building, Room, draw
 from smallville.town.legend import legend_chars
 from smallville.town.names import agent_id, name_people

@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Iterator
 from itertools import islice
 
-from smallville.town.errors import TownTooLarge
+from smallville.errors import TownTooLarge
 
 ASCII = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 FIRST_RANGES = ((0xC0, 0x24F), (0x391, 0x3C9), (0x400, 0x45F), (0x4E00, 0x9FA5))

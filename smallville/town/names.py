@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from smallville.town.errors import TownTooLarge
+from smallville.errors import TownTooLarge
 
 FIRST = ("ada alan alice amara anton aria arjun astrid ben bianca boris carla chen chloe clara dario dev "
          "diana elena eli emil emma esther ezra farah felix fiona gabriel grace hana hugo ida igor imani "

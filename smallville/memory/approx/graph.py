@@ -22,19 +22,20 @@ class GraphTable(VectorTable):
         self._entry_rows = np.zeros(0, dtype=np.int64)  # graph entry -> row, up to the
         # last `reorder`; entries added since hold the row of their number
 
-    def _new_index(self):
+    def new_index(self):
+        """An HNSW graph over the rows, filled by `flush`."""
         index = faiss.IndexHNSWFlat(self.dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = self.ef_construction
         return index
 
     def matrix(self) -> np.ndarray:
         """The (u, dim) rows (a view: use it at once, never keep it across an `add`)."""
-        return self._rows[: self._u]
+        return self._rows[: len(self)]
 
     def flush(self) -> None:
         """Insert the rows added since the last flush into the HNSW graph, in one batch."""
-        if self.index.ntotal < self._u:
-            self.index.add(self._rows[self.index.ntotal: self._u])
+        if self.index.ntotal < len(self):
+            self.index.add(self._rows[self.index.ntotal: len(self)])
 
     def nearest(self, query: np.ndarray, count: int, ef: int) -> tuple[np.ndarray, np.ndarray]:
         """The inner products and rows of the `count` rows nearest `query` in the HNSW
@@ -70,12 +71,11 @@ class GraphTable(VectorTable):
             return entries
         return np.where(entries < m, self._entry_rows[np.minimum(entries, m - 1)], entries)
 
-    def _append(self, rows: np.ndarray) -> int:
-        first, count = self._u, len(rows)
+    def store(self, rows: np.ndarray) -> None:
+        """Copy `rows` into the matrix (the graph takes them in at the next `flush`)."""
+        first, count = len(self), len(rows)
         if first + count > len(self._rows):
             grown = np.zeros((max(first + count, 2 * len(self._rows)), self.dim), dtype=np.float32)
             grown[:first] = self._rows[:first]
             self._rows = grown
         self._rows[first: first + count] = rows
-        self._u += count
-        return first

@@ -192,7 +192,7 @@ class HNSWRetriever:
         w_rel = stream.weights[2]
         depth, far_cos = min(u, max(2 * k, self.start)), None
         first = depth
-        cache = _Cosines(self.known, self.table, stream._rows, query)
+        cache = _Cosines(self.known, self.table, stream.columns.rows, query)
         try:
             while True:
                 dist, hits = self.table.nearest(query, depth, max(self.ef_search, depth))
@@ -246,7 +246,7 @@ class HNSWRetriever:
         if need is None:
             return None
         mids = np.sort(self._recent_above(stream, need, now, rec_norm, imp_norm))
-        return mids, _cosines(self.table.matrix(), stream._rows[mids], query)
+        return mids, _cosines(self.table.matrix(), stream.columns.rows[mids], query)
 
     def _least(self, query: np.ndarray) -> np.ndarray:
         """Like `FarRows.least`, by a scan of every row: the rows of the FAR_COUNT least
@@ -261,8 +261,8 @@ class HNSWRetriever:
         cos = cache.get(cand)
         rel_norm = span(float(min(cos.min(), far_cos.min(initial=np.inf))),
                         float(max(cos.max(), far_cos.max(initial=-np.inf))))
-        terms = (normalise(recency(stream._accessed[cand], now, stream.decay), *rec_norm),
-                 normalise(stream._importance[cand], *imp_norm), normalise(cos, *rel_norm))
+        terms = (normalise(recency(stream.columns.accessed[cand], now, stream.decay), *rec_norm),
+                 normalise(stream.columns.importance[cand], *imp_norm), normalise(cos, *rel_norm))
         return w_rec * terms[0] + w_imp * terms[1] + w_rel * terms[2], terms, rel_norm
 
     def _recent_above(self, stream, need: float, now: float, rec_norm, imp_norm):

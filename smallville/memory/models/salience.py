@@ -197,11 +197,11 @@ class SalienceModel:
             tags = [mind.tags.get(str(i)) or [self.top * stream[i].importance / 10, 1.0] for i in range(n)]
             importance = np.array([t[0] for t in tags])
             rate = s.decay_rate * np.maximum(0.0, 1.0 - s.emotion_decay * np.array([t[1] for t in tags]))
-            fade = np.exp(-rate * (now - stream._created[:n]) / DAY)
+            fade = np.exp(-rate * (now - stream.columns.created[:n]) / DAY)
             score = importance * fade
             relevance = np.zeros(n)
             if s.relevance:
-                relevance = stream.embeddings() @ stream._query_matrix([query])[0]
+                relevance = stream.embeddings() @ stream.embed_queries([query])[0]
                 score = normalise(score, *span(float(score.min()), float(score.max()))) + s.relevance * normalise(
                     relevance, *span(float(relevance.min()), float(relevance.max())))
             score[list(held)] = -np.inf

@@ -1,0 +1,230 @@
+"""The three ways a run goes: a new run of a scenario, a run resumed from its last checkpoint,
+and a fork of a run at a time. Each opens or makes the `Run`, puts its brain together
+(`smallville.brain.assembly`) and goes on in a `Session`."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import Callable
+
+from smallville.errors import RunError, UsageError
+from smallville.run.folder import EMBEDDINGS, EVENTS, RECORD, copy_prefix, keep_scenario, new_run_dir, truncate, \
+    write_json_atomic
+from smallville.run.fork import Fork
+from smallville.run.manifest import Manifest
+from smallville.run.options import RunOptions
+from smallville.run.run import Run, StartPoint
+from smallville.run.session import RunResult, Session
+from smallville.timefmt import format_sim
+
+
+def run_scenario(scenario, options: RunOptions | None = None, /, *, on_start: Callable | None = None,
+                 on_step: Callable[[float], None] | None = None, **given) -> RunResult:
+    """Simulate a loaded scenario and log it to a new run folder, as `options` (a
+    `RunOptions`) say, or its fields given as keywords: `run_scenario(s, duration=3600)`.
+    `on_start(session)` is called once the simulation is built, `on_step(now)` after every
+    step (see `Session`).
+
+    A run that reaches a budget ends `budget_exhausted` at its last complete tick, with a
+    checkpoint to resume from; Ctrl-C ends it `interrupted`, keeping what was written; any
+    other exception marks it `failed` and propagates."""
+    from smallville.embed import recorded
+
+    options = replace(options, **given) if options is not None else RunOptions(**given)
+    replayed = Run.open_for(options.replay_from, "--replay-from") if options.replay_from is not None else None
+    settings = options.settings(scenario)
+    options = options.defaults(scenario, settings, replayed.manifest if replayed else None)
+    stack = _stack(scenario, settings, options)
+    plain, described = _embedder(options, replayed)     # (a remote one is reached before any file is written)
+    run = _new_run(scenario, options, stack.brain.describe(), described)
+    bases = [replayed.path / EMBEDDINGS] if replayed else []        # a replay's embeddings are recorded too
+    with Session(run, stack, recorded(plain, run.path / EMBEDDINGS, bases), config=options.config,
+                 ceiling=_ceiling(replayed)) as session:
+        return session.go_to(options.duration, checkpoint_every=options.checkpoint_every, on_start=on_start,
+                             on_step=on_step)
+
+
+def _stack(scenario, settings, options: RunOptions):
+    """The new run's brain; an unreachable model stops here, before any file is written."""
+    from smallville.brain.assembly import assemble
+
+    replay = options.replay_from
+    stack = assemble(settings, options.seed, cache=options.cache, replay=(replay, 0) if replay is not None else None,
+                     live=replay is None or options.replay_fallthrough,
+                     agents=len(scenario.agents) if replay is None else None)   # a replay calls little
+    if hasattr(stack.brain, "preflight"):
+        stack.brain.preflight()
+    return stack
+
+
+def _embedder(options: RunOptions, replayed: Run | None):
+    """The embedder the options name, and how the manifest describes it."""
+    from smallville.embed import make_embedder
+    from smallville.embed.record import record_dim
+
+    try:
+        plain = make_embedder(options.embedder, api_base=options.embedder_api_base)
+    except ValueError as exc:                # an unknown --embedder
+        raise UsageError(str(exc)) from None
+    bases = [replayed.path / EMBEDDINGS] if replayed else []
+    dim = next((d for d in map(record_dim, bases) if d), None) or plain.dim
+    api_base = options.embedder_api_base
+    return plain, {"name": plain.name, "dim": dim, **({"api_base": api_base} if api_base else {})}
+
+
+def _new_run(scenario, options: RunOptions, brain: dict, embedder: dict) -> Run:
+    """The new run's folder, with its manifest and the scenario's copy."""
+    if options.folder is not None:
+        path = Path(options.folder)
+        path.mkdir(parents=True)
+    else:
+        path = new_run_dir(Path(options.runs_dir or "runs"), Path(scenario.path).stem, options.seed)
+    manifest = Manifest(
+        run_id=path.name, scenario={"path": str(scenario.path), "name": scenario.name, "sha256": scenario.sha256},
+        seed=options.seed, brain=brain, embedder=embedder, agents=sorted(a.id for a in scenario.agents),
+        sim_start=format_sim(scenario.start, 0), sim_end=format_sim(scenario.start, options.duration),
+        duration_s=options.duration, experiment=options.experiment,
+        wall={"started": datetime.now().isoformat(timespec="seconds")})
+    write_json_atomic(path / "manifest.json", manifest.to_dict())
+    keep_scenario(scenario, path / "scenario")
+    return Run(path, manifest, scenario)
+
+
+def _ceiling(replayed: Run | None) -> int | None:
+    """A replay keeps the runaway guard of the run it replays (None: the settings' own)."""
+    from smallville.brain.assembly import settings_of
+
+    if replayed is None:
+        return None
+    settings = settings_of(replayed.manifest.brain)
+    return None if settings.is_offline else settings.max_requests_per_agent_hour
+
+
+# ---- resume ------------------------------------------------------------------------------
+
+
+def resume_run(run_dir: str | Path, *, extend: float | None = None, on_start=None, on_step=None,
+               checkpoint_every: float = 3600.0, budget: dict | None = None) -> RunResult:
+    """Continue a run from its last checkpoint to its end (or `extend` seconds past it).
+    `budget` ({"usd", "requests", "tokens"}) allows that much more spending than the run
+    has spent so far (a run stopped by its budget goes on with more)."""
+    run = Run.open(run_dir)
+    if run.manifest.status == "completed" and not extend:
+        raise UsageError(f"{run.path} has completed; to go on, give how much longer: "
+                         f"smallville resume {run.path} --for 1d")
+    until = run.manifest.duration_s + (extend or 0.0)
+    start = _own_start(run, until)
+    cut = _cut_back(run, start)
+    stack = _resumed_stack(run, budget)
+    _note_resume(run, until, start, cut)
+    with Session(run, stack, run.embedder(), start=start) as session:
+        if run.fork:
+            session.fork(run.fork)
+        return session.go_to(until, checkpoint_every=checkpoint_every, on_start=on_start, on_step=on_step)
+
+
+def _own_start(run: Run, until: float) -> StartPoint | None:
+    """The run's own last checkpoint to go on from (None: from its beginning)."""
+    start = run.start_point(until)
+    if start is not None and start.run != run.path:
+        start = None
+    if start is None and run.fork:
+        raise RunError(f"{run.path} is a fork that stopped before its first checkpoint was written: "
+                       f"fork {run.fork.parent_path} again")
+    return start
+
+
+def _cut_back(run: Run, start: StartPoint | None) -> dict:
+    """The logs cut back to the checkpoint, later checkpoints removed; what was cut."""
+    at = start.t if start else 0.0
+    events, torn_event = truncate(run.path / EVENTS, start.offset(EVENTS) if start else 0)
+    answers, torn_answer = truncate(run.path / RECORD, start.offset(RECORD) if start else 0)
+    for folder in (run.path / "checkpoints").glob("*"):
+        if folder.name != "memory" and (folder.name.startswith(".") or float(folder.name) > at):
+            shutil.rmtree(folder)
+    return {"events": events, "answers": answers, "torn": torn_event + torn_answer}
+
+
+def _resumed_stack(run: Run, budget: dict | None):
+    """The run's brain again, its budget raised by `budget` over what it has spent."""
+    from smallville.brain.assembly import assemble, settings_of
+    from smallville.brain.budget import Spend
+
+    spent = Spend.from_dict(run.manifest.spend)
+    settings = settings_of(run.manifest.brain, budget, spent)
+    if budget and not settings.is_offline:
+        run.manifest.brain["budget"] = settings.budget          # the manifest keeps the limits for the next resume
+    return assemble(settings, run.seed_now, spent=spent, agents=len(run.manifest.agents))
+
+
+def _note_resume(run: Run, until: float, start: StartPoint | None, cut: dict) -> None:
+    """The manifest says the run goes on, from where, and what was cut."""
+    manifest = run.manifest
+    manifest.budget_stop = None
+    manifest.status, manifest.duration_s, manifest.sim_end = "running", until, run.when(until)
+    manifest.resumed.append({
+        "from": run.when(start.t if start else 0.0), "wall": datetime.now().isoformat(timespec="seconds"),
+        "checkpoint": start is not None, "restored": start.head.time if start else None, "cut": cut})
+    manifest.wall = {"started": datetime.now().isoformat(timespec="seconds")}
+    write_json_atomic(run.path / "manifest.json", manifest.to_dict())
+
+
+# ---- fork --------------------------------------------------------------------------------
+
+
+def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject: list[tuple[str, str]] = (),
+             duration: float | None = None, runs_dir: str | Path | None = None, on_start=None, on_step=None,
+             checkpoint_every: float = 3600.0, budget: dict | None = None) -> RunResult:
+    """A new run that shares `run_dir`'s history up to `at` (seconds since its start), then
+    goes its own way: with another seed, and thoughts injected into agents' heads. It
+    starts from the parent's checkpoint nearest before `at`, whose logs it copies, and
+    simulates on to `at` with the parent's recorded answers."""
+    from smallville.brain.assembly import assemble, settings_of
+
+    parent = Run.open(run_dir)
+    _check_fork(parent, at, inject)
+    start = parent.start_point(at)
+    source, offsets = (start.run, start.head.files) if start else (parent.path, {})
+    history = assemble(settings_of(parent.manifest.brain), parent.seed_now, replay=(source, offsets.get(RECORD, 0)),
+                       run_ahead=False)
+    own = assemble(settings_of(parent.manifest.brain, budget), seed if seed is not None else parent.seed_now,
+                   agents=len(parent.manifest.agents))
+    until = at + duration if duration else parent.manifest.duration_s
+    fork = Fork(at, parent.when(at), seed, tuple(tuple(i) for i in inject), parent.manifest.run_id,
+                str(parent.path), start.head.time if start else None)
+    run = _new_fork(parent, fork, (source, offsets), until, runs_dir)
+    with Session(run, history, run.embedder(), start=start) as session:
+        session.fork(fork, own)
+        return session.go_to(until, checkpoint_every=checkpoint_every, on_start=on_start, on_step=on_step)
+
+
+def _check_fork(parent: Run, at: float, inject) -> None:
+    """A fork's time within what the parent covers, and its thoughts for agents it has."""
+    reached = parent.reached()
+    if not 0 < at <= reached:
+        raise UsageError(f"cannot fork {parent.path} at {parent.when(at)}: it covers "
+                         f"{parent.manifest.sim_start} to {parent.when(reached)}")
+    ids = {a.id for a in parent.scenario.agents}
+    for agent_id, _ in inject:
+        if agent_id not in ids:
+            raise UsageError(f"--inject: unknown agent {agent_id!r}; the run has {', '.join(sorted(ids))}")
+
+
+def _new_fork(parent: Run, fork: Fork, history: tuple[Path, dict], until: float, runs_dir) -> Run:
+    """The fork's folder: its manifest, the scenario's copy, and the shared `history`: the
+    logs of a run folder up to their lengths at the checkpoint the fork starts from."""
+    path = new_run_dir(Path(runs_dir) if runs_dir else parent.path.parent, f"{parent.path.name}-fork",
+                       fork.seed if fork.seed is not None else parent.manifest.seed)
+    p = parent.manifest
+    manifest = Manifest(run_id=path.name, scenario=p.scenario, seed=p.seed, brain=p.brain, embedder=p.embedder,
+                        agents=p.agents, sim_start=p.sim_start, sim_end=parent.when(until), duration_s=until,
+                        fork=fork.to_dict(), wall={"started": datetime.now().isoformat(timespec="seconds")})
+    write_json_atomic(path / "manifest.json", manifest.to_dict())
+    keep_scenario(parent.scenario, path / "scenario")
+    source, offsets = history
+    for name in (EVENTS, RECORD):
+        copy_prefix(source / name, path / name, offsets.get(name, 0))
+    return Run(path, manifest, parent.scenario)
