@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from smallville.brain import requests as rq
-from smallville.brain.base import Failed
+from smallville.brain.base import Brain, Failed, Wrapper, override
 
 USABLE = ("valid", "repaired")
 DAY = 24 * 3600.0
@@ -117,16 +117,14 @@ def moment(scenario, seed: int, embedder: str) -> tuple[list[tuple[rq.Message, r
     return asked, sorted(wanted - watch.first.keys())
 
 
-class _FirstOfEach:
+class _FirstOfEach(Wrapper):
     """The offline brain, keeping the first request of each kind and its answer."""
 
-    def __init__(self, inner) -> None:
-        self.inner, self.name = inner, inner.name
+    def __init__(self, inner: Brain) -> None:
+        super().__init__(inner)
         self.first: dict[str, tuple[rq.Message, rq.Message]] = {}
 
-    def describe(self) -> dict:
-        return self.inner.describe()
-
+    @override
     def answer(self, requests):
         answers = self.inner.answer(requests)
         for request, answer in zip(requests, answers):

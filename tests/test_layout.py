@@ -107,11 +107,9 @@ def test_no_module_uses_another_modules_private_names():
 
 
 def test_no_package_imports_one_that_imports_it_back():
-    """Packages (smallville's subpackages and top-level modules) form no loop, so experiment
-    may run evaluate without evaluate reaching back into experiment. One loop is left, of the
-    brain and what uses it (run-ahead is assembled in brain/ and runs in sim/; the memory
-    models build requests; embedders call through the brain's litellm helpers); it is named
-    here until the one brain base of issue 33 unwinds it, and no package may join it."""
+    """Packages (smallville's subpackages and top-level modules) form no loop: a layer uses
+    the ones below it (experiment runs evaluate, run puts sim and brain together, sim asks
+    the brain), never one that uses it back."""
     trees = modules()
     package = {name: ".".join(name.split(".")[:2]) for name in trees}
     graph: dict[str, set[str]] = {}
@@ -120,7 +118,7 @@ def test_no_package_imports_one_that_imports_it_back():
     reach = {p: _reachable(graph, p) for p in graph}
     loops = {frozenset(q for q in graph if q in reach[p] and p in reach[q]) for p in graph if p in reach[p]}
     loops = {loop for loop in loops if len(loop) > 1}
-    assert loops == {frozenset({"smallville.brain", "smallville.embed", "smallville.memory", "smallville.sim"})}
+    assert loops == set()
 
 
 def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:

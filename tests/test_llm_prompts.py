@@ -6,10 +6,10 @@ import io
 import json
 
 import pytest
-
 from conftest import CAFE_TRIO
+
 from smallville.brain import requests as rq
-from smallville.brain.base import Failed
+from smallville.brain.base import Brain, Failed
 from smallville.brain.ledger import Ledger
 from smallville.brain.offline import OfflineBrain
 from smallville.brain.prompts import AnswerError, load_templates, to_model_json
@@ -82,7 +82,7 @@ def test_replies_are_parsed_leniently_and_validated_strictly():
         assert err.value.reason == reason, reply
 
 
-class Scripted:
+class Scripted(Brain):
     """A brain that answers from a script of answers (or Failed) per call, recording batches."""
 
     name = "scripted"

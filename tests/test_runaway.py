@@ -4,9 +4,10 @@ that end when a speaker repeats a line or the turn limit is reached, each with a
 from __future__ import annotations
 
 import simpy
-
 from conftest import CAFE_TRIO
+
 from smallville.brain import requests as rq
+from smallville.brain.base import Brain
 from smallville.brain.offline import OfflineBrain
 from smallville.embed import make_embedder
 from smallville.scenario import load_scenario
@@ -14,7 +15,7 @@ from smallville.sim import SimConfig, Simulation
 from smallville.sim.dispatch import Dispatcher
 
 
-class Counting:
+class Counting(Brain):
     name = "counting"
 
     def __init__(self):
@@ -87,6 +88,7 @@ def test_a_model_run_keeps_each_agent_under_the_ceiling(tmp_path, monkeypatch):
     import re
 
     from llmserver import LLMServer
+
     from smallville.brain import LLMConfig
     from smallville.run import run_scenario
 

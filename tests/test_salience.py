@@ -16,6 +16,7 @@ from conftest import CAFE_TRIO, ROOT
 
 from smallville.brain import make_brain
 from smallville.brain import requests as rq
+from smallville.brain.base import Brain
 from smallville.brain.offline import tag
 from smallville.checkpoint import checkpoints, digest, restore
 from smallville.embed import make_embedder
@@ -329,7 +330,7 @@ def test_each_text_is_tagged_once_per_agent():
 
     asked = []
 
-    class Counting:
+    class Counting(Brain):
         name = "counting"
 
         def answer(self, requests):

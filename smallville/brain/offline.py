@@ -16,6 +16,7 @@ from collections import Counter
 from typing import Sequence
 
 from smallville.brain import requests as rq
+from smallville.brain.base import Brain, override
 from smallville.brain.contract import BROAD
 from smallville.brain.text import MEMO_MARK, OWN_MARK, SHARE_MARK, first_name, first_person, names_in, progressive, shared_fact
 
@@ -99,7 +100,7 @@ def tag(text: str, kind: str, name: str, sources: Sequence[str], emotions: Seque
     return rq.Tag(offered(source, sources, "personal"), offered(emotion, emotions, "neutral"))
 
 
-class OfflineBrain:
+class OfflineBrain(Brain):
     """Answers every request by rule; see the module docstring."""
 
     name = "offline"
@@ -112,10 +113,12 @@ class OfflineBrain:
         self.attend_chance = attend_chance      # chance to go to an event someone told them about
         self.gossip = gossip                    # scales the chance to pass news on
 
+    @override
     def describe(self) -> dict:
         return {"name": self.name, "kind": "rule-based", "seed": self.seed, "talk_chance": self.talk_chance,
                 "stranger_chance": self.stranger_chance, "attend_chance": self.attend_chance, "gossip": self.gossip}
 
+    @override
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
         return [self._answer(r) for r in requests]
 

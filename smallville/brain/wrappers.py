@@ -16,43 +16,25 @@ from dataclasses import replace
 from typing import Callable, Sequence
 
 from smallville.brain import requests as rq
-from smallville.brain.base import Answers, Failed, Fallback
+from smallville.brain.base import Answers, Brain, Failed, Fallback, Wrapper, override
 from smallville.brain.ledger import Ledger
 from smallville.brain.text import progressive
 from smallville.errors import BrainError, ModelUnusable
 
 
-class _Wrapper:
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.name = inner.name
-
-    def describe(self) -> dict:
-        return self.inner.describe()
-
-    def preflight(self) -> str | None:
-        check = getattr(self.inner, "preflight", None)
-        return check() if check else None
-
-    def learn(self, request: rq.Message, answer: rq.Message) -> None:
-        """Take note of an answer given elsewhere (a run's record, on resume)."""
-        learn = getattr(self.inner, "learn", None)
-        if learn is not None:
-            learn(request, answer)
-
-
-class Retrying(_Wrapper):
+class Retrying(Wrapper):
     """Asks again for what failed, up to `retries` times, waiting `backoff` seconds before
     the first retry and doubling it after each, or longer when a server said how long to
     wait (Retry-After, up to `MAX_WAIT`). A retry round is one batch."""
 
     MAX_WAIT = 120.0
 
-    def __init__(self, inner, retries: int = 2, backoff: float = 1.0, ledger: Ledger | None = None,
+    def __init__(self, inner: Brain, retries: int = 2, backoff: float = 1.0, ledger: Ledger | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__(inner)
         self.retries, self.backoff, self.ledger, self.sleep = retries, backoff, ledger or Ledger(), sleep
 
+    @override
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message | Failed]:
         answers = list(self.inner.answer(requests))
         for attempt in range(self.retries):
@@ -70,7 +52,7 @@ class Retrying(_Wrapper):
         return answers
 
 
-class WithFallbacks(_Wrapper):
+class WithFallbacks(Wrapper):
     """Replaces each `Failed` with the request's safe default (`safe_answer`) and lists it
     among the `Answers`' fallbacks. If no answer ever came and a whole batch failed to connect, the
     model is unreachable: that is a `BrainError`, not a run of fallbacks. If more than half
@@ -81,7 +63,7 @@ class WithFallbacks(_Wrapper):
 
     WATCH = 20
 
-    def __init__(self, inner, ledger: Ledger | None = None) -> None:
+    def __init__(self, inner: Brain, ledger: Ledger | None = None) -> None:
         super().__init__(inner)
         self.ledger = ledger or Ledger()
         self._answered = False
@@ -89,6 +71,7 @@ class WithFallbacks(_Wrapper):
         self._lasting: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
 
+    @override
     def answer(self, requests: Sequence[rq.Message]) -> Answers:
         answers = self.inner.answer(requests)
         failed = [a for a in answers if isinstance(a, Failed)]
@@ -104,6 +87,7 @@ class WithFallbacks(_Wrapper):
             out.append(answer)
         return Answers(out, fallbacks)
 
+    @override
     def answer_one(self, request: rq.Message) -> tuple[rq.Message, str | None]:
         """One request's answer and, if it is a safe default, the last error: safe to call
         from several threads at once (run-ahead sends requests one by one)."""
@@ -207,17 +191,20 @@ def _ratings_of(answer: rq.Message) -> tuple | None:
     return None
 
 
-class RatingMemo(_Wrapper):
+class RatingMemo(Wrapper):
     """Rates each distinct observation text once per agent: a rating request (importance,
     or the salience model's tags) whose texts were all rated before is answered from memory,
     and known texts are left out of the rest. `reused` in the ledger counts ratings taken
     from memory."""
 
-    def __init__(self, inner, ledger: Ledger | None = None) -> None:
+    learns = True                         # the ratings a run's record gave
+
+    def __init__(self, inner: Brain, ledger: Ledger | None = None) -> None:
         super().__init__(inner)
         self.ledger = ledger or Ledger()
         self._scores: dict[tuple, object] = {}
 
+    @override
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message | Failed]:
         out: list[rq.Message | Failed | None] = [None] * len(requests)
         asked: list[tuple[int, rq.Message]] = []
@@ -244,6 +231,7 @@ class RatingMemo(_Wrapper):
             out[i] = answer
         return out  # type: ignore[return-value]
 
+    @override
     def learn(self, request: rq.Message, answer: rq.Message) -> None:
         """Ratings the record gave are known, as if this memo had asked for them."""
         ratings = _ratings_of(answer)

@@ -8,7 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from smallville.brain import requests as rq
-from smallville.evaluate.knowledge import Knowledge, claims_to_know, knowledge_at, strangers
+from smallville.brain.base import fallbacks_of
+from smallville.evaluate.knowledge import (
+    Knowledge,
+    claims_to_know,
+    knowledge_at,
+    strangers,
+)
 from smallville.evaluate.protocol import Protocol, Question
 from smallville.evaluate.subjects import Subject
 from smallville.mind import interview_request
@@ -75,7 +81,7 @@ def _name(run) -> str:
 def settle(asked: list[Asked], answers, knowledge: dict[str, Knowledge], brain_name: dict[str, str]) -> None:
     """Put each answer in its place and its row (the JSONL line): the answer, the memories it
     drew on, and the checks that need no judge."""
-    errors = {f.index: f.error for f in getattr(answers, "fallbacks", ())}
+    errors = {f.index: f.error for f in fallbacks_of(answers)}
     for i, (a, answer) in enumerate(zip(asked, answers)):
         a.answer, a.fallback = answer, errors.get(i)
         known = knowledge[a.subject.name]
