@@ -192,3 +192,19 @@ def test_every_function_that_runs_a_run_reads_at_a_glance():
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 40]
     assert long == []
+
+
+def test_no_caller_asks_a_brain_what_it_can_do():
+    """What a brain may do is declared on `Brain` with a default (STYLE.md, practice 13): no
+    module asks with hasattr or getattr whether a brain has one of its methods."""
+    from smallville.brain.base import Brain
+
+    declared = {name for name in vars(Brain) if not name.startswith("_")}
+    found = []
+    for name, tree in modules().items():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr")
+                    and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+                    and node.args[1].value in declared):
+                found.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    assert found == []
