@@ -115,7 +115,7 @@ def groups(state: dict, town: Town, until: float) -> list[frozenset[str]]:
         doing = agent["doing"]
         if doing and doing["phase"] == "walking" and doing.get("tile"):
             arenas |= town.sector_at(tuple(doing["tile"]))
-        for start, end, _, where in plan:
+        for start, end, _, where, *_ in plan:
             if where and end > t0 and start <= until:
                 arenas |= town.sector_of(where)
         for arena in arenas - {-1}:

@@ -38,6 +38,7 @@ class Dispatcher:
         self.on_refused: Callable[[str, Message, int], None] | None = None
         self.on_repair: Callable[[str, Message, tuple[str, ...]], None] | None = None
         self._asked: Counter[tuple[str, int]] = Counter()
+        self._canned: dict[str, frozenset[str]] | None = None
 
     def ask(self, agent: str, request: Message) -> simpy.Event:
         """An event that succeeds with the brain's answer, at the same simulated time."""
@@ -68,14 +69,24 @@ class Dispatcher:
 
     def fit(self, agent: str, request: Message, answer: Message) -> Message:
         """`answer` repaired for `request`, each repair reported to `on_repair`."""
-        answer, notes = repair(request, answer)
+        answer, notes = repair(request, answer, self.canned()[request.kind])
         if notes and self.on_repair is not None:
             self.on_repair(agent, request, notes)
         return answer
 
+    def canned(self) -> dict[str, frozenset[str]]:
+        """Each request kind's template texts that a model may copy instead of answering
+        (`Template.canned`): an answer of one is no answer (`repair`). Read once, on first use."""
+        if self._canned is None:
+            from smallville.brain.prompts import load_templates
+
+            self._canned = {kind: template.canned() for kind, template in load_templates().items()}
+        return self._canned
+
     def take_over(self, base: "Dispatcher") -> None:
         """Go on where `base` stands: its runaway guard, its hooks and its counters."""
         self.ceiling, self.on_refused, self.on_repair = base.ceiling, base.on_refused, base.on_repair
+        self._canned = base.canned()
         self.requests, self.batches = Counter(base.requests), base.batches
         self._seq, self._asked = Counter(base._seq), Counter(base._asked)
 
