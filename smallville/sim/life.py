@@ -588,7 +588,8 @@ def look_back(sim, x: Agent, y: Agent, history: list, said: list):
     x.relationships[y.id] = notes.view.strip() or x.relationships.get(y.id) or f"someone {x.name} has talked with"
     sim.emit(events.RELATIONSHIP, x.id, with_=y.id, talks=x.talks[y.id], view=x.relationships[y.id])
     # both go on from a new breakdown of their block, which responds to what was said and agreed
-    x.reason = " ".join([f"{x.name} has just talked with {y.name}."] + [t for t, _ in kept])
+    x.reason = " ".join([f"{x.name} has just talked with {y.name}."]
+                        + [t if t.endswith((".", "!", "?")) else t + "." for t, _ in kept])
     x.queue.clear()
     x.status = "idle"
 
