@@ -231,7 +231,7 @@ def test_a_plan_is_repaired_against_the_day_and_each_repair_is_named():
     assert [b.activity for b in plan.blocks][1:] == ["opening Hobbs Cafe", "closing up and going home", "sleeping"]
     assert any("ends before it starts" in n for n in notes) and any("inside the block before it" in n for n in notes)
     assert any("'home' is not known: stay put" in n for n in notes)
-    assert any("08:00-06:00 was not planned: filled from the routine" in n for n in notes)
+    assert any("08:00-06:00 next day was not planned: filled from the routine" in n for n in notes)
     assert repair(request, plan) == (plan, ())                                 # a repaired plan needs nothing more
 
 

@@ -35,6 +35,7 @@ from typing import Callable
 from smallville.brain import requests as rq
 from smallville.brain.contract import STEP, places_of
 from smallville.brain.text import mentions_sleep, plain, progressive
+from smallville.timefmt import clock_of_day
 
 DAY = 24 * 60
 Notes = tuple[str, ...]
@@ -73,10 +74,6 @@ def _uncopied(answer: rq.Message, canned: frozenset[str], note: Callable[[str], 
     return replace(answer, **changes) if changes else answer
 
 
-def _hhmm(minute: int) -> str:
-    return f"{minute // 60 % 24:02d}:{minute % 60:02d}"
-
-
 def _plan(request: rq.PlanDay, plan: rq.DayPlan, note: Callable[[str], None]) -> rq.DayPlan:
     known = places_of(request)
     places = {p.lower(): p for p in known}
@@ -84,16 +81,17 @@ def _plan(request: rq.PlanDay, plan: rq.DayPlan, note: Callable[[str], None]) ->
     for b in plan.blocks:
         start, end = min(max(b.start, 0), 2 * DAY - 1), min(max(b.end, 1), 2 * DAY)
         if (start, end) != (b.start, b.end):
-            note(f"{b.activity!r} {b.start}-{b.end} clamped to {_hhmm(start)}-{_hhmm(end)} of the plan's two days")
+            note(f"{b.activity!r} {b.start}-{b.end} clamped to {clock_of_day(start)}-{clock_of_day(end)} "
+                 "of the plan's two days")
             b = replace(b, start=start, end=end)
         if b.end <= b.start:
-            note(f"dropped {b.activity!r} {_hhmm(b.start)}-{_hhmm(b.end)}: it ends before it starts")
+            note(f"dropped {b.activity!r} {clock_of_day(b.start)}-{clock_of_day(b.end)}: it ends before it starts")
             continue
         if not b.activity.strip():
-            note(f"dropped the block {_hhmm(b.start)}-{_hhmm(b.end)}: it says nothing")
+            note(f"dropped the block {clock_of_day(b.start)}-{clock_of_day(b.end)}: it says nothing")
             continue
         if not b.sleep and mentions_sleep(b.activity):
-            note(f"{b.activity!r} {_hhmm(b.start)}-{_hhmm(b.end)} is sleep")
+            note(f"{b.activity!r} {clock_of_day(b.start)}-{clock_of_day(b.end)} is sleep")
             b = replace(b, sleep=True)
         where = b.where
         if where and where not in known:
@@ -107,9 +105,10 @@ def _plan(request: rq.PlanDay, plan: rq.DayPlan, note: Callable[[str], None]) ->
     for b in ordered:
         if kept and b.start < kept[-1].end:
             if b.end <= kept[-1].end:
-                note(f"dropped {b.activity!r} {_hhmm(b.start)}-{_hhmm(b.end)}: inside the block before it")
+                note(f"dropped {b.activity!r} {clock_of_day(b.start)}-{clock_of_day(b.end)}: "
+                     "inside the block before it")
                 continue
-            note(f"{b.activity!r} starts at {_hhmm(kept[-1].end)}, not {_hhmm(b.start)}: it overlapped")
+            note(f"{b.activity!r} starts at {clock_of_day(kept[-1].end)}, not {clock_of_day(b.start)}: it overlapped")
             b = replace(b, start=kept[-1].end)
         kept.append(b)
     return rq.DayPlan(tuple(_fill(kept, request, note)), plan.broad)
@@ -137,7 +136,7 @@ def _fill(blocks: list[rq.Block], request: rq.PlanDay, note: Callable[[str], Non
                   if max(r.start + shift, start) < min(r.end + shift, end)]
         if not filled:
             filled = [rq.Block(start, end, progressive("carry on"), "")]
-        note(f"{_hhmm(start)}-{_hhmm(end)} was not planned: filled from the routine")
+        note(f"{clock_of_day(start)}-{clock_of_day(end)} was not planned: filled from the routine")
         out.extend(filled)
     return sorted(out, key=lambda b: b.start)
 
