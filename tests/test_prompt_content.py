@@ -220,7 +220,8 @@ def test_prompt_mode_carries_one_example_answer_of_the_kind_s_form(ville):
         prompt = user(requests[0], "prompt")
         assert json.dumps(template.example, separators=(",", ":"), ensure_ascii=False) in prompt
         example = json.dumps(template.example, separators=(",", ":"))
-        assert example not in user(requests[0])               # not where the server holds the model to the schema
+        for mode in ("json_schema", "json_object"):           # not where the server holds the model to the schema
+            assert example not in user(requests[0], mode)
 
 
 def test_max_tokens_leave_room_for_the_largest_answer(ville):

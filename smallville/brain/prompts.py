@@ -8,8 +8,8 @@ that name; `{field:clock}` shows a minute of the day as `HH:MM`. A list is rende
 item a line, by the template's `lines:` format for the field (`"- [{0}] {1}"`: the item's
 parts by position, `{i}` its index) or else as `[i] a | b`; an empty field is `(none)`, or
 the template's `empty:` text for it. The fixed part comes first so a provider can cache it.
-Where the server does not hold the model to the schema, the schema and the example answer
-end the prompt. With `echo=True` a last line `REQUEST_JSON: {...}` carries the request's
+Where the server does not hold the model to the schema, the schema ends the prompt, and in
+`prompt` mode an example answer too. With `echo=True` a last line `REQUEST_JSON: {...}` carries the request's
 canonical JSON (the test server answers from it).
 """
 
@@ -71,15 +71,16 @@ class Template:
 
     def render(self, request: rq.Message, structured: str = "json_schema", echo: bool = False) -> list[dict]:
         """Chat messages asking `request`. Unless the server enforces the schema
-        (`json_schema`), the request's schema and an example answer end the prompt; the
-        fixed part comes first."""
+        (`json_schema`), the request's schema ends the prompt, and where nothing holds the
+        model to it (`prompt`) an example answer too (a grammar already does: SmolLM2 under
+        one copied the example nearly every time); the fixed part comes first."""
         user = _FORMAT.vformat(self.user.strip(), (), _Values(self, request))
         if structured != "json_schema":
             user += ("\n\nAnswer with one JSON object, and nothing else, that follows this JSON schema:\n"
                      + json.dumps(self.schema_for(request), separators=(",", ":")))
-            if self.example is not None:
-                user += ("\nAn answer of that form (its values are only an example, not for this request):\n"
-                         + json.dumps(self.example, separators=(",", ":"), ensure_ascii=False))
+        if structured == "prompt" and self.example is not None:
+            user += ("\nAn answer of that form (its values are only an example, not for this request):\n"
+                     + json.dumps(self.example, separators=(",", ":"), ensure_ascii=False))
         if echo:
             user += "\n" + ECHO_MARK + json.dumps(request.to_dict(), sort_keys=True, separators=(",", ":"),
                                                  ensure_ascii=False)
