@@ -144,7 +144,7 @@ def interview_and_judge(sim, offline, agent_id: str) -> list[tuple[rq.Message, r
     questions = load_protocol().questions_for(sim.scenario, agent_id, sim.now_datetime())
     question = next((q for q in questions if q.category == "memory"), questions[0]).text
     hits = sim.retrieve(agent, question, RECALL_K)
-    asked, bare = interview_request(agent, question, hits), interview_request(agent, question, ())
+    asked, bare = interview_request(sim, agent, question, hits), interview_request(sim, agent, question, ())
     full, plain = offline.answer([asked, bare])
     lived = tuple(h.memory.text for h in hits)
     judge = rq.Judge(agent.id, agent.name, agent.persona(), question, (("A", full.text), ("B", plain.text)),

@@ -231,7 +231,7 @@ def test_a_plan_is_repaired_against_the_day_and_each_repair_is_named():
     assert [b.activity for b in plan.blocks][1:] == ["opening Hobbs Cafe", "closing up and going home", "sleeping"]
     assert any("ends before it starts" in n for n in notes) and any("inside the block before it" in n for n in notes)
     assert any("'home' is not known: stay put" in n for n in notes)
-    assert any("08:00-06:00 was not planned: filled from the routine" in n for n in notes)
+    assert any("08:00-06:00 next day was not planned: filled from the routine" in n for n in notes)
     assert repair(request, plan) == (plan, ())                                 # a repaired plan needs nothing more
 
 
@@ -265,7 +265,7 @@ def test_numbers_out_of_their_bounds_are_clamped_not_refused():
     assert len(notes) == 2
     plan = rq.PlanDay("a", "Ann", "", "Monday", ((420, "wake up", ""),), (), ())
     answer = templates["plan_day"].parse(plan, '{"broad": ["work"], "blocks": [{"start": 420, "end": 3456, '
-                                               '"activity": "work", "where": ""}]}')
+                                               '"activity": "work", "where": "", "sleep": false}]}')
     fixed, notes = repair(plan, answer)
     assert [(b.start, b.end) for b in fixed.blocks] == [(420, 2880)] and "clamped" in notes[0]
 
@@ -288,7 +288,7 @@ def test_names_not_offered_are_mapped_onto_what_was_offered_not_refused():
     assert len(notes) == 3 and all("is not offered" in n for n in notes)
     plan = rq.PlanDay("a", "Ann", "", "Monday", ((420, "wake up", "Hobbs Cafe"),), (), ("Hobbs Cafe", "Johnson Park"))
     answer = templates["plan_day"].parse(plan, json.dumps({"broad": ["work"], "blocks": [
-        {"start": 420, "end": 1860, "activity": "work", "where": "Hobbs cafe downtown"}]}))
+        {"start": 420, "end": 1860, "activity": "work", "where": "Hobbs cafe downtown", "sleep": False}]}))
     fixed, notes = repair(plan, answer)
     assert fixed.blocks[0].where == "Hobbs Cafe" and "is not known" in notes[0]
     with pytest.raises(AnswerError):                   # what is not a name is still checked

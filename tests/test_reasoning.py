@@ -142,9 +142,7 @@ def test_a_raw_newline_in_a_json_string_is_escaped_not_refused():
 
 @pytest.mark.parametrize("modes", [
     ("capable", "reasoning"),
-    pytest.param(("strict", "capable", "reasoning"), marks=pytest.mark.xfail(
-        strict=True, reason="decompose.yaml and react.yaml put a key 'or null' into their schemas: a strict "
-                            "provider refuses them (issue 32 item 1, fixed on the prompts branch)")),
+    ("strict", "capable", "reasoning"),
 ])
 def test_a_25_agent_hour_against_a_capable_reasoning_model_gets_every_answer_whole(tmp_path, modes):
     """The_ville's first hour against a model that answers at a capable model's size after a

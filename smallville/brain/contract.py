@@ -10,6 +10,7 @@ never retried.
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any, Callable
 
 from smallville.brain import requests as rq
@@ -109,11 +110,20 @@ def _tags(props: dict, r: rq.TagMemories) -> None:
 def _plan(props: dict, r: rq.PlanDay) -> None:
     fewest = 1 if r.start else min(BROAD[0], max(1, len({what for _, what, _ in r.routine})))
     props["broad"].update(minItems=fewest, maxItems=BROAD[1])    # a short routine: as many strokes
-    props["blocks"]["minItems"] = 1
+    props["blocks"].update(minItems=1, maxItems=most_blocks(r))
     block = props["blocks"]["items"]["properties"]
     block["start"].update(minimum=0, maximum=2 * DAY - 1)
     block["end"].update(minimum=1, maximum=2 * DAY)
     block["where"].update(_one_of(places_of(r) + [""]))
+
+
+def most_blocks(r: rq.PlanDay) -> int:
+    """The most blocks a plan may have: one an hour from where it starts to the next
+    wake-up, and one more for each step of the routine (a step may begin mid-hour) and
+    for the first and last hour's ends."""
+    wake = min((at for at, _, _ in r.routine), default=7 * 60)
+    hours = math.ceil((wake + DAY - (r.start or wake)) / 60)
+    return max(1, hours) + len(r.routine) + 2
 
 
 def places_of(r: rq.PlanDay) -> list[str]:
@@ -122,7 +132,7 @@ def places_of(r: rq.PlanDay) -> list[str]:
 
 
 def _decompose(props: dict, r: rq.Decompose) -> None:
-    props["steps"]["minItems"] = 1
+    props["steps"].update(minItems=1, maxItems=math.ceil(max(1, r.end - r.start) / STEP[0]))
     step = props["steps"]["items"]["properties"]
     step["minutes"].update(minimum=STEP[0], maximum=STEP[1])
     step["object"].update(_one_of(sorted(set(r.objects) | set(r.elsewhere)), nullable=True))

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 from smallville.brain import requests as rq
 from smallville.brain.base import Answers, Brain, Failed, Fallback, Wrapper, override
 from smallville.brain.ledger import Ledger
-from smallville.brain.text import progressive
+from smallville.brain.text import mentions_sleep, progressive
 from smallville.errors import BrainError, ModelUnusable
 
 
@@ -177,9 +177,7 @@ def _rating_keys(request: rq.Message) -> list[tuple]:
 def _only(request: rq.Message, keep: list[int]) -> rq.Message:
     """The rating request for the texts at `keep` only."""
     texts = tuple(request.texts[i] for i in keep)
-    if isinstance(request, rq.TagMemories):
-        return replace(request, texts=texts, kinds=tuple(request.kinds[i] for i in keep))
-    return replace(request, texts=texts)
+    return replace(request, texts=texts, kinds=tuple(request.kinds[i] for i in keep) if request.kinds else ())
 
 
 def _ratings_of(answer: rq.Message) -> tuple | None:
@@ -293,5 +291,5 @@ def routine_plan(request: rq.PlanDay) -> rq.DayPlan:
     for i, (start, what, where) in enumerate(routine):
         end = routine[i + 1][0] if i + 1 < len(routine) else routine[0][0] + 24 * 60
         if end > start:
-            blocks.append(rq.Block(start, end, progressive(what), where))
+            blocks.append(rq.Block(start, end, progressive(what), where, mentions_sleep(what)))
     return rq.DayPlan(tuple(blocks))

@@ -12,17 +12,26 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
+from smallville.brain.text import mentions_sleep
 from smallville.memory import MemoryStream
 from smallville.memory.models import Mind
 
 
 class PlanBlock(NamedTuple):
-    """A block of the day plan in absolute simulated seconds."""
+    """A block of the day plan in absolute simulated seconds; `sleep`: the agent sleeps
+    through it."""
 
     start: float
     end: float
     activity: str
     where: str
+    sleep: bool = False
+
+    @classmethod
+    def of_state(cls, data: list) -> "PlanBlock":
+        """A block as a state holds it; one saved before blocks said whether they are sleep
+        is sleep when its activity says so."""
+        return cls(*data) if len(data) > 4 else cls(*data, sleep=mentions_sleep(data[2]))
 
 
 class Action(NamedTuple):
@@ -84,15 +93,16 @@ class Conversation:
     turn: int = 0
     ending: str | None = None
     done: object = None
+    doing: tuple[str, str] = ("", "")       # what `a` and `b` were doing when it began
 
     def get_state(self) -> dict:
         return {"id": self.id, "a": self.a, "b": self.b, "lines": [list(x) for x in self.lines],
-                "turn": self.turn, "ending": self.ending}
+                "turn": self.turn, "ending": self.ending, "doing": list(self.doing)}
 
     @classmethod
     def from_state(cls, state: dict, done) -> "Conversation":
         return cls(state["id"], state["a"], state["b"], [tuple(x) for x in state["lines"]],
-                   state["turn"], state["ending"], done)
+                   state["turn"], state["ending"], done, tuple(state.get("doing", ("", ""))))
 
 
 @dataclass
@@ -118,6 +128,7 @@ class Agent:
     relationships: dict[str, str] = field(default_factory=dict)
     talks: dict[str, int] = field(default_factory=dict)
     last_talk: dict[str, float] = field(default_factory=dict)
+    talked: dict[str, str] = field(default_factory=dict)     # other -> how its last talk with them went, in a sentence
     earlier_lines: dict[str, list[str]] = field(default_factory=dict)
     seen: dict[str, str] = field(default_factory=dict)
     knows: set[str] = field(default_factory=set)
@@ -126,6 +137,7 @@ class Agent:
     working: object = None              # the salience memory model's state (`memory.models.Mind`), if it is used
     summary: str = ""                   # the agent summary description (life.describe)
     yesterday: str = ""                 # the last day's plan, in broad strokes
+    day_before: str = ""                # the plan of the day before that (a re-plan's yesterday)
     places: set[str] = field(default_factory=set)     # the places (sectors) it has seen or been told of
 
     @property
@@ -147,6 +159,19 @@ class Agent:
         s = self.spec
         parts = [f"{s.name}" + (f", {s.age}" if s.age else ""), s.traits, s.backstory, s.currently, s.lifestyle]
         return ". ".join(p.strip().rstrip(".") for p in parts if p and p.strip()) + "."
+
+    def identity(self) -> str:
+        """The fixed line every prompt about the person keeps as it is: name, age and innate
+        traits, then what occupies them (`currently`): "Ann Lee (30): curious, kind.
+        Currently: baking for the fair." (the paper keeps these out of the model's summary)."""
+        s = self.spec
+        line = s.name + (f" ({s.age})" if s.age else "")
+        line += f": {_sentence(s.traits)}" if _sentence(s.traits) else "."
+        return line + (f" Currently: {_sentence(s.currently)}" if _sentence(s.currently) else "")
+
+    def background(self) -> str:
+        """The rest of the person's description: backstory and lifestyle."""
+        return " ".join(_sentence(p) for p in (self.spec.backstory, self.spec.lifestyle) if _sentence(p))
 
     def known_places(self) -> tuple[str, ...]:
         return tuple(sorted(self.places))
@@ -176,7 +201,9 @@ class Agent:
             "earlier_lines": {k: list(v) for k, v in sorted(self.earlier_lines.items())},
             "seen": dict(sorted(self.seen.items())), "knows": sorted(self.knows),
             "reason": self.reason, "alerts": list(self.alerts),
-            "mind": {"places": sorted(self.places), "summary": self.summary, "yesterday": self.yesterday},
+            "mind": {"places": sorted(self.places), "summary": self.summary, "yesterday": self.yesterday,
+                     "day_before": self.day_before,
+                     "talked": dict(sorted(self.talked.items()))},
             "memories": len(self.stream),
             "rng": [rng[0], list(rng[1]), rng[2]],
         }
@@ -186,7 +213,7 @@ class Agent:
 
     def set_state(self, state: dict) -> None:
         """Put back what `get_state` gave (the stream is restored separately)."""
-        self.plan = [PlanBlock._make(b) for b in state["plan"]]
+        self.plan = [PlanBlock.of_state(b) for b in state["plan"]]
         self.plan_day = state["plan_day"]
         self.block = self.plan[state["block"]] if state["block"] is not None else None
         self.queue = deque(Action(*a) for a in state["queue"])      # states before rooms: no `area`
@@ -204,8 +231,16 @@ class Agent:
         self.reason, self.alerts = state["reason"], list(state["alerts"])
         mind = state.get("mind", {})           # states written before it: nothing known yet
         self.summary, self.yesterday = mind.get("summary", ""), mind.get("yesterday", "")
+        self.day_before = mind.get("day_before", "")
         self.places = set(mind.get("places", ()))
+        self.talked = dict(mind.get("talked", {}))
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))
         if "working" in state:
             self.working = Mind.from_state(state)
+
+
+def _sentence(text: str | None) -> str:
+    """A description's part as a sentence: stripped, with one full stop ("" if none)."""
+    text = (text or "").strip().rstrip(".")
+    return text[0].upper() + text[1:] + "." if text else ""

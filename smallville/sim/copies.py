@@ -115,7 +115,7 @@ def groups(state: dict, arena_map: ArenaMap, until: float) -> list[frozenset[str
         doing = agent["doing"]
         if doing and doing["phase"] == "walking" and doing.get("tile"):
             arenas |= arena_map.sector_at(tuple(doing["tile"]))
-        for start, end, _, where in plan:
+        for start, end, _, where, *_ in plan:
             if where and end > t0 and start <= until:
                 arenas |= arena_map.sector_of(where)
         for arena in arenas - {-1}:

@@ -23,6 +23,7 @@ from smallville.sim import life
 from smallville.sim.agent import Agent, Conversation, Doing
 from smallville.sim.dispatch import Dispatcher
 from smallville.sim.log import EventLog
+from smallville.timefmt import moment
 from smallville.world import World
 from smallville.world.grid import normalize_area, room_open_to
 
@@ -117,6 +118,7 @@ class Simulation:
         self.embedder = embedder
         self.counts: Counter[str] = Counter()
         self.places = self.world.grid.places
+        self.object_names = frozenset(t.name for t in self.world.things)   # what "X is idle" may be about
         self._start_of_day = scenario.start.hour * 3600 + scenario.start.minute * 60 + scenario.start.second
         self.agents: dict[str, Agent] = {}
         self.helpers = Helpers()                # its streams' search threads, ended by `close`
@@ -264,7 +266,8 @@ class Simulation:
         return self.env.timeout(doing.until - self.env.now)
 
     def begin_talk(self, a: Agent, b: Agent) -> Conversation:
-        talk = Conversation(f"{self.env.now:g}:{a.id}:{b.id}", a.id, b.id, done=self.env.event())
+        talk = Conversation(f"{self.env.now:g}:{a.id}:{b.id}", a.id, b.id, done=self.env.event(),
+                            doing=(a.activity, b.activity))
         self.conversations[talk.id] = talk
         return talk
 
@@ -312,9 +315,6 @@ class Simulation:
         if not self.config.retrieval:
             return [[] for _ in queries]
         return self.memory.retrieve_many(self, agent, queries, k)
-
-    def recall(self, agent: Agent, query: str, k: int) -> list[str]:
-        return [h.memory.text for h in self.retrieve(agent, query, k)]
 
     def can_talk(self, a: Agent, b: Agent) -> bool:
         return (b.free_to_talk and a.id != b.id
@@ -370,6 +370,13 @@ class Simulation:
 
     def now_datetime(self) -> datetime:
         return self.scenario.start + timedelta(seconds=self.env.now)
+
+    def datetime_at(self, t: float) -> datetime:
+        return self.scenario.start + timedelta(seconds=t)
+
+    def moment(self) -> str:
+        """Now as prompts give it: "Monday, February 13, 2023, 10:30"."""
+        return moment(self.now_datetime())
 
     # ---- state ----------------------------------------------------------------------
 
