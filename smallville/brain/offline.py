@@ -19,8 +19,17 @@ from smallville.brain import requests as rq
 from smallville.brain.base import Brain, override
 from smallville.brain.contract import BROAD
 from smallville.brain.dayplan import hourly
-from smallville.brain.text import (MEMO_MARK, OWN_MARK, SHARE_MARK, first_name, first_person, mentions_sleep, names_in,
-                                   progressive, shared_fact)
+from smallville.brain.text import (
+    MEMO_MARK,
+    OWN_MARK,
+    SHARE_MARK,
+    first_name,
+    first_person,
+    mentions_sleep,
+    names_in,
+    progressive,
+    shared_fact,
+)
 
 # Word stems and the importance they lend a memory (the highest match wins).
 _WEIGHTS: tuple[tuple[str, int], ...] = (

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from smallville.brain import requests as rq
-from smallville.brain.wrappers import RATINGS, safe_answer
+from smallville.brain.kinds import safe_answer
+from smallville.brain.wrappers import RATINGS
 from smallville.sim.dispatch import Dispatcher
 from smallville.sim.log import Counting
 
