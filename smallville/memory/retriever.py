@@ -71,18 +71,21 @@ class ExactRetriever:
         c, (w_rec, w_imp, w_rel) = stream.columns, stream.weights
         n = c.count
         relevance = scan(self.table.matrix(), qs, stream.helpers)     # under way while the other terms are computed
+        fixed = stream.normalize == "fixed"
         rec = recency(c.accessed[:n], now, stream.decay)
-        rec = normalise(rec, *span(float(rec.min()), float(rec.max())))
         importance = c.importance[:n]
-        levels = normalise(np.arange(11), *span(float(importance.min()),
-                                                float(importance.max())))
+        if fixed:                     # 000's scales: importance / 10, raw recency, raw cosine
+            levels = np.arange(11) / 10.0
+        else:
+            rec = normalise(rec, *span(float(rec.min()), float(rec.max())))
+            levels = normalise(np.arange(11), *span(float(importance.min()), float(importance.max())))
         imp = levels[importance]
         static = w_rec * rec + w_imp * imp
         rel_rows = relevance()
         shared = len(self.table) < n  # some memories share a row: map rows to memories
         found = []
         for rel in rel_rows:
-            lo, width = span(float(rel.min()), float(rel.max()))
+            lo, width = (0.0, 1.0) if fixed else span(float(rel.min()), float(rel.max()))
             if shared:
                 rel = rel[c.rows[:n]]
             if width:
@@ -96,6 +99,9 @@ class ExactRetriever:
                           normalise(rel[best], lo, width)))
         return found
 
+
+NORMALIZE = ("minmax", "fixed")
+"""How a stream scales its terms before weighting them (`MemoryStream`'s `normalize`)."""
 
 INDEXES = ("exact", "hnsw")
 """The retrievers a stream can be built with, by the name its `index` argument takes."""

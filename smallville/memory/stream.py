@@ -12,7 +12,7 @@ import numpy as np
 from smallville.embed import Embedder
 from smallville.memory import storage
 from smallville.memory.record import Columns, Hit, Memory
-from smallville.memory.retriever import make_retriever
+from smallville.memory.retriever import NORMALIZE, make_retriever
 from smallville.memory.scoring import Helpers
 
 Query = Union[str, np.ndarray, Sequence[float]]
@@ -35,7 +35,9 @@ class MemoryStream:
     (`smallville.memory.vectors`). All of it is `columns`, the view its storage,
     retrieval and index read (`smallville.memory.record.Columns`).
 
-    `weights` are (recency, importance, relevance); `decay` is per game hour. With an
+    `weights` are (recency, importance, relevance); `decay` is per game hour; `normalize`
+    is how the terms are scaled before they are weighted: "minmax" (each over the stream,
+    the paper's) or "fixed" (importance / 10, raw cosine, raw recency; exact index only). With an
     `embedder`, `dim` may be left out and texts may stand for embeddings. `index` is
     "exact" (default: every memory scored, one pass over the embeddings) or "hnsw"
     (approximate, for huge streams: see `smallville.memory.approx`; needs non-negative
@@ -57,6 +59,7 @@ class MemoryStream:
         ef_construction: int = 64,
         ef_search: int = 64,
         helpers: Helpers | None = None,
+        normalize: str = "minmax",
     ) -> None:
         if dim is None:
             if embedder is None:
@@ -73,8 +76,11 @@ class MemoryStream:
                              f"relevance), got {weights!r}")
         if not 0.0 < float(decay) <= 1.0:
             raise ValueError(f"decay must be in (0, 1], got {decay!r}")
+        if normalize not in NORMALIZE or (normalize == "fixed" and index != "exact"):
+            raise ValueError(f"normalize must be minmax, or fixed with the exact index, got {normalize!r}")
         self.dim = int(dim)
         self.weights = ws
+        self.normalize = normalize
         self.decay = float(decay)
         self.embedder = embedder
         self.embedder_name: str | None = embedder.name if embedder is not None else None
@@ -331,7 +337,8 @@ class MemoryStream:
         retrieved from either leaves the other as it was."""
         mark = mark or self.mark()
         n, u = mark.count, mark.rows
-        other = MemoryStream(self.dim, self.weights, self.decay, self.embedder, self.index_kind)
+        other = MemoryStream(self.dim, self.weights, self.decay, self.embedder, self.index_kind,
+                             normalize=self.normalize)
         other.embedder_name = self.embedder_name
         mine, theirs = self.columns, other.columns
         theirs.table.extend_from(mine.table, u)

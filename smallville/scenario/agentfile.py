@@ -11,7 +11,7 @@ from smallville.scenario.model import AGENT_ID, AgentSpec, RoutineItem, SeedMemo
 from smallville.scenario.yamlpos import Field, Reader, child, is_null
 
 AGENT_KEYS = ("name", "age", "traits", "backstory", "currently", "lifestyle", "home", "start_at",
-              "routine", "relationships", "memories", "places")
+              "routine", "relationships", "memories", "places", "type")
 AGENT_REQUIRED = ("name", "home")
 ROUTINE_KEYS = ("at", "do", "where")
 MEMORY_KEYS = ("text", "importance", "at")
@@ -53,6 +53,7 @@ def build_agent(agent_id: str, fields: dict[str, Field], source: Reader, top: No
         memories=_memories(fields.get("memories"), start),
         source=source.file,
         places=_places(fields.get("places"), areas),
+        type=_text(fields.get("type")),
     )
     return agent if len(source.problems) == before else None
 

@@ -20,15 +20,18 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 from smallville.errors import ScenarioError
 from smallville.scenario.agentfile import AGENT_KEYS, agent_fields, build_agent
 from smallville.scenario.mapfile import read_map
-from smallville.scenario.memorymodel import MODELS, MemoryModel, resolve_weights
+from smallville.scenario.memorymodel import (MODELS, PAPER_SETTINGS, SALIENCE_SETTINGS, Adjust, MemoryModel,
+                                             Reflection, preset)
 from smallville.scenario.model import AGENT_ID, MEMORY_INDEXES, AgentSpec, Problem, Scenario
 from smallville.scenario.timeline import read_events, read_probes, read_scenario_memories
 from smallville.scenario.yamlpos import LOADER, Field, Reader, child, describe, is_null
 
 SCENARIO_KEYS = ("name", "description", "start", "duration", "tick", "seed", "map", "agents",
-                 "memories", "events", "probes", "brain", "memory")
+                 "memories", "events", "probes", "brain", "memory", "agent_types")
 SCENARIO_REQUIRED = ("name", "start", "map", "agents")
-MEMORY_KEYS = ("index", "weights", "model") + tuple(f.name for f in fields(MemoryModel) if f.name != "model")
+MEMORY_KEYS = ("preset", "index", "model") + tuple(f.name for f in fields(MemoryModel) if f.name != "model")
+SECTIONS = {"reflection": tuple(f.name for f in fields(Reflection)),
+            "importance_adjust": tuple(f.name for f in fields(Adjust))}
 DEFAULT_DURATION = 86400.0
 DEFAULT_TICK = 60.0
 
@@ -105,7 +108,10 @@ def _read_scenario(path: str) -> tuple[Scenario | None, list[Problem]]:
     start = reader.datetime(fields.get("start"), "start")
     map_spec = read_map(reader, fields["map"]) if "map" in fields else None
     areas = map_spec.areas() if map_spec is not None else None
-    agents, agent_ids, agent_data = _read_agents(reader, fields.get("agents"), path, areas, start)
+    memory = _read_memory(reader, fields.get("memory"))
+    agent_types = _read_agent_types(reader, fields.get("agent_types"), memory.get("memory_model"))
+    agents, agent_ids, agent_data = _read_agents(reader, fields.get("agents"), path, areas, start,
+                                                 tuple(dict(agent_types)))
     scenario = Scenario(
         path=path,
         name=reader.text(fields.get("name"), "name"),
@@ -121,13 +127,14 @@ def _read_scenario(path: str) -> tuple[Scenario | None, list[Problem]]:
         probes=read_probes(reader, fields.get("probes")),
         sha256=hashlib.sha256(opened.data + b"".join(agent_data)).hexdigest(),
         brain=_read_brain(reader, fields.get("brain")),
-        **_read_memory(reader, fields.get("memory")),
+        agent_types=agent_types,
+        **memory,
     )
     return (None, _ordered(problems)) if problems else (scenario, [])
 
 
 def _read_agents(reader: Reader, node: Node | None, path: str, areas: tuple[str, ...] | None,
-                 start: datetime | None) -> tuple[list[AgentSpec], set[str] | None, list[bytes]]:
+                 start: datetime | None, types: tuple[str, ...] = ()) -> tuple[list[AgentSpec], set[str] | None, list[bytes]]:
     """The scenario's agents in order, the set of ids it lists (None if unreadable), and their files' bytes."""
     items = reader.sequence(node, "agents")
     if items is None:
@@ -145,7 +152,7 @@ def _read_agents(reader: Reader, node: Node | None, path: str, areas: tuple[str,
             reader.report(id_field.node, message, id_field.key)
             continue
         first_key[agent_id] = id_field.key
-        loaded = _load_agent(id_field, path, agent_id, overrides, areas, start)
+        loaded = _load_agent(id_field, path, agent_id, overrides, areas, start, types)
         if loaded is not None:
             agents.append(loaded[0])
             data.append(loaded[1])
@@ -174,7 +181,8 @@ def _agent_entry(reader: Reader, item: Node, key: str) -> tuple[str, Field, dict
 
 
 def _load_agent(id_field: Field, path: str, agent_id: str, overrides: dict[str, Field],
-                areas: tuple[str, ...] | None, start: datetime | None) -> tuple[AgentSpec, bytes] | None:
+                areas: tuple[str, ...] | None, start: datetime | None,
+                types: tuple[str, ...] = ()) -> tuple[AgentSpec, bytes] | None:
     """An agent's spec (file plus overrides) and its file's bytes; None when anything is wrong."""
     candidates = agent_paths(path, agent_id)
     found = next(((real, label) for real, label in candidates if os.path.isfile(real)), None)
@@ -187,7 +195,13 @@ def _load_agent(id_field: Field, path: str, agent_id: str, overrides: dict[str, 
     fields = agent_fields(opened.reader, opened.top) if opened else None
     if opened is None or fields is None:
         return None
-    spec = build_agent(agent_id, {**fields, **overrides}, opened.reader, opened.top, areas, start)
+    merged = {**fields, **overrides}
+    kind = merged.get("type")
+    if kind is not None and kind.reader.text(kind.node, kind.key) not in (*types, None):
+        kind.reader.report(kind.node, f"type {kind.node.value!r} is not one of the scenario's agent_types"
+                           f" ({', '.join(types) or 'it has none'})", kind.key)
+        return None
+    spec = build_agent(agent_id, merged, opened.reader, opened.top, areas, start)
     return None if spec is None else (spec, opened.data)
 
 
@@ -229,38 +243,86 @@ def _read_brain(reader: Reader, node: Node | None) -> dict:
 
 def _read_memory(reader: Reader, node: Node | None) -> dict:
     """The `memory:` settings as the Scenario's fields: the index of every agent's memory
-    stream (exact unless set), the paper model's weights, and the memory model."""
+    stream (exact unless set), the paper model's weights, and the memory model (a preset's
+    settings under the block's own). A setting of the other model than the one chosen is
+    refused where it is written."""
     if node is None or is_null(node):
         return {}
     fields = reader.mapping(node, "memory", MEMORY_KEYS) or {}
     out = {"memory_index": reader.choice(fields.get("index"), "memory.index", MEMORY_INDEXES, default="exact")
            or "exact"}
-    if "weights" in fields:
+    base: dict = {}
+    if "preset" in fields:
         try:
-            out["memory_weights"] = resolve_weights(reader.construct(fields["weights"], "memory.weights"))
-        except ValueError as error:
-            reader.report(fields["weights"], str(error), "memory.weights")
-    model = reader.choice(fields.get("model"), "memory.model", MODELS, default="paper") or "paper"
-    settings = {}
+            base = preset(reader.construct(fields["preset"], "memory.preset"))
+        except (TypeError, ValueError) as error:
+            reader.report(fields["preset"], str(error), "memory.preset")
+    model = reader.choice(fields.get("model"), "memory.model", MODELS, default=base.get("model", "paper")) or "paper"
+    other = PAPER_SETTINGS if model == "salience" else SALIENCE_SETTINGS
+    settings = {k: v for k, v in base.items() if k not in other}
     for name, value_node in fields.items():
-        if name in ("index", "weights", "model"):
+        if name in ("index", "model", "preset"):
             continue
         key = f"memory.{name}"
-        if model != "salience":
-            reader.report(value_node, f"{name} is a setting of the salience model: it needs model: salience", key)
+        if name in other:
+            reader.report(value_node, f"{name} is a setting of the {'paper' if model == 'salience' else 'salience'}"
+                          f" model: it does not go with model: {model}", key)
             continue
-        value = reader.construct(value_node, key)
-        try:
-            MemoryModel.of({"model": model, name: value})
-        except (TypeError, ValueError) as error:
-            reader.report(value_node, str(error), key)
-            continue
-        settings[name] = value
+        value = _memory_setting(reader, value_node, key, name, model, settings.get(name))
+        if value is not None:
+            settings[name] = value
+    if settings.get("normalize") == "fixed" and out["memory_index"] != "exact":
+        reader.report(fields.get("normalize", node), "normalize: fixed needs index: exact", "memory.normalize")
     try:
-        out["memory_model"] = MemoryModel.of({"model": model, **settings})
+        memory_model = MemoryModel.of({**settings, "model": model})
     except (TypeError, ValueError) as error:
         reader.report(node, str(error), "memory")
+        return out
+    out["memory_model"] = memory_model
+    if memory_model.weights is not None:
+        out["memory_weights"] = memory_model.weights
     return out
+
+
+def _memory_setting(reader: Reader, node: Node, key: str, name: str, model: str, under=None):
+    """One `memory:` setting, checked alone (a section key by key, over `under`, the
+    preset's); None, reported where it is written, when it is wrong."""
+    if name in SECTIONS and isinstance(node, MappingNode):
+        merged = dict(under or {})
+        for part, part_node in (reader.mapping(node, key, SECTIONS[name]) or {}).items():
+            value = reader.construct(part_node, f"{key}.{part}")
+            try:
+                MemoryModel.of({"model": model, name: {**merged, part: value}})
+            except (TypeError, ValueError) as error:
+                reader.report(part_node, str(error), f"{key}.{part}")
+                continue
+            merged[part] = value
+        return merged
+    value = reader.construct(node, key)
+    try:
+        MemoryModel.of({"model": model, name: value})
+    except (TypeError, ValueError) as error:
+        reader.report(node, str(error), key)
+        return None
+    return value
+
+
+def _read_agent_types(reader: Reader, node: Node | None, memory: MemoryModel | None) -> tuple:
+    """`agent_types:`: each type's keyword table (a source's or an emotion's name -> words),
+    for `tagger: keywords`; every name must be one of the memory model's."""
+    if node is None or is_null(node):
+        return ()
+    names = [n for n, _ in (memory.sources + memory.emotions)] if memory is not None else None
+    out = []
+    for kind, table_node in (reader.mapping(node, "agent_types") or {}).items():
+        table = []
+        for name, words_node in (reader.mapping(table_node, f"agent_types.{kind}", names) or {}).items():
+            key = f"agent_types.{kind}.{name}"
+            words = reader.sequence(words_node, key)
+            if words is not None:
+                table.append((name, tuple(w.lower() for w in (reader.text(n, key) for n in words) if w)))
+        out.append((kind, tuple(table)))
+    return tuple(out)
 
 
 def _ordered(problems: list[Problem]) -> list[Problem]:

@@ -80,6 +80,7 @@ class AgentSpec:
     memories: tuple[SeedMemory, ...]
     source: str
     places: tuple[str, ...] = ()        # the places known at the start; () : home, start and routine's
+    type: str = ""                      # its type in the scenario's `agent_types` ("": none)
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,11 @@ class Scenario:
     memory_index: str = "exact"
     memory_weights: tuple[float, float, float] | None = None   # `memory.weights`; None: the paper's
     memory_model: MemoryModel = field(default_factory=MemoryModel)
+    agent_types: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = ()   # type -> keyword table
+
+    def keyword_table(self, agent_type: str):
+        """The keyword table (`tagger: keywords`) of the agent type `agent_type`; None if it has none."""
+        return dict(self.agent_types).get(agent_type)
 
     def areas(self) -> tuple[str, ...]:
         """Every area path on the map and each of its sectors, sorted."""

@@ -125,6 +125,7 @@ class Agent:
     free_to_talk: bool = False
     process: object = None
     since_reflection: float = 0.0
+    since_count: int = 0                # memories counted into since_reflection (`reflection.min_memories`)
     relationships: dict[str, str] = field(default_factory=dict)
     talks: dict[str, int] = field(default_factory=dict)
     last_talk: dict[str, float] = field(default_factory=dict)
@@ -196,6 +197,7 @@ class Agent:
             "activity": self.activity, "status": self.status,
             "doing": self.doing.to_dict() if self.doing else None, "holding": self.holding,
             "free_to_talk": self.free_to_talk, "since_reflection": self.since_reflection,
+            "since_count": self.since_count,
             "relationships": dict(sorted(self.relationships.items())), "talks": dict(sorted(self.talks.items())),
             "last_talk": dict(sorted(self.last_talk.items())),
             "earlier_lines": {k: list(v) for k, v in sorted(self.earlier_lines.items())},
@@ -222,6 +224,7 @@ class Agent:
         self.doing = Doing.from_dict(state["doing"]) if state["doing"] else None
         self.holding = state["holding"]
         self.free_to_talk, self.since_reflection = state["free_to_talk"], state["since_reflection"]
+        self.since_count = state.get("since_count", 0)      # states before `reflection.min_memories`: 0
         self.relationships = dict(state["relationships"])
         self.talks = dict(state["talks"])
         self.last_talk = dict(state["last_talk"])

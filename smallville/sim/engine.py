@@ -34,10 +34,11 @@ class SimConfig:
 
     weights: tuple[float, float, float] | str | None = None  # recency, importance, relevance, or a preset's
                                                              # name (paper, original); None: the scenario's
-    decay: float = 0.995                                     # recency decay per game hour
-    reflection_threshold: float = 150.0
-    reflection_questions: int = 3
-    reflection_window: int = 100
+    # None below: the memory model's (`memory.decay`, `memory.reflection`; the paper's by default)
+    decay: float | None = None                               # recency decay per game hour
+    reflection_threshold: float | None = None
+    reflection_questions: int | None = None
+    reflection_window: int | None = None
     evidence_k: int = 10
     retrieve_k: int = 5
     plan_k: int = 10
@@ -75,6 +76,17 @@ class SimConfig:
         return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in (data or {}).items() if k in known})
 
 
+def resolved(config: SimConfig, scenario) -> SimConfig:
+    """`config` with the knobs it leaves to the memory model (None) taken from it: the
+    weights (else the scenario's `memory.weights`, else the paper's), the decay and the
+    reflection's threshold, questions and window."""
+    memory, reflection = config.memory, config.memory.reflection
+    weights = config.weights or memory.weights or scenario.memory_weights or WEIGHT_PRESETS["paper"]
+    pick = {"decay": memory.decay, "reflection_threshold": reflection.threshold,
+            "reflection_questions": reflection.questions, "reflection_window": reflection.window}
+    return replace(config, weights=weights, **{k: v for k, v in pick.items() if getattr(config, k) is None})
+
+
 STATE_SCHEMA = 2
 
 
@@ -100,10 +112,9 @@ class Simulation:
         self.config = config or SimConfig()
         if self.config.index is None:
             self.config = replace(self.config, index=scenario.memory_index)
-        if self.config.weights is None:
-            self.config = replace(self.config, weights=scenario.memory_weights or WEIGHT_PRESETS["paper"])
         if self.config.memory is None:
             self.config = replace(self.config, memory=scenario.memory_model)
+        self.config = resolved(self.config, scenario)
         self.memory = memory_model(self.config.memory)     # how agents store, recall and reflect
         self.seed = scenario.seed if seed is None else seed
         self.env = simpy.Environment()
@@ -128,7 +139,8 @@ class Simulation:
                 continue                        # part of a town (run-ahead's copies): only those given
             stream = streams[spec.id] if streams is not None else MemoryStream(
                 dim=embedder.dim, weights=self.config.weights, decay=self.config.decay, embedder=embedder,
-                index=self.config.index, helpers=self.helpers)
+                index=self.config.index, helpers=self.helpers, normalize=self.config.memory.normalize)
+            stream.normalize = self.config.memory.normalize     # a restored stream's files do not hold it
             agent = Agent(spec.id, spec, stream, random.Random(f"{self.seed}:agent:{spec.id}"))
             agent.relationships = dict(spec.relationships)
             agent.places = self.first_places(spec)
@@ -293,8 +305,9 @@ class Simulation:
         self.count("memories")
         if kind == "reflection":
             self.count("reflections")
-        if kind == "observation":               # only perceived events count towards a reflection
+        if self.memory.counts_toward_reflection(kind):     # the paper: perceived events only
             agent.since_reflection += importance
+            agent.since_count += 1
         self.emit(events.MEMORY, agent.id, id=mid, kind=kind, importance=importance, text=text,
                   links=list(links) or None, **(asdict(said) if said else {}), **tags)
         low = text.lower()

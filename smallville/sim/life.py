@@ -13,7 +13,6 @@ import simpy
 
 from smallville import events
 from smallville.brain import requests as rq
-from smallville.brain.contract import INSIGHTS
 from smallville.brain.dayplan import hourly
 from smallville.brain.text import mentions_sleep
 from smallville.sim.agent import Action, Agent, Doing, PlanBlock
@@ -462,9 +461,12 @@ def remember(sim, agent: Agent, texts: list[str], kind, importances=None, links=
     borrowed = rated_as or [None] * len(texts)
     unrated = [i for i, (imp, other) in enumerate(zip(importances, borrowed)) if imp is None and other is None]
     if unrated:
-        answer = yield sim.ask(agent, sim.memory.rating_request(agent, tuple(texts[i] for i in unrated),
-                                                                [kinds[i] for i in unrated]))
-        for i, rating in zip(unrated, sim.memory.ratings(answer)):
+        ratings = sim.memory.local_ratings(sim, agent, tuple(texts[i] for i in unrated))   # a keyword tagger
+        if ratings is None:
+            answer = yield sim.ask(agent, sim.memory.rating_request(agent, tuple(texts[i] for i in unrated),
+                                                                    [kinds[i] for i in unrated]))
+            ratings = sim.memory.ratings(answer)
+        for i, rating in zip(unrated, ratings):
             importances[i] = rating
     importances = [imp if imp is not None or other is None else importances[other]
                    for imp, other in zip(importances, borrowed)]
@@ -481,7 +483,7 @@ def reflect(sim, agent: Agent):
     summary is written again."""
     if not sim.memory.reflect_due(sim, agent):
         return
-    trigger, agent.since_reflection = agent.since_reflection, 0.0
+    trigger, agent.since_reflection, agent.since_count = agent.since_reflection, 0.0, 0
     n = len(agent.stream)
     newest_first = [agent.stream[i] for i in reversed(range(max(0, n - sim.config.reflection_window), n))]
     recent = cleaned(sim, agent, newest_first)[::-1]       # a repeated sight kept at its latest
@@ -495,9 +497,12 @@ def reflect(sim, agent: Agent):
             for q, ev in zip(asked, evidence)]
     answers = yield sim.env.all_of(asks)
     texts, links, have = [], [], set(held)
+    each = sim.config.memory.reflection.insights_per_question
     for ask, ev in zip(asks, evidence):
-        for insight in answers[ask].insights[:INSIGHTS]:
+        for insight in answers[ask].insights[:each]:
             cited = tuple(sorted({ev[i].id for i in insight.because if 0 <= i < len(ev)}))
+            if cited and sim.memory.too_deep(agent.stream, cited):
+                continue                            # `reflection.max_depth`: insights on insights stop there
             if cited and insight.text not in have:  # an insight stands on its evidence, and is new
                 have.add(insight.text)
                 texts.append(insight.text)

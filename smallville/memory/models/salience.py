@@ -36,10 +36,10 @@ import numpy as np
 
 from smallville import events
 from smallville.brain import requests as rq
+from smallville.memory.models.keywords import keyword_tag
 from smallville.memory.record import Hit, Memory
 from smallville.memory.scoring import normalise, span, top_k
 
-DAY = 86400.0
 INSIGHT = ("reflection", "neutral")            # an insight's source and emotion
 
 
@@ -72,18 +72,23 @@ class Mind:
     tags: dict[str, list] = field(default_factory=dict)
     night: float = -math.inf
     draws: int = 0
+    forgotten: list[list] = field(default_factory=list)  # [text, kind, created, rating] not kept since it reflected
+                                                         # (`reflect_on: all`)
 
     def get_state(self) -> dict:
-        return {"working": {"items": [list(x) for x in self.working], "night": self.night
-                            if math.isfinite(self.night) else None, "draws": self.draws},
-                "salience": dict(self.tags)}
+        working = {"items": [list(x) for x in self.working], "night": self.night
+                   if math.isfinite(self.night) else None, "draws": self.draws}
+        if self.forgotten:
+            working["forgotten"] = [list(x) for x in self.forgotten]
+        return {"working": working, "salience": dict(self.tags)}
 
     @classmethod
     def from_state(cls, state: dict) -> "Mind":
         working = state["working"]
         night = working["night"]
         return cls([list(x) for x in working["items"]], {k: list(v) for k, v in state["salience"].items()},
-                   -math.inf if night is None else night, working.get("draws", 0))
+                   -math.inf if night is None else night, working.get("draws", 0),
+                   [list(x) for x in working.get("forgotten", [])])
 
 
 class Glimpse:
@@ -136,6 +141,18 @@ class SalienceModel:
     def ratings(self, answer: rq.Tags) -> tuple[rq.Tag, ...]:
         return answer.tags
 
+    def local_ratings(self, sim, agent, texts) -> tuple[rq.Tag, ...] | None:
+        """The tags `tagger: keywords` gives `texts` without asking the brain (by the table
+        of the agent's type, else the model's own); None when the brain tags."""
+        if self.settings.tagger != "keywords":
+            return None
+        table = sim.scenario.keyword_table(agent.spec.type) or self.settings.keywords
+        return tuple(keyword_tag(text, table, self.sources, self.emotions) for text in texts)
+
+    @staticmethod
+    def counts_toward_reflection(kind: str) -> bool:
+        return False                            # no trigger sum: insights come at sleep
+
     def guess(self, request: rq.TagMemories) -> rq.Tags:
         """Run-ahead's guess at the tags not come yet (`smallville.sim.copies.Copy` says why
         it is safe): the source and emotion of the highest weights, so the highest I, which
@@ -174,6 +191,8 @@ class SalienceModel:
         else:
             mid = None
             sim.count("forgotten")
+            if self.settings.reflect_on == "all":
+                mind.forgotten.append([text, kind, at, self.rating(importance)])
             sim.emit(events.MEMORY, agent.id, id=None, kind=kind, importance=self.rating(importance), text=text,
                      links=list(links) or None, **(asdict(said) if said else {}), **tags)
         if self.settings.window_size:
@@ -190,6 +209,7 @@ class SalienceModel:
     def retrieve(self, sim, agent, query: str, k: int) -> list[Hit]:
         """The strongest long-term memories, then the working memory (`k` plays no part)."""
         s, mind, stream, now = self.settings, self.mind(agent), agent.stream, sim.env.now
+        unit = s.decay_unit()
         working = list(reversed(mind.working))
         held = {item[7] for item in working if item[7] is not None}
         hits: list[Hit] = []
@@ -198,7 +218,7 @@ class SalienceModel:
             tags = [mind.tags.get(str(i)) or [self.top * stream[i].importance / 10, 1.0] for i in range(n)]
             importance = np.array([t[0] for t in tags])
             rate = s.decay_rate * np.maximum(0.0, 1.0 - s.emotion_decay * np.array([t[1] for t in tags]))
-            fade = np.exp(-rate * (now - stream.columns.created[:n]) / DAY)
+            fade = np.exp(-rate * (now - stream.columns.created[:n]) / unit)
             score = importance * fade
             relevance = np.zeros(n)
             if s.relevance:
@@ -211,7 +231,7 @@ class SalienceModel:
                     for i in best]
         for j, (text, kind, created, importance, rating, _source, emotion, mid) in enumerate(working):
             memory = Memory(stream, mid) if mid is not None else Glimpse(-1 - j, text, kind, created, rating)
-            fade = strength(1.0, self.emotions.get(emotion, 1.0), (now - created) / DAY, s.decay_rate, s.emotion_decay)
+            fade = strength(1.0, self.emotions.get(emotion, 1.0), (now - created) / unit, s.decay_rate, s.emotion_decay)
             hits.append(Hit(memory, importance * fade, fade, importance, 0.0))
         return hits
 
@@ -220,18 +240,27 @@ class SalienceModel:
     def reflect_due(self, sim, agent) -> bool:
         return False                            # no trigger: insights come as the agent falls asleep
 
+    def reflect_due_at_sleep(self, mind: Mind, now: float) -> bool:
+        """Whether this sleep reflects: every night, or (`reflect_every`) once that long has
+        passed since the last reflection (since the start before the first)."""
+        gap = self.settings.reflect_gap()
+        return not gap or now - (mind.night if math.isfinite(mind.night) else 0.0) >= gap
+
     def at_sleep(self, sim, agent):
         """The day's memories (since the last night) give `insights` insights, one a question
         in turn, stored at I = 10 x importance_boost and linked to the memories they cite."""
         s, mind, stream, now = self.settings, self.mind(agent), agent.stream, sim.env.now
-        if not sim.config.reflection or not s.insights:
+        if not sim.config.reflection or not s.insights or not self.reflect_due_at_sleep(mind, now):
             return
         day = [stream[i] for i in range(len(stream)) if stream[i].created > mind.night and stream[i].kind != "seed"]
         ids = {m.id for m in day}
-        day += [Glimpse(-1, t, kind, at, r) for t, kind, at, _i, r, _s, _e, mid in mind.working
-                if mid is None and at > mind.night]
+        if s.reflect_on == "all":               # every memory of those days, kept or not
+            day += [Glimpse(-1, t, kind, at, r) for t, kind, at, r in mind.forgotten if at > mind.night]
+        else:
+            day += [Glimpse(-1, t, kind, at, r) for t, kind, at, _i, r, _s, _e, mid in mind.working
+                    if mid is None and at > mind.night]
         day = sorted(day, key=lambda m: m.created)[-sim.config.reflection_window:]
-        mind.night = now
+        mind.night, mind.forgotten = now, []
         if not day:
             return
         texts = sim.dated(day)                  # (when, text), as every prompt's memories
