@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--for", dest="duration", type=_duration, metavar="DURATION",
                      help="simulated time to run, e.g. 2h or 2d (default: the scenario's duration)")
     run.add_argument("--seed", type=int, help="random seed (default: the scenario's seed)")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="memory.KEY=VALUE",
+                     help="a memory setting over the scenario's (docs/scenario-format.md), e.g. "
+                          "--set memory.preset=teaching-lab --set memory.reflection.threshold=40")
     run.add_argument("--brain", metavar="MODEL",
                      help="who answers the agents' questions: offline (default), a litellm model name "
                           "(e.g. openai/gpt-4o-mini, ollama/llama3.1), or llm: the model of the scenario's brain: block")
@@ -541,6 +544,6 @@ def _run(args) -> int:
     from smallville.scenario import load_scenario
     from smallville import render
 
-    scenario = load_scenario(str(args.scenario))
+    scenario = load_scenario(str(args.scenario), args.overrides)
     result = render.run_with_progress(scenario, args)
     return _exit_code(result)

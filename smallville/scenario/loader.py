@@ -22,6 +22,7 @@ from smallville.scenario.agentfile import AGENT_KEYS, agent_fields, build_agent
 from smallville.scenario.mapfile import read_map
 from smallville.scenario.memorymodel import (MODELS, PAPER_SETTINGS, SALIENCE_SETTINGS, Adjust, MemoryModel,
                                              Reflection, preset)
+from smallville.scenario.overrides import apply_override
 from smallville.scenario.model import AGENT_ID, MEMORY_INDEXES, AgentSpec, Problem, Scenario
 from smallville.scenario.timeline import read_events, read_probes, read_scenario_memories
 from smallville.scenario.yamlpos import LOADER, Field, Reader, child, describe, is_null
@@ -36,9 +37,11 @@ DEFAULT_DURATION = 86400.0
 DEFAULT_TICK = 60.0
 
 
-def load_scenario(path: str | os.PathLike) -> Scenario:
-    """The scenario at `path` with its agents; ScenarioError listing every problem if any."""
-    scenario, problems = _read_scenario(os.fspath(path))
+def load_scenario(path: str | os.PathLike, overrides: Iterable[str] = ()) -> Scenario:
+    """The scenario at `path` with its agents, and `overrides` ("memory.KEY=VALUE", as
+    `smallville run --set` gives them) over what its file says; ScenarioError listing
+    every problem if any."""
+    scenario, problems = _read_scenario(os.fspath(path), tuple(overrides))
     if problems or scenario is None:
         raise ScenarioError(problems)
     return scenario
@@ -97,10 +100,14 @@ def _open(path: str, label: str, problems: list[Problem]) -> _Opened | None:
     return None if top is None else _Opened(data, reader, top)
 
 
-def _read_scenario(path: str) -> tuple[Scenario | None, list[Problem]]:
-    """The scenario at `path` and the problems found; the scenario is None unless there are none."""
+def _read_scenario(path: str, overrides: tuple[str, ...] = ()) -> tuple[Scenario | None, list[Problem]]:
+    """The scenario at `path` (with `overrides`) and the problems found; the scenario is None
+    unless there are none."""
     problems: list[Problem] = []
     opened = _open(path, path, problems)
+    if opened is not None and isinstance(opened.top, MappingNode):
+        for option in overrides:
+            apply_override(opened.top, option, problems)
     fields = opened.reader.mapping(opened.top, "", SCENARIO_KEYS, SCENARIO_REQUIRED) if opened else None
     if opened is None or fields is None:
         return None, _ordered(problems)

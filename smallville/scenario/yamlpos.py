@@ -64,6 +64,9 @@ class Field:
     key: str
 
 
+OVERRIDE = "--set "
+"""How a YAML node given on the command line names where it came from (its marks' name)."""
+
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)     # libyaml's where pyyaml has it: 10x faster
 
 
@@ -81,8 +84,11 @@ class Reader:
         self.problems.append(Problem(self.file, line, column, message, key))
 
     def report(self, node: Node, message: str, key: str = "") -> None:
-        """Record a problem at the start of a node."""
-        self.report_at(node.start_mark.line + 1, node.start_mark.column + 1, message, key)
+        """Record a problem at the start of a node (in the option that gave it, for a node
+        of a `--set` option: `smallville.scenario.overrides`)."""
+        mark = node.start_mark
+        file = mark.name if str(mark.name).startswith(OVERRIDE) else self.file
+        self.problems.append(Problem(file, mark.line + 1, mark.column + 1, message, key))
 
     def compose(self) -> Node | None:
         """The file's top node, or None after reporting a syntax error or an empty file."""
