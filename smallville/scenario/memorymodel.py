@@ -177,6 +177,10 @@ class MemoryModel:
     def problems(self) -> list[str]:
         """What is wrong with these settings, one sentence each (empty when nothing is)."""
         out = []
+        if not isinstance(self.reflection, Reflection):
+            out.append(f"reflection must be a mapping of its settings, got {self.reflection!r}")
+        if self.importance_adjust is not None and not isinstance(self.importance_adjust, Adjust):
+            out.append(f"importance_adjust must be a mapping of its settings, got {self.importance_adjust!r}")
         for name, choices in (("model", MODELS), ("normalize", NORMALIZE), ("decay_per", DECAY_PER),
                               ("tagger", TAGGERS), ("reflect_on", REFLECT_ON)):
             if getattr(self, name) not in choices:

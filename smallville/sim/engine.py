@@ -64,6 +64,8 @@ class SimConfig:
             object.__setattr__(self, "weights", resolve_weights(self.weights))
         if self.memory is not None:
             object.__setattr__(self, "memory", MemoryModel.of(self.memory))
+            if self.index == "hnsw" and self.memory.normalize == "fixed":
+                raise ValueError("normalize: fixed needs the exact index, not hnsw")
 
     def to_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v.to_dict() if isinstance(v, MemoryModel) else v)
