@@ -12,7 +12,6 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import CAFE_TRIO, ROOT
 
 from smallville.brain import LLMConfig, make_brain
 from smallville.brain import requests as rq
@@ -24,6 +23,8 @@ from smallville.run import run_scenario
 from smallville.scenario import load_scenario
 from smallville.scenario.memorymodel import KEYWORDS, PRESETS, Adjust, MemoryModel
 from smallville.sim import SimConfig, Simulation
+
+from conftest import CAFE_TRIO, ROOT
 
 HOUR, DAY = 3600.0, 86400.0
 YEAR = 365 * DAY
@@ -215,8 +216,9 @@ def test_a_night_reflects_on_every_memory_of_the_day_kept_or_not(tmp_path):
     not consolidated too; `kept` (the default) those kept and the working memory's."""
     read = {}
     for reflect_on in ("kept", "all"):
+        config = SimConfig(memory={"model": "salience", "reflect_on": reflect_on})
         result = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path / reflect_on, duration=20 * HOUR,
-                              embedder="lexical", config=SimConfig(memory={"model": "salience", "reflect_on": reflect_on}))
+                              embedder="lexical", config=config)
         events = [json.loads(line) for line in (result.path / "events.jsonl").read_text().splitlines()]
         nights = [e for e in events if e["kind"] == "reflect"]
         assert nights and result.manifest.counts["forgotten"] > 0

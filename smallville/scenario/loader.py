@@ -20,10 +20,17 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 from smallville.errors import ScenarioError
 from smallville.scenario.agentfile import AGENT_KEYS, agent_fields, build_agent
 from smallville.scenario.mapfile import read_map
-from smallville.scenario.memorymodel import (MODELS, PAPER_SETTINGS, SALIENCE_SETTINGS, Adjust, MemoryModel,
-                                             Reflection, preset)
-from smallville.scenario.overrides import apply_override
+from smallville.scenario.memorymodel import (
+    MODELS,
+    PAPER_SETTINGS,
+    SALIENCE_SETTINGS,
+    Adjust,
+    MemoryModel,
+    Reflection,
+    preset,
+)
 from smallville.scenario.model import AGENT_ID, MEMORY_INDEXES, AgentSpec, Problem, Scenario
+from smallville.scenario.overrides import apply_override
 from smallville.scenario.timeline import read_events, read_probes, read_scenario_memories
 from smallville.scenario.yamlpos import LOADER, Field, Reader, child, describe, is_null
 
@@ -141,7 +148,8 @@ def _read_scenario(path: str, overrides: tuple[str, ...] = ()) -> tuple[Scenario
 
 
 def _read_agents(reader: Reader, node: Node | None, path: str, areas: tuple[str, ...] | None,
-                 start: datetime | None, types: tuple[str, ...] = ()) -> tuple[list[AgentSpec], set[str] | None, list[bytes]]:
+                 start: datetime | None,
+                 types: tuple[str, ...] = ()) -> tuple[list[AgentSpec], set[str] | None, list[bytes]]:
     """The scenario's agents in order, the set of ids it lists (None if unreadable), and their files' bytes."""
     items = reader.sequence(node, "agents")
     if items is None:

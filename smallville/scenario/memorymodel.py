@@ -189,8 +189,9 @@ class MemoryModel:
             out.append(f"decay must be a number above 0 and at most 1 (per game hour), got {self.decay!r}")
         if not _whole(self.insight_floor) or not 1 <= self.insight_floor <= 10:
             out.append(f"insight_floor must be a whole number from 1 to 10, got {self.insight_floor!r}")
-        out += _duration_problems("year", self.year) + (
-            [] if self.reflect_every == "night" else _duration_problems("reflect_every", self.reflect_every, "night or "))
+        out += _duration_problems("year", self.year)
+        if self.reflect_every != "night":
+            out += _duration_problems("reflect_every", self.reflect_every, "night or ")
         for name in ("threshold", "decay_rate", "emotion_decay", "importance_boost", "relevance"):
             value = getattr(self, name)
             if not _number(value) or value < 0:
@@ -345,7 +346,8 @@ def keyword_table(value) -> tuple[tuple[str, tuple[str, ...]], ...]:
     try:
         table = tuple((str(name), tuple(str(w).lower() for w in words)) for name, words in pairs)
     except (TypeError, ValueError):
-        raise ValueError(f"keywords must map a source's or an emotion's name to a list of words, got {value!r}") from None
+        raise ValueError(f"keywords must map a source's or an emotion's name to a list of words, "
+                         f"got {value!r}") from None
     if any(isinstance(words, str) for _, words in (value.items() if isinstance(value, dict) else ())):
         raise ValueError("keywords must map each name to a list of words")
     return table

@@ -4,7 +4,7 @@ to the brain's 1..10 rating of a memory, by the words it holds."""
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 EMOTION_WORDS = ("happy", "sad", "angry", "afraid", "scared", "excited", "upset", "worried", "anxious",
                  "furious", "grief", "joy", "fear", "love", "loves", "loved", "cried", "crying", "thrilled",
