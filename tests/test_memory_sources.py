@@ -211,6 +211,20 @@ def test_an_agent_types_keyword_table_tags_its_agents_memories_without_the_brain
         assert sim.memory.local_ratings(sim, maria, ("Maria is reading a book",)) == (rq.Tag("routine", "neutral"),)
 
 
+def test_an_unknown_type_or_table_name_is_refused_where_it_is_written(tmp_path):
+    path = town(tmp_path, "memory: {model: salience, tagger: keywords}\n"
+                          "agent_types:\n  bookworm: {impakt: [book]}\n", agent_type="poet")
+    klaus = tmp_path / "agents" / "klaus_mueller.yaml"
+    type_line = klaus.read_text().splitlines().index("type: poet") + 1
+    table_line = path.read_text().splitlines().index("  bookworm: {impakt: [book]}") + 1
+    done = smallville("run", path, "--for", "10m", "--quiet", "--runs-dir", tmp_path / "runs")
+    assert done.returncode == 2 and "Traceback" not in done.stderr and not (tmp_path / "runs").exists()
+    assert f"{path}:{table_line}:14: unknown key 'impakt' (did you mean 'impact'?) (at agent_types.bookworm.impakt)" \
+        in done.stderr
+    assert (f"agents/klaus_mueller.yaml:{type_line}:7: type 'poet' is not one of the scenario's agent_types"
+            f" (bookworm) (at type)") in done.stderr
+
+
 def test_a_night_reflects_on_every_memory_of_the_day_kept_or_not(tmp_path):
     """`reflect_on: all` gives the night's reflection every memory since the last, the ones
     not consolidated too; `kept` (the default) those kept and the working memory's."""

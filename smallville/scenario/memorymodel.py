@@ -210,6 +210,11 @@ class MemoryModel:
             for key, weight in pairs:
                 if not _number(weight) or weight <= 0:
                     out.append(f"{name}.{key} must be a number > 0, got {weight!r}")
+        names = {k for k, _ in (self.sources.items() if isinstance(self.sources, dict) else self.sources)} | {
+            k for k, _ in (self.emotions.items() if isinstance(self.emotions, dict) else self.emotions)}
+        pairs = self.keywords.items() if isinstance(self.keywords, dict) else self.keywords
+        out += [f"keywords.{name} names no source or emotion (known: {', '.join(sorted(names))})"
+                for name, _ in pairs if name not in names]
         return out
 
     @property

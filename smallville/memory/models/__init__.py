@@ -5,12 +5,15 @@ A `Simulation` holds one model (`sim.memory`), and its life asks it only this:
 
     sim.memory.rating_request(agent, texts, kind)   the request that rates new memories
     sim.memory.ratings(answer)                      its answer, one rating per text
+    sim.memory.local_ratings(sim, agent, texts)     ratings made without the brain (a keyword tagger), or None
     sim.memory.guess(request)                       run-ahead's guess at that answer (sim.copies)
     sim.memory.store(sim, agent, text, kind, rating, links, created, said)
                                                     keep a memory, or not: its id or None
     sim.memory.retrieve(sim, agent, query, k)       what comes to mind, best first (`Hit`s)
     sim.memory.retrieve_many(sim, agent, queries, k)  the same for several queries of one moment
     sim.memory.reflect_due(sim, agent)              whether the paper's reflection is due
+    sim.memory.counts_toward_reflection(kind)       whether a memory of that kind adds to its trigger
+    sim.memory.too_deep(stream, cited)              whether an insight citing those would pass `max_depth`
     sim.memory.at_sleep(sim, agent)                 (a generator) what happens as it falls asleep
     sim.memory.talks_rated_whole                    whether a conversation's lines take its summary's rating
 
