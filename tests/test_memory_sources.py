@@ -313,3 +313,23 @@ def test_a_preset_runs_through_the_test_server(tmp_path, monkeypatch):
     events = [json.loads(line) for line in (result.path / "events.jsonl").read_text().splitlines()]
     insights = [e["data"]["importance"] for e in events if e["kind"] == "memory" and e["data"]["kind"] == "reflection"]
     assert insights and min(insights) >= 7
+
+
+def test_a_killed_run_with_set_knobs_resumes_to_the_same_bytes(tmp_path):
+    """What `--set` gave is in the manifest's config, so a resumed run keeps it (000's fixed
+    scales on the restored streams too) and ends as the run that was not interrupted."""
+    knobs = ["--set", "memory.preset=integration-guide", "--set", "memory.reflection.threshold=40"]
+    whole = smallville("run", CAFE_TRIO, "--for", "6h", "--embedder", "lexical", "--quiet",
+                       "--runs-dir", tmp_path / "whole", *knobs)
+    assert whole.returncode == 0, whole.stderr
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    killed = subprocess.run([sys.executable, "-m", "smallville", "run", CAFE_TRIO, "--for", "6h", "--embedder",
+                             "lexical", "--quiet", "--runs-dir", tmp_path / "runs", *knobs], cwd=ROOT,
+                            capture_output=True, text=True, timeout=600,
+                            env={**env, "SMALLVILLE_FAULT": "kill-at:14400", "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert killed.returncode == -9
+    (run,) = (tmp_path / "runs").iterdir()
+    assert smallville("resume", run, "--quiet").returncode == 0
+    (done,) = (tmp_path / "whole").iterdir()
+    events = (run / "events.jsonl").read_bytes()
+    assert events == (done / "events.jsonl").read_bytes() and b'"kind":"reflect"' in events

@@ -163,6 +163,8 @@ class Session:
         that cannot serve the run (raised again, saying how to go on, once all is written)."""
         self.every, self.on_step = checkpoint_every, on_step
         self.run.manifest.config = self.sim.config.to_dict()
+        # on disk from the start: a killed run resumes with the settings it had (`--set`, a SimConfig)
+        write_json_atomic(self.run.path / "manifest.json", self.run.manifest.to_dict())
         if on_start:
             on_start(self)
         try:

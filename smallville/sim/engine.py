@@ -142,7 +142,6 @@ class Simulation:
             stream = streams[spec.id] if streams is not None else MemoryStream(
                 dim=embedder.dim, weights=self.config.weights, decay=self.config.decay, embedder=embedder,
                 index=self.config.index, helpers=self.helpers, normalize=self.config.memory.normalize)
-            stream.normalize = self.config.memory.normalize     # a restored stream's files do not hold it
             agent = Agent(spec.id, spec, stream, random.Random(f"{self.seed}:agent:{spec.id}"))
             agent.relationships = dict(spec.relationships)
             agent.places = self.first_places(spec)
@@ -423,9 +422,11 @@ class Simulation:
         }
 
     def _attached(self, stream: MemoryStream | Callable[[], MemoryStream]):
-        """`stream` (or what reads it) searching with this simulation's helpers."""
+        """`stream` (or what reads it) searching with this simulation's helpers, and scaling its
+        terms as the memory model says (a saved stream's files do not hold `normalize`)."""
         def attach(stream: MemoryStream) -> MemoryStream:
             stream.helpers = self.helpers
+            stream.normalize = self.config.memory.normalize
             return stream
         return attach(stream) if isinstance(stream, MemoryStream) else (lambda: attach(stream()))
 
