@@ -54,6 +54,17 @@ def _budget_flags(parser: argparse.ArgumentParser, more: bool = False) -> None:
                         help=f"{what}stop before prompt and completion tokens could pass N (exit 3)")
 
 
+def _brain_flags(parser: argparse.ArgumentParser, what: str) -> None:
+    """--brain, --brain-config and --api-base of a run going on with another brain."""
+    parser.add_argument("--brain", metavar="MODEL",
+                        help=f"another brain for {what}: offline, a litellm model name, or llm (the scenario's "
+                             "brain: block); default: the run's own")
+    parser.add_argument("--brain-config", type=Path, metavar="FILE.yaml",
+                        help=f"the settings of another brain for {what} (see docs/llm.md)")
+    parser.add_argument("--api-base", metavar="URL",
+                        help=f"the model's server for {what} (alone: the run's own model at another address)")
+
+
 def _budget(args) -> dict:
     return {"usd": getattr(args, "budget", None), "requests": getattr(args, "max_requests", None),
             "tokens": getattr(args, "max_tokens", None)}
@@ -126,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--for", dest="duration", type=_duration, metavar="DURATION",
                         help="run this much longer than the run's planned end (to extend a completed run)")
     resume.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    _brain_flags(resume, "the part not yet run")
     _budget_flags(resume, more=True)
 
     fork = commands.add_parser("fork", help="start a new run from a run's state at a time, and change history")
@@ -138,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="how long to run after the fork (default: to the parent's end)")
     fork.add_argument("--runs-dir", type=Path, help="where the new run goes (default: beside the parent)")
     fork.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    _brain_flags(fork, "everything after the fork")
     _budget_flags(fork)
 
     inspect = commands.add_parser("inspect", help="an agent's state at a time of a run: place, plan, memories")
@@ -346,20 +359,21 @@ def _continue(args) -> int:
 
     manifest = read_manifest(args.run_dir)
     start = manifest.start
+    brain = {"brain": args.brain, "brain_config": args.brain_config, "api_base": args.api_base}
     if args.command == "resume":
         until = manifest.duration_s + (args.duration or 0.0)
 
         def launch(on_start, on_step):
             return resume_run(args.run_dir, extend=args.duration, on_start=on_start, on_step=on_step,
-                                           budget=_budget(args))
+                              budget=_budget(args), **brain)
     else:
         at = _seconds_since(start, args.at, "--at")
         until = at + args.duration if args.duration else manifest.duration_s
 
         def launch(on_start, on_step):
             return fork_run(args.run_dir, at, seed=args.seed, inject=[tuple(i) for i in args.inject],
-                                         duration=args.duration, runs_dir=args.runs_dir,
-                                         on_start=on_start, on_step=on_step, budget=_budget(args))
+                            duration=args.duration, runs_dir=args.runs_dir, on_start=on_start, on_step=on_step,
+                            budget=_budget(args), **brain)
     result = render.with_progress(launch, start, until, args.quiet)
     return _exit_code(result)
 
