@@ -310,7 +310,7 @@ def test_a_model_tags_memories_through_the_local_server(tmp_path, monkeypatch):
         if name.endswith("_API_KEY"):
             monkeypatch.delenv(name)
     settings = MemoryModel.of({"model": "salience", "emotions": {"awe": 1.3}})
-    with LLMServer(seed=1, hang=60) as server:
+    with LLMServer(seed=1, hang=60, prefer={"sleep": False}) as server:      # a morning awake: no night's insights
         brain = LLMConfig(model="openai/test-model", api_base=server.api_base, backoff=0.0, timeout=60, retries=2)
         result = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path, duration=2 * 3600, brain=brain,
                               embedder="lexical", config=SimConfig(memory=settings))

@@ -58,7 +58,7 @@ def prepare(subject: Subject, protocol: Protocol, at: float,
             # it have just reminded of things.
             hits = sim.memory.retrieve_many(sim, agent, queries, RECALL_K)
             for question, found in zip(questions, hits):
-                request = interview_request(agent, question.text, found if sim.config.retrieval else ())
+                request = interview_request(sim, agent, question.text, found if sim.config.retrieval else ())
                 out.append(Asked(subject, question, request, when.strftime("%Y-%m-%d %H:%M"),
                                  tuple(h.memory.text for h in found[:LIVED_K])))
     return out, knowledge_at(run, at)
@@ -86,7 +86,7 @@ def settle(asked: list[Asked], answers, knowledge: dict[str, Knowledge], brain_n
         a.answer, a.fallback = answer, errors.get(i)
         known = knowledge[a.subject.name]
         scenario = a.subject.run.scenario
-        texts = dict(a.request.memories)
+        texts = {mid: text for mid, _, text in a.request.memories}
         row = {"run": a.subject.name, "condition": a.subject.condition, "group": a.subject.group,
                "agent": a.request.agent, "name": a.request.name, "time": a.time, "question_id": a.question.id,
                "category": a.question.category, "question": a.question.text, "answer": answer.text,
