@@ -164,7 +164,7 @@ def row_of(attempt, brain) -> Row:
         row.result, row.note = outcome(attempt.answer), attempt.answer.error
         row.mend = mend(kind, attempt.answer, attempt.max_tokens, brain.brain_for(kind).config)
         return row
-    notes = attempt.notes + repaired(attempt.request, attempt.answer, brain.templates[kind].canned())[1]
+    notes = attempt.notes + repaired(attempt.request, attempt.answer, brain.brain_for(kind).templates[kind].canned())[1]
     if notes:
         row.result, row.note = "repaired", "; ".join(notes)
     return row

@@ -228,3 +228,43 @@ def test_an_experiment_branch_runs_conditions_that_share_their_prefix(tmp_path, 
     assert model.chats > 1
     pairs = (out / "pairs.csv").read_text().splitlines()
     assert pairs[0].startswith("a,b,seeds") and len(pairs) == 4
+
+
+def test_check_model_checks_each_model_and_sends_each_kind_to_its_own(tmp_path, servers):
+    big, small = servers
+    settings = tmp_path / "brain.yaml"
+    settings.write_text(yaml.safe_dump(split_settings(big, small)))
+    done = smallville("check-model", "openai/big-model", "--brain-config", settings, "--scenario", CAFE_TRIO,
+                      "--embedder", "lexical", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = {row["kind"]: row for row in json.loads(done.stdout)["kinds"]}
+    assert rows["rate_importance"]["model"] == "openai/small-model" and rows["plan_day"]["model"] == "openai/big-model"
+    for server in (big, small):
+        assert any(p["kind"] == "probe" for p in server.prompts)                  # each model's preflight
+    assert [p["kind"] for p in small.prompts if p["kind"] != "probe"] == ["rate_importance"]
+    assert "rate_importance" not in {p["kind"] for p in big.prompts}
+
+
+def test_resume_brain_goes_on_with_another_model_for_the_part_not_yet_run(tmp_path, servers):
+    new, _ = servers
+    first = run(tmp_path, "offline", hours=1)
+    done = smallville("resume", first.path, "--for", "1h", "--brain", "openai/new-model", "--api-base", new.api_base,
+                      "--quiet")
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((first.path / "manifest.json").read_text())
+    assert [(b["t"], b["brain"].get("model", b["brain"]["name"])) for b in manifest["brains"]] == [
+        (0.0, "offline"), (3600, "openai/new-model")]
+    assert manifest["status"] == "completed" and new.chats > 1
+    asked = [p["user"] for p in new.prompts if p["kind"] != "probe"]
+    assert asked and all("07:" not in prompt.split("\n", 3)[0] for prompt in asked)
+
+
+def test_a_fork_onto_an_unreachable_model_is_one_line_and_writes_nothing(tmp_path, servers):
+    old, _ = servers
+    parent = run(tmp_path, "offline", hours=1)
+    old.stop()
+    done = smallville("fork", parent.path, "--at", "2023-02-13 07:30", "--brain", "openai/gone",
+                      "--api-base", "http://127.0.0.1:9/v1", "--runs-dir", tmp_path / "forks", "--quiet")
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "openai/gone" in done.stderr and "cannot answer" in done.stderr
+    assert not (tmp_path / "forks").exists()
