@@ -95,7 +95,8 @@ def test_a_server_stopped_mid_run_leaves_the_run_to_the_other_with_no_fallback(t
     usage = result.manifest.usage
     adds_up(usage)
     assert deployment_of(gone, usage)["failed"] >= 1          # it went away mid-run
-    assert deployment_of(gone, usage)["calls"] >= 10 and deployment_of(b, usage)["calls"] > deployment_of(gone, usage)["calls"]
+    stopped, other = deployment_of(gone, usage)["calls"], deployment_of(b, usage)["calls"]
+    assert stopped >= 10 and other > stopped
 
 
 def test_a_429_storm_on_one_server_moves_its_calls_to_the_other(tmp_path, servers):
@@ -121,6 +122,30 @@ def test_a_run_recorded_across_two_servers_replays_with_none_byte_for_byte(tmp_p
     replayed = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path / "replay", replay_from=recorded.path)
     assert replayed.manifest.status == "completed"
     assert (replayed.path / "events.jsonl").read_bytes() == (recorded.path / "events.jsonl").read_bytes()
+
+
+def test_a_cache_made_across_two_servers_answers_the_same_model_anywhere_else(tmp_path, servers):
+    a, b = servers
+    first = run(tmp_path, both(a, b), cache=tmp_path / "cache")
+    calls = a.chats + b.chats
+    moved = LLMConfig(model=[{"model": "openai/test-model", "api_base": b.api_base}], backoff=0.0, retries=2)
+    again = run(tmp_path, moved, cache=tmp_path / "cache", name="again")
+    assert a.chats + b.chats == calls + 1                        # the preflight only
+    assert again.manifest.usage["total"]["cached"] == again.manifest.usage["total"]["requests"]
+    assert (again.path / "events.jsonl").read_bytes() == (first.path / "events.jsonl").read_bytes()
+
+
+def test_the_estimate_of_a_deployment_list_is_that_of_its_model(tmp_path):
+    settings = tmp_path / "brain.yaml"
+    deployments = [{"model": "openai/gpt-4o-mini", "api_base": f"http://127.0.0.1:{port}/v1"} for port in (1, 2)]
+    settings.write_text(yaml.safe_dump({"model": deployments}))
+    listed = smallville("estimate", CAFE_TRIO, "--brain-config", settings, "--for", "1h", "--embedder", "lexical",
+                        "--json")
+    alone = smallville("estimate", CAFE_TRIO, "--brain", "openai/gpt-4o-mini", "--for", "1h", "--embedder", "lexical",
+                       "--json")
+    assert listed.returncode == alone.returncode == 0, listed.stderr + alone.stderr
+    listed, alone = json.loads(listed.stdout), json.loads(alone.stdout)
+    assert listed["cost_usd"] == alone["cost_usd"] > 0 and listed["by_kind"] == alone["by_kind"]
 
 
 def test_a_bad_deployment_list_is_named():
@@ -268,3 +293,15 @@ def test_a_fork_onto_an_unreachable_model_is_one_line_and_writes_nothing(tmp_pat
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "openai/gone" in done.stderr and "cannot answer" in done.stderr
     assert not (tmp_path / "forks").exists()
+
+
+def test_pairs_compare_conditions_run_against_run_of_the_same_seed():
+    from smallville.experiment import compare_pairs
+
+    talks = {("base", 1): 10, ("base", 2): 20, ("strong", 1): 13, ("strong", 2): 21,
+             ("strong", 3): 99}                                   # seed 3 has no pair: left out
+    rows = [{"condition": c, "seed": seed, "run": f"{c}-{seed}", "talks": n} for (c, seed), n in talks.items()]
+    (pair,) = compare_pairs(rows)
+    assert (pair["a"], pair["b"], pair["seeds"]) == ("base", "strong", 2)
+    assert pair["talks_diff_mean"] == 2.0 and pair["talks_diff_std"] == pytest.approx(1.4142, abs=1e-4)
+    assert "run_diff_mean" not in pair and "seed_diff_mean" not in pair

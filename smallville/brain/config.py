@@ -101,7 +101,8 @@ class LLMConfig:
 
         if isinstance(self.model, (list, tuple)):
             if self.api_base is not None:
-                raise BrainError("brain setting api_base: the model is a list of deployments: give each its own api_base")
+                raise BrainError("brain setting api_base: the model is a list of deployments: "
+                                 "give each its own api_base")
             object.__setattr__(self, "model", [d.settings() for d in deployments_of(list(self.model))])
         elif not isinstance(self.model, str) or not self.model:
             raise BrainError(f"brain setting model={self.model!r}: a litellm model name or a list of deployments")

@@ -32,7 +32,8 @@ pool, or as Ray tasks to a local Ray or a cluster (`executor="ray"`, docs/experi
 
     spec      the experiment file: `load_experiment` -> `Experiment` of `Condition`s
     runs      running it: `run_experiment`, in local processes or on Ray
-    results   results.csv and summary.csv, `load_results`, `print_summary`, `plot_experiment`
+    results   results.csv, summary.csv and a branch's pairs.csv (`compare_pairs`), `load_results`,
+              `print_summary`, `plot_experiment`
 """
 
 from smallville.experiment.results import (FINISHED, Rows, compare_pairs, gather, is_completed, load_results,
