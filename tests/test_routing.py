@@ -14,12 +14,13 @@ import threading
 import pytest
 import yaml
 
-from conftest import CAFE_TRIO, ROOT
-from llmserver import LLMServer
 from smallville.brain import LLMConfig
 from smallville.errors import BrainError
 from smallville.run import run_scenario
 from smallville.scenario import load_scenario
+
+from conftest import CAFE_TRIO, ROOT
+from llmserver import LLMServer
 
 SEED = load_scenario(CAFE_TRIO).seed
 

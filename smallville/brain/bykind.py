@@ -8,15 +8,15 @@ structured-output mode, throttle and calls) and the rest to the settings' own mo
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, ContextManager, Sequence
+from contextlib import AbstractContextManager as ContextManager
 
 from smallville.brain import requests as rq
 from smallville.brain.base import Brain, Failed, override
 from smallville.brain.config import LLMConfig
 from smallville.brain.ledger import Ledger
 from smallville.brain.llm import Attempt, LLMBrain
-
 
 CHECKS = ("structured_check", "reasoning_check")      # what a preflight finds, as a brain describes it
 

@@ -177,7 +177,7 @@ class LLMConfig:
 
         return label_of(self.model)
 
-    def endpoint(self, kind: str | None = None) -> "LLMConfig":
+    def endpoint(self, kind: str | None = None) -> LLMConfig:
         """The settings of the model that answers requests of `kind` (None: every kind that
         names no model of its own). A kind that names `model` names its whole model (its
         `api_base`, `api_key_env`, `price`: none unless given); one that names only `api_base`

@@ -97,7 +97,7 @@ class Pool:
         self._in_flight = 0
         self._cond = threading.Condition()
 
-    def slot(self) -> "_PoolTicket":
+    def slot(self) -> _PoolTicket:
         return _PoolTicket(self)
 
     def limit(self) -> int:
@@ -136,7 +136,7 @@ class _PoolTicket:
         self.pool = pool
         self.rounds: dict[str, int] = {}
 
-    def __enter__(self) -> "_PoolTicket":
+    def __enter__(self) -> _PoolTicket:
         self.rounds = self.pool._enter()
         return self
 
