@@ -30,9 +30,13 @@ class Field:
     type: str
     optional: bool = False
 
-    def accepts(self, value: Any) -> bool:
+    def __post_init__(self) -> None:
         types = tuple(t for name in self.type.split("/") for t in _JSON_TYPES[name])
-        return isinstance(value, types) and (bool in types or not isinstance(value, bool))
+        object.__setattr__(self, "types", types)      # checked for every event written: worked out once
+        object.__setattr__(self, "takes_bool", bool in types)
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, self.types) and (self.takes_bool or not isinstance(value, bool))
 
     def empty(self) -> Any:
         """What a reader takes for this field when it is absent."""
@@ -53,9 +57,8 @@ class Kind:
     fields: tuple[Field, ...]
     meaning: str
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(f.name for f in self.fields)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "names", tuple(f.name for f in self.fields))
 
     def field(self, name: str) -> Field:
         for f in self.fields:
@@ -105,20 +108,22 @@ def data(kind: str, /, **values: Any) -> dict[str, Any]:
     given with a trailing `_` (`with_`, `from_`); an optional field given None is left out.
     An unknown kind or field, a missing field or a value of the wrong type: ValueError."""
     spec = _spec(kind)
-    given = {name.removesuffix("_"): value for name, value in values.items()}
-    unknown = [name for name in given if name not in spec.names]
-    if unknown:
-        raise ValueError(f"a {kind} event has no field {unknown[0]!r}")
+    given = {(name[:-1] if name[-1] == "_" else name): value for name, value in values.items()}
     out = {}
     for f in spec.fields:
         value = given.get(f.name)
-        if f.optional and value is None:
-            continue
-        if f.name not in given:
-            raise ValueError(f"a {kind} event needs its field {f.name!r}")
-        if not f.accepts(value):
+        if value is None:
+            if f.optional:
+                continue
+            if f.name not in given:
+                raise ValueError(f"a {kind} event needs its field {f.name!r}")
+        if not (isinstance(value, f.types) and (f.takes_bool or value.__class__ is not bool)):
             raise ValueError(f"a {kind} event's {f.name!r} is {f.type}, not {value!r}")
         out[f.name] = value
+    if len(out) != len(given):
+        unknown = [name for name in given if name not in spec.names]
+        if unknown:
+            raise ValueError(f"a {kind} event has no field {unknown[0]!r}")
     return out
 
 
@@ -164,6 +169,7 @@ def said(event: dict) -> Said | None:
 
 
 def _spec(kind: str) -> Kind:
-    if kind not in KINDS:
+    spec = KINDS.get(kind)
+    if spec is None:
         raise ValueError(f"no event kind {kind!r}")
-    return KINDS[kind]
+    return spec

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
+from functools import lru_cache
 from typing import Any, ClassVar
 
 
@@ -56,8 +57,25 @@ def _tupled(value: Any) -> Any:
 
 
 def request_key(request: Message) -> str:
-    """Identity of a request: sha256 of its canonical JSON, 16 hex digits."""
-    return hashlib.sha256(_canonical(request.to_dict()).encode()).hexdigest()[:16]
+    """Identity of a request: sha256 of its canonical JSON, 16 hex digits. Worked out once
+    for each request (the record, the offline brain and run-ahead all ask for it)."""
+    key = request.__dict__.get("_request_key")
+    if key is None:
+        text = json.dumps(request, default=_shallow, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        key = hashlib.sha256(text.encode()).hexdigest()[:16]
+        object.__setattr__(request, "_request_key", key)
+    return key
+
+
+def _shallow(message: Message) -> dict[str, Any]:
+    """`message.to_dict()` one level deep: json encodes tuples as lists itself, and comes back
+    here for a nested message, so the whole is the same JSON as `to_dict`'s."""
+    return {"kind": message.kind, **{name: getattr(message, name) for name in _field_names(type(message))}}
+
+
+@lru_cache(maxsize=None)
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
 
 
 # ---- requests -------------------------------------------------------------------------

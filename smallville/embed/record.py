@@ -42,7 +42,8 @@ class EmbeddingRecord:
         """The recorded embedding of `text`, if the record has one."""
         row = self.rows.get(text)
         if row is None:
-            at = self._index().get(json.dumps(text, ensure_ascii=False).encode("utf-8"))
+            where = self._index()
+            at = where.get(json.dumps(text, ensure_ascii=False).encode("utf-8")) if where else None
             if at is not None:
                 row = self.rows[text] = np.fromfile(self.folder / VECTORS, dtype="<f4", count=self.dim,
                                                     offset=at * self.dim * 4)
@@ -133,6 +134,10 @@ class RecordedEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
+        if len(texts) == 1:                     # the usual call: one memory stored
+            row = self._known(texts[0])
+            if row is not None:
+                return row[None, :]
         rows = [self._known(t) for t in texts]
         todo = list(dict.fromkeys(t for t, r in zip(texts, rows) if r is None))
         if todo:

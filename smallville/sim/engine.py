@@ -295,7 +295,7 @@ class Simulation:
         self.emit(events.MEMORY, agent.id, id=mid, kind=kind, importance=importance, text=text,
                   links=list(links) or None, **(asdict(said) if said else {}), **tags)
         low = text.lower()
-        agent.places.update(p for p in self.places if p.lower() in low)     # places it is told of
+        agent.places.update(self.world.grid.mentions.found_in(low))     # places it is told of
         for probe in self.scenario.probes:
             if probe.name not in agent.knows and all(w in low for w in probe.match):
                 agent.knows.add(probe.name)
