@@ -20,7 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from smallville.brain import requests as rq
-from smallville.brain.base import Failed
+from smallville.brain.base import Brain, Failed, Wrapper, override
+from smallville.brain.kinds import REQUEST_KINDS, repaired
 
 USABLE = ("valid", "repaired")
 DAY = 24 * 3600.0
@@ -106,7 +107,7 @@ def moment(scenario, seed: int, embedder: str) -> tuple[list[tuple[rq.Message, r
     watch = _FirstOfEach(OfflineBrain(seed))
     with Simulation(scenario, watch, make_embedder(embedder), seed=seed,
                     log=EventLog(scenario.start, Nowhere())) as sim:
-        wanted = {kind for kind, cls in rq.REQUEST_KINDS.items() if cls.simulated and kind != "judge"}
+        wanted = {kind for kind, cls in REQUEST_KINDS.items() if cls.simulated and kind != "judge"}
         if not sim.memory.salience:
             wanted.discard("tag_memories")
         while not wanted <= watch.first.keys() and sim.env.now < HORIZON:
@@ -117,16 +118,14 @@ def moment(scenario, seed: int, embedder: str) -> tuple[list[tuple[rq.Message, r
     return asked, sorted(wanted - watch.first.keys())
 
 
-class _FirstOfEach:
+class _FirstOfEach(Wrapper):
     """The offline brain, keeping the first request of each kind and its answer."""
 
-    def __init__(self, inner) -> None:
-        self.inner, self.name = inner, inner.name
+    def __init__(self, inner: Brain) -> None:
+        super().__init__(inner)
         self.first: dict[str, tuple[rq.Message, rq.Message]] = {}
 
-    def describe(self) -> dict:
-        return self.inner.describe()
-
+    @override
     def answer(self, requests):
         answers = self.inner.answer(requests)
         for request, answer in zip(requests, answers):
@@ -146,7 +145,7 @@ def interview_and_judge(sim, offline, agent_id: str) -> list[tuple[rq.Message, r
     questions = load_protocol().questions_for(sim.scenario, agent_id, sim.now_datetime())
     question = next((q for q in questions if q.category == "memory"), questions[0]).text
     hits = sim.retrieve(agent, question, RECALL_K)
-    asked, bare = interview_request(agent, question, hits), interview_request(agent, question, ())
+    asked, bare = interview_request(sim, agent, question, hits), interview_request(sim, agent, question, ())
     full, plain = offline.answer([asked, bare])
     lived = tuple(h.memory.text for h in hits)
     judge = rq.Judge(agent.id, agent.name, agent.persona(), question, (("A", full.text), ("B", plain.text)),
@@ -156,8 +155,6 @@ def interview_and_judge(sim, offline, agent_id: str) -> list[tuple[rq.Message, r
 
 def row_of(attempt, brain) -> Row:
     """What one attempt says about its kind."""
-    from smallville.brain.repair import repair
-
     reply, kind = attempt.reply, attempt.request.kind
     tokens = ((reply.prompt_tokens, reply.completion_tokens, reply.reasoning_tokens) if reply is not None
               else (brain.prompt_tokens(attempt.request), 0, 0))
@@ -166,9 +163,9 @@ def row_of(attempt, brain) -> Row:
         row.result, row.note = outcome(attempt.answer), attempt.answer.error
         row.mend = mend(kind, attempt.answer, attempt.max_tokens, brain.config)
         return row
-    repaired = attempt.notes + repair(attempt.request, attempt.answer)[1]
-    if repaired:
-        row.result, row.note = "repaired", "; ".join(repaired)
+    notes = attempt.notes + repaired(attempt.request, attempt.answer, brain.templates[kind].canned())[1]
+    if notes:
+        row.result, row.note = "repaired", "; ".join(notes)
     return row
 
 

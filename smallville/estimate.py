@@ -30,6 +30,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from smallville.brain.base import Brain, Wrapper, override
 from smallville.errors import BrainError, UsageError
 
 SPREAD = 0.2                     # +- for requests and prompt tokens, assuming the offline brain's behaviour
@@ -96,20 +97,18 @@ class Estimate:
                    for row in self._costs.values())
 
 
-class Meter:
+class Meter(Wrapper):
     """The model, as far as an estimate needs one: the offline brain answers, and each
     request that reaches it is counted as the LLM brain would send it."""
 
-    def __init__(self, inner, settings, templates, litellm) -> None:
-        self.inner, self.settings, self.templates, self.litellm = inner, settings, templates, litellm
-        self.name = inner.name
+    def __init__(self, inner: Brain, settings, templates, litellm) -> None:
+        super().__init__(inner)
+        self.settings, self.templates, self.litellm = settings, templates, litellm
         self.rows: dict[str, dict] = defaultdict(lambda: dict.fromkeys(
             ("requests", "prompt_tokens", "completion_tokens"), 0))
         self.batches: list[int] = []
 
-    def describe(self) -> dict:
-        return self.inner.describe()
-
+    @override
     def answer(self, requests):
         answers = self.inner.answer(requests)
         for request, answer in zip(requests, answers):
@@ -156,7 +155,7 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
     seed = scenario.seed if seed is None else seed
     pilot = Pilot.load(from_run) if from_run is not None else None
     meter = Meter(OfflineBrain(seed), settings, load_templates(), litellm)
-    stack = assemble(replace(settings, budget={}), seed, model=meter, run_ahead=False)
+    stack = assemble(replace(settings, budget={}), seed, model=meter)
     first = _simulate(scenario, stack.brain, meter, embedder, seed, duration)
     out = Estimate(settings.model, duration)
     rows, scale = meter.rows, 1.0

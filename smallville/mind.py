@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from smallville.brain import requests as rq
 from smallville.errors import UsageError
+from smallville.sim.recall import cleaned, dated
 
 
 def _agent(sim, agent_id: str):
@@ -29,7 +30,7 @@ def inspect_agent(sim, agent_id: str, query: str | None = None, k: int = 10) -> 
     return {
         "agent": agent.id, "name": agent.name, "time": sim.now_datetime().strftime("%Y-%m-%d %H:%M"),
         "area": sim.world.area_of(agent.id), "tile": list(sim.world.position(agent.id)),
-        "status": agent.status, "activity": agent.activity,
+        "status": agent.status.value, "activity": agent.activity,
         "plan": [[sim.clock(b.start), sim.clock(b.end), b.activity, b.where] for b in agent.plan],
         "now": [sim.clock(agent.block.start), sim.clock(agent.block.end), agent.block.activity]
         if agent.block else None,
@@ -48,15 +49,18 @@ def inspect_agent(sim, agent_id: str, query: str | None = None, k: int = 10) -> 
     }
 
 
-def interview_request(agent, question: str, hits) -> rq.Interview:
-    """The question put to `agent`, with the memories it brought back (`hits`)."""
-    return rq.Interview(agent.id, agent.name, agent.persona(), question, tuple((h.memory.id, h.memory.text) for h in hits))
+def interview_request(sim, agent, question: str, hits) -> rq.Interview:
+    """The question put to `agent` now, with the memories it brought back (`hits`), cleaned
+    and dated as every prompt's (`smallville.sim.recall`)."""
+    kept = cleaned(sim, agent, [h.memory for h in hits])
+    return rq.Interview(agent.id, agent.name, agent.persona(), question,
+                        tuple((m.id, when, text) for m, (when, text) in zip(kept, dated(sim, kept))), sim.moment())
 
 
 def interview(sim, agent_id: str, question: str, k: int = 10) -> dict:
     """The agent's answer to a question, from the memories the question brings back."""
     agent = _agent(sim, agent_id)
-    request = interview_request(agent, question, sim.retrieve(agent, question, k))
+    request = interview_request(sim, agent, question, sim.retrieve(agent, question, k))
     reply = sim.brain.answer([request])[0]
     cited = [i for i in reply.cites if 0 <= i < len(agent.stream)]
     return {"agent": agent.id, "name": agent.name, "time": sim.now_datetime().strftime("%Y-%m-%d %H:%M"),

@@ -58,3 +58,26 @@ def sim_datetime(start: datetime, seconds: float) -> datetime:
 def format_sim(start: datetime, seconds: float) -> str:
     """`YYYY-MM-DD HH:MM:SS` of a simulated time."""
     return sim_datetime(start, seconds).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def clock_of_day(minute: int) -> str:
+    """`HH:MM` of a minute of a day; a minute past the day's end is the next day's
+    (`1800` -> `06:00 next day`)."""
+    text = f"{minute // 60 % 24:02d}:{minute % 60:02d}"
+    return text if minute < 24 * 60 else text + " next day"
+
+
+def moment(when: datetime) -> str:
+    """A date and time as prompts give the present: `Monday, February 13, 2023, 10:30`."""
+    return f"{when:%A}, {when:%B} {when.day}, {when.year}, {when:%H:%M}"
+
+
+def relative_moment(then: datetime, now: datetime) -> str:
+    """When something happened, as seen from `now`: `today 09:15`, `yesterday 18:30`, or
+    `Mon 13 Feb 10:02` further back (or ahead)."""
+    days = (now.date() - then.date()).days
+    if days == 0:
+        return f"today {then:%H:%M}"
+    if days == 1:
+        return f"yesterday {then:%H:%M}"
+    return f"{then:%a} {then.day} {then:%b} {then:%H:%M}"

@@ -102,6 +102,8 @@ def _day(schema: dict, data: dict, rng: random.Random, start: int | None) -> dic
         blocks = _whole_day(places, rng)
     else:
         blocks = [piece for b in data["blocks"] for piece in _hours(b)]
+    if "sleep" in block:                              # the night's block says it is sleep
+        blocks = [{**b, "sleep": bool(b.get("sleep", "sleep" in b["activity"]))} for b in blocks]
     broad = schema["properties"].get("broad")
     if broad is None:
         return {**data, "blocks": blocks}
@@ -114,7 +116,7 @@ def _day(schema: dict, data: dict, rng: random.Random, start: int | None) -> dic
 
 def _hours(block: dict) -> list[dict]:
     """A block cut into pieces of at most an hour, on the hour; a night's sleep stays whole."""
-    if "sleep" in block["activity"] or block["end"] - block["start"] <= 60:
+    if block.get("sleep", "sleep" in block["activity"]) or block["end"] - block["start"] <= 60:
         return [block]
     cuts = [block["start"]] + [m for m in range(block["start"] // 60 * 60 + 60, block["end"], 60)] + [block["end"]]
     return [{**block, "start": a, "end": b} for a, b in zip(cuts, cuts[1:]) if b > a]

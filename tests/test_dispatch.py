@@ -3,10 +3,11 @@
 import simpy
 
 from smallville.brain import requests as rq
+from smallville.brain.base import Brain
 from smallville.sim.dispatch import Dispatcher
 
 
-class RecordingBrain:
+class RecordingBrain(Brain):
     """Answers importance requests with the text length and records each batch it got."""
 
     name = "recording"

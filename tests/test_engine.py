@@ -112,11 +112,13 @@ def test_two_days_in_the_ville(ville_two_days):
     assert counts["plan"] >= 50                       # every agent plans each day
     start, end = sim.probe_start, sim.probe_knowers()
     assert start["party"] == ["isabella_rodriguez"] and start["election"] == ["sam_moore"]
-    # The README's five seeds: 13.6 +- 1.1 of 25 knew of the party by the end, 12.0 were told
-    # of it beforehand and 7.2 came (6.6 of them told); 7.0 +- 4.1 knew of Sam's candidacy
-    # (he tells those he talks with, and some pass it on). This seed is within that spread.
-    assert abs(len(end["party"]) - 13.6) <= 3 * 1.1, end["party"]
-    assert abs(len(end["election"]) - 7.0) <= 3 * 4.1, end["election"]
+    # experiments/paper.yaml's five seeds: 14.0 +- 1.2 of 25 knew of the party by the end, 10.6
+    # were told of it beforehand and 8.4 came (7.4 of them told); 7.6 +- 0.5 knew of Sam's
+    # candidacy (he tells those he talks with, and some pass it on). This seed is within the
+    # party's spread; five seeds understate the candidacy's (before the prompts' request fields
+    # changed every seed's draws it was 7.0 +- 4.1), and this seed has 5.
+    assert abs(len(end["party"]) - 14.0) <= 3 * 1.2, end["party"]
+    assert abs(len(end["election"]) - 7.6) <= 3, end["election"]
     assert len(end["election"]) >= 4, end["election"]       # more than without planning (2.4 +- 0.9)
     (party,) = party_attendance(sim)
     assert len(party["told"]) >= 10 and len(party["told_and_attended"]) >= 3, party

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import CAFE_TRIO, ROOT, manifest_of
-from llmserver import LLMServer
+from llmserver import SOCIABLE, LLMServer
 from smallville.brain import LLMConfig
 from smallville.estimate import estimate
 from smallville.pilot import Pilot
@@ -23,9 +23,10 @@ FIGURES = ("requests", "prompt_tokens", "completion_tokens")
 
 
 def _run(runs, hours: float) -> tuple:
-    """A run of cafe_trio on the random-instance test server (in order, so its calls are
-    exactly the same every time), and what the server received."""
-    with LLMServer() as server:
+    """A run of cafe_trio on the random-instance test server, as a model that talks to
+    whoever it can (in order, so its calls are exactly the same every time), and what the
+    server received."""
+    with LLMServer(prefer=SOCIABLE) as server:
         config = LLMConfig(model="openai/test-model", api_base=server.api_base, backoff=0, lookahead=0)
         run = run_scenario(load_scenario(CAFE_TRIO), runs_dir=runs, duration=hours * 3600, brain=config,
                            embedder="lexical")

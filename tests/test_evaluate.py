@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from smallville.brain import requests as rq
+from smallville.brain.base import Brain
 from smallville.brain.offline import OfflineBrain
 from smallville.brain.text import shared_fact
 
@@ -56,7 +57,7 @@ def experiment(tmp_path_factory) -> Path:
     return folder / "out"
 
 
-class Scripted:
+class Scripted(Brain):
     """What answers behind the test server (echo mode): interviews as the offline brain
     does, except that with nothing recalled (no memory) an agent says nothing comes to mind,
     and Ann claims tea with a man she never met;

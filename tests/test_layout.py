@@ -107,11 +107,9 @@ def test_no_module_uses_another_modules_private_names():
 
 
 def test_no_package_imports_one_that_imports_it_back():
-    """Packages (smallville's subpackages and top-level modules) form no loop, so experiment
-    may run evaluate without evaluate reaching back into experiment. One loop is left, of the
-    brain and what uses it (run-ahead is assembled in brain/ and runs in sim/; the memory
-    models build requests; embedders call through the brain's litellm helpers); it is named
-    here until the one brain base of issue 33 unwinds it, and no package may join it."""
+    """Packages (smallville's subpackages and top-level modules) form no loop: a layer uses
+    the ones below it (experiment runs evaluate, run puts sim and brain together, sim asks
+    the brain), never one that uses it back."""
     trees = modules()
     package = {name: ".".join(name.split(".")[:2]) for name in trees}
     graph: dict[str, set[str]] = {}
@@ -120,7 +118,7 @@ def test_no_package_imports_one_that_imports_it_back():
     reach = {p: _reachable(graph, p) for p in graph}
     loops = {frozenset(q for q in graph if q in reach[p] and p in reach[q]) for p in graph if p in reach[p]}
     loops = {loop for loop in loops if len(loop) > 1}
-    assert loops == {frozenset({"smallville.brain", "smallville.embed", "smallville.memory", "smallville.sim"})}
+    assert loops == set()
 
 
 def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -194,3 +192,19 @@ def test_every_function_that_runs_a_run_reads_at_a_glance():
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 40]
     assert long == []
+
+
+def test_no_caller_asks_a_brain_what_it_can_do():
+    """What a brain may do is declared on `Brain` with a default (STYLE.md, practice 13): no
+    module asks with hasattr or getattr whether a brain has one of its methods."""
+    from smallville.brain.base import Brain
+
+    declared = {name for name in vars(Brain) if not name.startswith("_")}
+    found = []
+    for name, tree in modules().items():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr")
+                    and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+                    and node.args[1].value in declared):
+                found.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    assert found == []

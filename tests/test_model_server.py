@@ -119,12 +119,7 @@ def test_a_strict_server_answers_a_refused_schema_with_http_400_and_serves_the_r
         assert post(server, {"messages": [{"role": "user", "content": "hi"}], "response_format": lax})[0] == 200
 
 
-STRAY = pytest.mark.xfail(strict=True, reason="decompose.yaml and react.yaml put a key 'or null' into their schema "
-                                              "(issue 32 item 1: fixed on the prompts branch)")
-
-
-@pytest.mark.parametrize("kind", [pytest.param(k, marks=STRAY) if k in ("decompose", "react") else k
-                                  for k in ("after_talk", "decompose", "insights", "interview", "judge", "plan_day",
+@pytest.mark.parametrize("kind", [k for k in ("after_talk", "decompose", "insights", "interview", "judge", "plan_day",
                                             "rate_importance", "react", "reflect_questions", "speak", "summarize")])
 def test_strict_takes_the_projects_narrowed_schema_of_each_kind(moment, kind):
     assert problem(narrowed(moment[kind]), kind) is None

@@ -11,6 +11,16 @@ def ask(brain, request):
     return brain.answer([request])[0]
 
 
+def dated(*texts):
+    """Memories as requests carry them: (when, text)."""
+    return tuple(("today 09:00", t) for t in texts)
+
+
+def said(*memories):
+    """What a speaker recalls: (when, text, importance, kind)."""
+    return tuple(("today 09:00", *m) for m in memories)
+
+
 def test_importance_follows_the_words():
     assert rate("the bed is idle") == 1
     assert rate(PARTY) >= 7
@@ -37,7 +47,8 @@ def test_day_plan_follows_the_routine_in_hourly_blocks():
     routine = ((6 * 60, "wake up", "Home"), (9 * 60, "work at the shop", "Shop"), (22 * 60, "go to bed and sleep", "Home"))
     plan = ask(OfflineBrain(3), rq.PlanDay("ann", "Ann Lee", "", "Monday, February 13, 2023", routine, (), ("Home", "Shop")))
     blocks = plan.blocks
-    assert all(b.end - b.start <= 75 for b in blocks if "sleep" not in b.activity)
+    assert all(b.end - b.start <= 75 for b in blocks if not b.sleep)
+    assert [b.sleep for b in blocks].count(True) == 1 and blocks[-1].sleep
     assert [b.start for b in blocks] == sorted(b.start for b in blocks)
     assert all(a.end == b.start for a, b in zip(blocks, blocks[1:]))       # no gaps
     assert any(b.activity == "working at the shop" and b.where == "Shop" for b in blocks)
@@ -47,7 +58,7 @@ def test_day_plan_follows_the_routine_in_hourly_blocks():
 
 def test_remembered_appointment_enters_the_plan_of_that_day():
     routine = ((6 * 60, "wake up", "Home"), (9 * 60, "work at the shop", "Shop"), (22 * 60, "go to bed and sleep", "Home"))
-    memories = ("Maria Lopez said to Klaus Mueller: Did you hear? " + PARTY,)
+    memories = dated("Maria Lopez said to Klaus Mueller: Did you hear? " + PARTY)
     def plan(brain, name, date):
         return ask(brain, rq.PlanDay("k", name, "", date, routine, memories, ("Hobbs Cafe", "Shop"))).blocks
 
@@ -63,8 +74,8 @@ def test_remembered_appointment_enters_the_plan_of_that_day():
 
 def test_speaker_shares_the_most_important_news_not_yet_discussed():
     brain = OfflineBrain(0, gossip=1.0)
-    memories = ((PARTY, 10, "seed"), ("The coffee machine is idle", 1, "observation"),
-                ("Klaus Mueller likes sociology", 10, "seed"))
+    memories = said((PARTY, 10, "seed"), ("The coffee machine is idle", 1, "observation"),
+                    ("Klaus Mueller likes sociology", 10, "seed"))
     first = ask(brain, rq.Speak("isa", "Isabella Rodriguez", "mar", "Maria Lopez", "a friend", (), memories, ()))
     assert OWN_PARTY in first.text and not first.end       # one's own news, in the first person
     assert first.topic == "Isabella's party"
@@ -76,12 +87,12 @@ def test_speaker_shares_the_most_important_news_not_yet_discussed():
 
 def test_heard_news_is_passed_on_without_nesting():
     heard = "Isabella Rodriguez said to Maria Lopez: Hi Maria! Did you hear? " + PARTY
-    line = ask(OfflineBrain(0, gossip=1.0), rq.Speak("mar", "Maria Lopez", "kla", "Klaus Mueller", "", (), ((heard, 10, "chat"),), ()))
+    line = ask(OfflineBrain(0, gossip=1.0), rq.Speak("mar", "Maria Lopez", "kla", "Klaus Mueller", "", (), said((heard, 10, "chat")), ()))
     assert line.text == "Hi Klaus! Did you hear? " + PARTY
 
 
 def test_gossip_scales_how_often_news_is_passed_on():
-    memories = ((PARTY, 7, "chat"),)
+    memories = said(("Ann Lee said to Bob Roy: Did you hear? " + PARTY, 7, "chat"))
     told = [PARTY in ask(OfflineBrain(seed, gossip=0.6), rq.Speak("a", "Ann Lee", "b", "Bob Roy", "", (), memories, ())).text
             for seed in range(200)]
     assert 0.2 < sum(told) / len(told) < 0.5            # 0.6 * (7 - 3) / 7 = 0.34
@@ -91,14 +102,14 @@ def test_gossip_scales_how_often_news_is_passed_on():
 
 def test_conversation_ends_when_nothing_is_left_to_say():
     history = (("Ann Lee", "Hi Bob! How is your day going?"), ("Bob Roy", "Pretty good, thanks. Busy as usual."))
-    line = ask(OfflineBrain(0), rq.Speak("ann", "Ann Lee", "bob", "Bob Roy", "", history, (("dull", 2, "observation"),), ()))
+    line = ask(OfflineBrain(0), rq.Speak("ann", "Ann Lee", "bob", "Bob Roy", "", history, said(("dull", 2, "observation")), ()))
     assert line.end
 
 
 def test_reflection_asks_about_recurring_people_and_cites_evidence():
     brain = OfflineBrain(0)
-    memories = ("Maria Lopez is studying", "Maria Lopez said to Ann Lee: hello", "Klaus Mueller is reading",
-                "Maria Lopez is eating")
+    memories = dated("Maria Lopez is studying", "Maria Lopez said to Ann Lee: hello", "Klaus Mueller is reading",
+                     "Maria Lopez is eating")
     questions = ask(brain, rq.ReflectQuestions("ann", "Ann Lee", memories, 2)).questions
     assert questions == ("What do I think about Maria Lopez?", "What do I think about Klaus Mueller?")
     insights = ask(brain, rq.Insights("ann", "Ann Lee", questions[0], memories)).insights
@@ -107,9 +118,9 @@ def test_reflection_asks_about_recurring_people_and_cites_evidence():
 
 
 def test_a_greeting_or_a_chat_line_s_first_word_is_not_taken_for_a_name():
-    memories = ("Ann Lee said to Maria Lopez: Hi Maria! How is your day going?",
-                "Maria Lopez said to Ann Lee: Hi Ann! Did you hear? Klaus Mueller is writing a paper.",
-                "Ann Lee said to Maria Lopez: Oh, I didn't know that. Thanks Maria, see you at Hobbs Cafe!")
+    memories = dated("Ann Lee said to Maria Lopez: Hi Maria! How is your day going?",
+                     "Maria Lopez said to Ann Lee: Hi Ann! Did you hear? Klaus Mueller is writing a paper.",
+                     "Ann Lee said to Maria Lopez: Oh, I didn't know that. Thanks Maria, see you at Hobbs Cafe!")
     questions = ask(OfflineBrain(0), rq.ReflectQuestions("ann", "Ann Lee", memories, 3)).questions
     assert questions == ("What do I think about Maria Lopez?", "What do I think about Hobbs Cafe?",
                          "What do I think about Klaus Mueller?")
@@ -118,15 +129,15 @@ def test_a_greeting_or_a_chat_line_s_first_word_is_not_taken_for_a_name():
 def test_insights_follow_their_evidence_and_are_not_given_again():
     brain = OfflineBrain(0)
     question = "What do I think about Maria Lopez?"
-    studying = ("Maria Lopez is studying (using the desk)", "Maria Lopez is reading", "Maria Lopez is painting",
-                "Ann Lee said to Maria Lopez: Hi Maria! How is your day going?")
-    party = ("Maria Lopez is eating", "Maria Lopez said to Ann Lee: Did you hear? Isabella Rodriguez is planning "
-             "a Valentine's Day party at Hobbs Cafe.")
+    studying = dated("Maria Lopez is studying (using the desk)", "Maria Lopez is reading", "Maria Lopez is painting",
+                     "Ann Lee said to Maria Lopez: Hi Maria! How is your day going?")
+    party = dated("Maria Lopez is eating", "Maria Lopez said to Ann Lee: Did you hear? Isabella Rodriguez is planning "
+                  "a Valentine's Day party at Hobbs Cafe.")
     first = ask(brain, rq.Insights("ann", "Ann Lee", question, studying)).insights
     other = ask(brain, rq.Insights("ann", "Ann Lee", question, party)).insights
     assert {i.text for i in first}.isdisjoint(i.text for i in other)
     assert "Ann often sees Maria painting" in [i.text for i in first]
-    assert all(party[i].startswith("Maria Lopez said") for i in other[0].because)   # the news cites the talk
+    assert all(party[i][1].startswith("Maria Lopez said") for i in other[0].because)   # the news cites the talk
     known = tuple(i.text for i in first)
     again = ask(brain, rq.Insights("ann", "Ann Lee", question, studying, known)).insights
     assert again and not {i.text for i in again} & set(known)
@@ -139,7 +150,7 @@ def test_what_the_speaker_s_summary_says_is_on_its_mind_is_told():
     no query recalled the memory it came from."""
     summary = ("Sam Moore, 65. civic-minded. Sam has been thinking about this: Sam Moore is running for mayor "
                "in the local election.")
-    dull = (("Sam Moore is reading the newspaper", 2, "observation"),)
+    dull = said(("Sam Moore is reading the newspaper", 2, "observation"))
     line = ask(OfflineBrain(0), rq.Speak("sam", "Sam Moore", "ann", "Ann Lee", "", (), dull, (), summary)).text
     assert line == "Hi Ann! Guess what? I'm running for mayor in the local election."
     quiet = ask(OfflineBrain(0), rq.Speak("sam", "Sam Moore", "ann", "Ann Lee", "", (), dull, (), "Sam Moore, 65.")).text
@@ -149,10 +160,10 @@ def test_what_the_speaker_s_summary_says_is_on_its_mind_is_told():
 def test_what_was_talked_about_or_inferred_is_not_passed_on_as_news():
     """An insight of one's own, or that two people talked about something, is not news; the
     fact an insight holds is."""
-    hearsay = (("Ann has talked with Bob about Isabella's party", 9, "reflection"),
-               ("Ann thinks this matters: Carl Day talked with Bob about Isabella's party", 7, "reflection"),
-               ("Ann has been hearing about Hobbs Cafe in talks about Isabella's party", 7, "reflection"),
-               ("Ann thinks this matters: Isabella Rodriguez is planning a Valentine's Day party.", 10, "reflection"))
+    hearsay = said(("Ann has talked with Bob about Isabella's party", 9, "reflection"),
+                   ("Ann thinks this matters: Carl Day talked with Bob about Isabella's party", 7, "reflection"),
+                   ("Ann has been hearing about Hobbs Cafe in talks about Isabella's party", 7, "reflection"),
+                   ("Ann thinks this matters: Isabella Rodriguez is planning a Valentine's Day party.", 10, "reflection"))
     lines = [ask(OfflineBrain(seed, gossip=1.0), rq.Speak("ann", "Ann Lee", "dan", "Dan Roy", "", (), hearsay, ())).text
              for seed in range(10)]
     assert all("Isabella Rodriguez is planning a Valentine's Day party" in line for line in lines)
@@ -164,14 +175,14 @@ def test_react_replans_on_a_striking_event_and_talks_to_friends():
     brain = OfflineBrain(0)
     event = ask(brain, rq.React("ann", "Ann", "reading", ("The Valentine's Day party at Hobbs Cafe has started.",), (), (), ()))
     assert event.action == "replan"
-    talks = [ask(brain, rq.React("ann", "Ann", f"reading {i}", ("Bob is eating",), (("bob", "Bob", "eating"),),
+    talks = [ask(brain, rq.React("ann", "Ann", f"reading {i}", ("Bob is eating",), (("bob", "Bob", "eating", "never talked"),),
                                  (("bob", "a friend"),), ())) for i in range(40)]
     assert {t.action for t in talks} == {"talk", "continue"}
     assert all(t.target == "bob" for t in talks if t.action == "talk")
 
 
 def test_requests_round_trip_and_have_stable_keys():
-    req = rq.Speak("isa", "Isabella", "mar", "Maria", "", (("Isabella", "hi"),), (("x", 3, "chat"),), ())
+    req = rq.Speak("isa", "Isabella", "mar", "Maria", "", (("Isabella", "hi"),), said(("x", 3, "chat")), ())
     again = rq.Speak.from_dict(req.to_dict())
     assert again == req and rq.request_key(again) == rq.request_key(req)
     plan = rq.DayPlan((rq.Block(60, 120, "a", "b"),))
@@ -179,13 +190,13 @@ def test_requests_round_trip_and_have_stable_keys():
 
 
 def test_own_big_news_is_always_told():
-    own = ((PARTY, 8, "seed"),)
+    own = said((PARTY, 8, "seed"))
     lines = [ask(OfflineBrain(seed, gossip=0.0), rq.Speak("isa", "Isabella Rodriguez", "b", "Bob Roy", "", (), own, ()))
              for seed in range(20)]
     assert all(line.text == "Hi Bob! Guess what? " + OWN_PARTY for line in lines)
     # and whoever heard it passes it on as news about her, not as their own
     heard = f"Isabella Rodriguez said to Bob Roy: {lines[0].text}"
-    told = ask(OfflineBrain(0, gossip=1.0), rq.Speak("bob", "Bob Roy", "cy", "Cy Lee", "", (), ((heard, 8, "chat"),), ()))
+    told = ask(OfflineBrain(0, gossip=1.0), rq.Speak("bob", "Bob Roy", "cy", "Cy Lee", "", (), said((heard, 8, "chat")), ()))
     assert told.text == "Hi Cy! Did you hear? Isabella Rodriguez is planning a Valentine's Day party at Hobbs Cafe on February 14th, 5pm to 7pm."
 
 
@@ -212,10 +223,11 @@ def test_routine_phrases_become_activities_without_verbing_nouns():
 def test_an_interview_says_each_memory_once():
     """A fact recalled as itself, as told to two people and, in part, in the first person is
     said once; the answer goes on to other facts, and cites every memory it drew on."""
-    memories = ((3, PARTY), (9, f"Isabella Rodriguez said to Maria Lopez: Hi Maria! Did you hear? {PARTY}"),
-                (12, f"Isabella Rodriguez said to Ryan Park: Hi Ryan! Did you hear? {PARTY}"),
-                (14, f"Isabella Rodriguez said to Tom Moreno: Guess what? {OWN_PARTY.split(',')[0]}."),
-                (15, "Isabella is baking heart-shaped cookies for the party."))
+    memories = tuple((i, "today 09:00", text) for i, text in (
+        (3, PARTY), (9, f"Isabella Rodriguez said to Maria Lopez: Hi Maria! Did you hear? {PARTY}"),
+        (12, f"Isabella Rodriguez said to Ryan Park: Hi Ryan! Did you hear? {PARTY}"),
+        (14, f"Isabella Rodriguez said to Tom Moreno: Guess what? {OWN_PARTY.split(',')[0]}."),
+        (15, "Isabella is baking heart-shaped cookies for the party.")))
     reply = ask(OfflineBrain(0), rq.Interview("isabella", "Isabella Rodriguez", "", "Tell me about the party", memories))
     said = reply.text.removeprefix("From what I remember: ").rstrip(".").split("; ")
     assert said == [PARTY.rstrip("."), "Isabella is baking heart-shaped cookies for the party"]

@@ -44,7 +44,7 @@ def test_the_town_run_ahead_writes_exactly_the_in_order_run(tmp_path, server, mo
     in_order = town_hour(tmp_path, server, "in_order", lookahead=0)
     calls_in_order, first = server.chats, len(server.bodies)
     (prompt, _), *_ = decompositions(server.bodies)         # the first breaking down the town asked for
-    held = prompt.split("\n", 2)[0] + "\nActivity:"         # "Character: NAME\nActivity:"
+    held = prompt.split("\n", 1)[0] + "\nIt is "         # "NAME (AGE): TRAITS. Currently: ...\nIt is "
     server.hold(held)
 
     def asked_ten_minutes_later(s) -> bool:
@@ -86,7 +86,8 @@ def test_the_town_run_ahead_writes_exactly_the_in_order_run(tmp_path, server, mo
 def decompositions(bodies) -> list[tuple[str, int]]:
     """(prompt, minute of the day it was asked at) of each request to break a block down."""
     prompts = [b["messages"][-1]["content"] for b in list(bodies) if "messages" in b]
-    return [(p, int(m.group(1))) for p in prompts if (m := re.search(r"from minute (\d+) to minute", p))]
+    return [(p, int(m.group(1)) * 60 + int(m.group(2))) for p in prompts
+            if (m := re.search(r"The block: .*, from (\d\d):(\d\d) to \d\d:\d\d", p))]
 
 
 def test_run_ahead_survives_failing_calls_and_accounts_for_each(tmp_path, server):

@@ -16,6 +16,7 @@ from conftest import CAFE_TRIO, ROOT
 
 from smallville.brain import make_brain
 from smallville.brain import requests as rq
+from smallville.brain.base import Brain
 from smallville.brain.offline import tag
 from smallville.checkpoint import checkpoints, digest, restore
 from smallville.embed import make_embedder
@@ -309,7 +310,7 @@ def test_a_model_tags_memories_through_the_local_server(tmp_path, monkeypatch):
         if name.endswith("_API_KEY"):
             monkeypatch.delenv(name)
     settings = MemoryModel.of({"model": "salience", "emotions": {"awe": 1.3}})
-    with LLMServer(seed=1, hang=60) as server:
+    with LLMServer(seed=1, hang=60, prefer={"sleep": False}) as server:      # a morning awake: no night's insights
         brain = LLMConfig(model="openai/test-model", api_base=server.api_base, backoff=0.0, timeout=60, retries=2)
         result = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path, duration=2 * 3600, brain=brain,
                               embedder="lexical", config=SimConfig(memory=settings))
@@ -329,7 +330,7 @@ def test_each_text_is_tagged_once_per_agent():
 
     asked = []
 
-    class Counting:
+    class Counting(Brain):
         name = "counting"
 
         def answer(self, requests):

@@ -23,7 +23,7 @@ def make_brain(spec: "str | LLMConfig", seed: int, *, ledger: Ledger | None = No
     from smallville.brain.assembly import assemble
 
     config = spec if isinstance(spec, LLMConfig) else LLMConfig(model=spec)
-    return assemble(config, seed, ledger=ledger, cache=cache, spent=spent_before, run_ahead=False).brain
+    return assemble(config, seed, ledger=ledger, cache=cache, spent=spent_before).brain
 
 
 __all__ = ["Brain", "LLMConfig", "Ledger", "make_brain"]

@@ -1,13 +1,13 @@
 """The one place a run's brain is put together, for run, resume, fork, inspect, estimate
 and experiments alike.
 
-    [Replaying(record) ->] [Prefetched(Ahead(] WithFallbacks(Retrying([Caching](
-        RatingMemo([Budgeted](model)))))) [))]
+    [Replaying(record) ->] WithFallbacks(Retrying([Caching](RatingMemo([Budgeted](model)))))
 
 `model` is the LLM brain (or, for `estimate`, a meter that counts what the model would be
 sent); the offline brain stands alone (behind a cache, if one is given). Recording wraps
-whatever this returns (the run's `answers.jsonl`). A fork's seed is given here, like any
-run's: nothing is pushed down the chain afterwards.
+whatever this returns (the run's `answers.jsonl`); a run going on may fetch its answers
+ahead of the clock (`sim.runahead.fetching_ahead`, which sets the stack's `ahead`). A fork's
+seed is given here, like any run's: nothing is pushed down the chain afterwards.
 """
 
 from __future__ import annotations
@@ -57,28 +57,20 @@ def settings_of(brain: dict | None, more: dict | None = None, spent=None) -> LLM
 
 def assemble(settings: LLMConfig, seed: int, *, ledger: Ledger | None = None, cache: str | Path | None = None,
              spent=None, replay: tuple[str | Path, int] | None = None, live: bool = True,
-             run_ahead: bool = True, model=None, agents: int | None = None) -> Stack:
+             model=None, agents: int | None = None) -> Stack:
     """The brain of `settings` answering with `seed`. `spent` (a `Spend`) counts against
     the budget. With `replay` (a run folder and a byte offset of its record) answers come
     from that record from the offset on; what it lacks goes to the live brain, or with
-    `live=False` is an error. `run_ahead`: fetch answers ahead of the clock when the
-    settings say so (never behind a replay). `model` stands in for the LLM brain. `agents`:
+    `live=False` is an error. `model` stands in for the LLM brain. `agents`:
     the size of the town (a big one makes its model calls from a child process)."""
     ledger = ledger if ledger is not None else Ledger()
     closers: list = []
     brain = _live(settings, seed, ledger, cache, spent, model, closers, agents) if live else None
-    ahead = None
-    if brain is not None and replay is None and run_ahead:
-        ahead = _ahead(brain, settings)
-        if ahead is not None:
-            from smallville.sim.runahead import Prefetched
-
-            brain = Prefetched(ahead)
     if replay is not None:
         from smallville.brain.record import Replaying
 
         brain = Replaying(replay[0], fallthrough=brain, start=replay[1])
-    return Stack(brain, settings, ledger, ahead, closers)
+    return Stack(brain, settings, ledger, None, closers)
 
 
 def _live(settings: LLMConfig, seed: int, ledger: Ledger, cache, spent, model, closers: list,
@@ -117,11 +109,3 @@ def _live(settings: LLMConfig, seed: int, ledger: Ledger, cache, spent, model, c
         closers.append(inner.close)
     return WithFallbacks(Retrying(inner, settings.retries, settings.backoff, ledger), ledger)
 
-
-def _ahead(brain, settings: LLMConfig):
-    """Run-ahead's fetcher for a model brain (`lookahead` > 0)."""
-    from smallville.sim.runahead import Ahead
-
-    if settings.is_offline or not settings.lookahead or not hasattr(brain, "answer_one"):
-        return None
-    return Ahead(brain, concurrency=settings.concurrency_limit, lookahead=settings.lookahead)

@@ -9,23 +9,79 @@ fallbacks taken among them, which the dispatcher logs as `brain_fallback` events
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Callable, ContextManager, Sequence
 
 from smallville.brain.requests import Message
 
+if sys.version_info >= (3, 12):
+    from typing import override
+else:                                     # (typing_extensions comes with pydantic, which litellm needs)
+    from typing_extensions import override
 
-class Brain(Protocol):
+
+class Brain:
     """Answers requests. `answer` takes every request of one tick and returns one answer
-    per request, in the same order; the engine applies them in a fixed order."""
+    per request, in the same order; the engine applies them in a fixed order. Every brain
+    and every wrapper is one of these: what a brain may do beyond answering is declared
+    here with a default, so no caller has to ask whether it can."""
 
-    name: str
+    name: str = "brain"
+    learns: bool = False                  # whether `learn` keeps anything (a run's record is read for it)
 
-    def answer(self, requests: Sequence[Message]) -> list[Message]: ...
+    def answer(self, requests: Sequence[Message]) -> list:
+        raise NotImplementedError
 
     def describe(self) -> dict:
         """Settings recorded in the run's manifest."""
-        ...
+        return {"name": self.name}
+
+    def preflight(self, gate: Callable[[list[dict]], ContextManager] | None = None) -> str | None:
+        """Checks before a run starts (a model's preflight call); the line to print, if any.
+        `gate` admits each call (a budget). Nothing to check by default."""
+        return None
+
+    def learn(self, request: Message, answer: Message) -> None:
+        """Take note of an answer given elsewhere (a run's record, on resume). Nothing to
+        note by default."""
+
+    def answer_one(self, request: Message) -> tuple[Message, str | None]:
+        """One request's answer and, if it is a safe default, the last error (run-ahead
+        sends requests one by one, from several threads at once)."""
+        [answer] = self.answer([request])
+        return answer, None
+
+    def close(self) -> None:
+        """End what the brain started (threads, files). Nothing by default."""
+
+
+class Wrapper(Brain):
+    """A brain around another (`inner`): everything goes through to it unless overridden."""
+
+    def __init__(self, inner: Brain) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    @property
+    def learns(self) -> bool:             # type: ignore[override]
+        return self.inner.learns
+
+    @override
+    def answer(self, requests: Sequence[Message]) -> list:
+        return self.inner.answer(requests)
+
+    @override
+    def describe(self) -> dict:
+        return self.inner.describe()
+
+    @override
+    def preflight(self, gate: Callable[[list[dict]], ContextManager] | None = None) -> str | None:
+        return self.inner.preflight(gate)
+
+    @override
+    def learn(self, request: Message, answer: Message) -> None:
+        self.inner.learn(request, answer)
 
 
 @dataclass(frozen=True)
@@ -63,6 +119,6 @@ class Answers(list):
         self.fallbacks: tuple[Fallback, ...] = tuple(fallbacks)
 
 
-def fallbacks_of(answers) -> list[Fallback]:
+def fallbacks_of(answers: Sequence) -> list[Fallback]:
     """The fallbacks among a batch's answers (none from brains that never fall back)."""
-    return list(getattr(answers, "fallbacks", ()))
+    return list(answers.fallbacks) if isinstance(answers, Answers) else []

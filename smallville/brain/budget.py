@@ -14,10 +14,14 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Callable, ContextManager, Sequence
 
 from smallville.brain import requests as rq
+from smallville.brain.base import Wrapper, override
 from smallville.errors import BudgetExhausted, SmallvilleError
+
+if TYPE_CHECKING:
+    from smallville.brain.llm import LLMBrain
 
 LIMITS = BudgetExhausted.FLAGS          # the limits there are, by the flag that sets each
 
@@ -86,22 +90,24 @@ class Budget:
         return {"limits": dict(self.limits), "spent": self.spent().to_dict()}
 
 
-class Budgeted:
+class Budgeted(Wrapper):
     """The LLM brain behind a budget (see the module docstring)."""
 
-    def __init__(self, inner, budget: Budget) -> None:
-        self.inner, self.budget, self.name = inner, budget, inner.name
+    inner: LLMBrain
 
-    def describe(self) -> dict:
-        return self.inner.describe()
+    def __init__(self, inner: LLMBrain, budget: Budget) -> None:
+        super().__init__(inner)
+        self.budget = budget
 
-    def preflight(self) -> str | None:
+    @override
+    def preflight(self, gate: Callable[[list[dict]], ContextManager] | None = None) -> str | None:
         """The model's preflight, each of its calls admitted by the budget like any other."""
         from smallville.brain.llm import PROBE_TOKENS
 
         return self.inner.preflight(gate=lambda messages: self._admitted(
             1, lambda: self.inner.count_tokens(messages), PROBE_TOKENS))
 
+    @override
     def answer(self, requests: Sequence[rq.Message]):
         if not requests:
             return []

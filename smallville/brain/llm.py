@@ -16,12 +16,17 @@ from typing import Any, Callable, ContextManager, Sequence
 
 from smallville.brain import requests as rq
 from smallville.brain.answertext import escape_controls
-from smallville.brain.base import Failed
+from smallville.brain.base import Brain, Failed, override
 from smallville.brain.calls import ChildCalls, InProcess, Reply, import_litellm
 from smallville.brain.config import LLMConfig
 from smallville.brain.keys import api_key_for
 from smallville.brain.ledger import Ledger
-from smallville.brain.prompts import STRUCTURED_MODES, AnswerError, check_reply, load_templates
+from smallville.brain.prompts import (
+    STRUCTURED_MODES,
+    AnswerError,
+    check_reply,
+    load_templates,
+)
 from smallville.brain.throttle import Throttle
 from smallville.errors import BrainError
 
@@ -57,13 +62,14 @@ class Attempt:
     notes: tuple[str, ...] = ()
 
 
-class LLMBrain:
+class LLMBrain(Brain):
     """Answers requests with a model litellm can call; see the module docstring."""
 
     def __init__(self, config: LLMConfig, ledger: Ledger | None = None, *, child: bool = False) -> None:
         self.config = config
         self.name = config.model
         self.ledger = ledger or Ledger()
+        self._pool: ThreadPoolExecutor | None = None      # (none yet if setting up fails)
         # With `child`, calls are made from a child process (calls.py). It starts first: it
         # imports litellm while this process does the same.
         secrets = secrets_in_environment(config.api_key)    # the placeholder key is no secret
@@ -88,6 +94,7 @@ class LLMBrain:
         self.mode_note: dict | None = None     # the structured-output mode the preflight chose, and why
         self.reasoning, self.reasoning_from = self._reasoning_room()
 
+    @override
     def describe(self) -> dict:
         out = {"name": "llm", **self.config.describe(),
                "templates": {k: t.version for k, t in sorted(self.templates.items())}}
@@ -123,6 +130,7 @@ class LLMBrain:
         return (f"reasoning: the model reasons before it answers: {self.reasoning} tokens of room for it are "
                 "added to each request's max_tokens (set reasoning_tokens in the brain settings to choose)")
 
+    @override
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message | Failed]:
         began = time.perf_counter()
         if len(requests) == 1:
@@ -144,14 +152,16 @@ class LLMBrain:
     def price(self, prompt: int, completion: int) -> float:
         return price(self.config, prompt, completion)
 
+    @override
     def close(self) -> None:
         """End the pool of threads that send calls and what makes the calls (calls under
         way finish first)."""
-        if hasattr(self, "_pool"):
+        if self._pool is not None:
             self._pool.shutdown(wait=True)
         if self.calls is not None:
             self.calls.close()
 
+    @override
     def preflight(self, gate: Callable[[list[dict]], ContextManager] | None = None) -> str | None:
         """Small structured calls before the run starts, in the configured mode and, if the
         server refuses it or ignores it, in the next (json_schema -> json_object -> prompt):

@@ -16,8 +16,20 @@ from collections import Counter
 from typing import Sequence
 
 from smallville.brain import requests as rq
+from smallville.brain.base import Brain, override
 from smallville.brain.contract import BROAD
-from smallville.brain.text import MEMO_MARK, OWN_MARK, SHARE_MARK, first_name, first_person, names_in, progressive, shared_fact
+from smallville.brain.dayplan import hourly
+from smallville.brain.text import (
+    MEMO_MARK,
+    OWN_MARK,
+    SHARE_MARK,
+    first_name,
+    first_person,
+    mentions_sleep,
+    names_in,
+    progressive,
+    shared_fact,
+)
 
 # Word stems and the importance they lend a memory (the highest match wins).
 _WEIGHTS: tuple[tuple[str, int], ...] = (
@@ -99,7 +111,7 @@ def tag(text: str, kind: str, name: str, sources: Sequence[str], emotions: Seque
     return rq.Tag(offered(source, sources, "personal"), offered(emotion, emotions, "neutral"))
 
 
-class OfflineBrain:
+class OfflineBrain(Brain):
     """Answers every request by rule; see the module docstring."""
 
     name = "offline"
@@ -112,10 +124,12 @@ class OfflineBrain:
         self.attend_chance = attend_chance      # chance to go to an event someone told them about
         self.gossip = gossip                    # scales the chance to pass news on
 
+    @override
     def describe(self) -> dict:
         return {"name": self.name, "kind": "rule-based", "seed": self.seed, "talk_chance": self.talk_chance,
                 "stranger_chance": self.stranger_chance, "attend_chance": self.attend_chance, "gossip": self.gossip}
 
+    @override
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
         return [self._answer(r) for r in requests]
 
@@ -138,9 +152,9 @@ class OfflineBrain:
         """Who they are from their file; what they do from their latest plan; what is on
         their mind from the weightiest memory on their progress."""
         me = first_name(req.name)
-        plan = next((m for m in req.occupation if "'s plan for " in m), "")
+        plan = next((m for _, m in req.occupation if "'s plan for " in m), "")
         occupation = f"Lately {me}'s days go: {plan.split(': ', 1)[1]}." if ": " in plan else ""
-        weighty = sorted((-rate(m), i, m) for i, m in enumerate(req.progress)
+        weighty = sorted((-rate(m), i, m) for i, (_, m) in enumerate(req.progress)
                          if rate(m) >= 5 and not _HEARSAY.search(shared_fact(m)))
         progress = (f"{me}{ON_MIND}{shared_fact(weighty[0][2]).rstrip('.')}." if weighty
                     else f"{me} feels the days have been going as usual.")
@@ -150,8 +164,8 @@ class OfflineBrain:
 
     def _plan_day(self, req: rq.PlanDay, rng: random.Random) -> rq.DayPlan:
         if req.start:                                 # a re-plan: the plan being replaced, from then on
-            blocks = [rq.Block(max(start, req.start), end, what, where) for start, end, what, where in req.current
-                      if end > req.start]
+            blocks = [rq.Block(max(start, req.start), end, what, where, mentions_sleep(what))
+                      for start, end, what, where in req.current if end > req.start]
             blocks = _insert_engagements(blocks, req, rng, self.attend_chance)
             return rq.DayPlan(tuple(blocks), _broad(blocks))
         routine = sorted(req.routine)
@@ -159,6 +173,7 @@ class OfflineBrain:
             routine = [(7 * 60, "wake up and get ready", ""), (23 * 60, "go to bed and sleep", "")]
         starts = [at + (rng.randint(-15, 15) if i else rng.randint(-10, 20)) for i, (at, _, _) in enumerate(routine)]
         starts = [max(0, s) for s in starts]
+        starts[0] = min(starts[0], req.plan_from)     # the day is covered from when it was asked
         for i in range(1, len(starts)):               # keep the order after jitter
             starts[i] = max(starts[i], starts[i - 1] + 15)
         day_end = routine[0][0] + 24 * 60             # the next wake-up
@@ -203,7 +218,7 @@ class OfflineBrain:
         if events:
             return rq.Reaction("replan", reason=events[0])
         known = dict(req.relationships)
-        for pid, pname, _ in sorted(req.people, key=lambda p: (p[0] not in known, p[0])):
+        for pid, pname, *_ in sorted(req.people, key=lambda p: (p[0] not in known, p[0])):
             chance = self.talk_chance if pid in known else self.stranger_chance
             if rng.random() < chance:
                 return rq.Reaction("talk", target=pid, reason=f"wants to talk with {pname}")
@@ -219,11 +234,13 @@ class OfflineBrain:
         memories = list(req.memories)
         on_mind = _ON_MIND.search(req.summary)   # the speaker's summary, as a prompt gives it, says what is on its mind
         if on_mind:
-            memories.append((on_mind.group(1) + ".", rate(on_mind.group(1)), "thought"))
-        for i, (text, importance, kind) in enumerate(memories):
+            memories.append(("", on_mind.group(1) + ".", rate(on_mind.group(1)), "thought"))
+        for i, (_, text, importance, kind) in enumerate(memories):
             fact = shared_fact(text)
             if (kind == "reflection" and fact == text.strip()) or _HEARSAY.search(fact):
                 continue                                # an inference of one's own: only a fact it holds is news
+            if kind == "chat" and SHARE_MARK not in text and OWN_MARK not in text:
+                continue                                # small talk, not news
             own = first_person(fact, req.name)          # one's own news is said in the first person
             told = fact in said or (own is not None and any(own in line for line in lines))
             if (kind in _SHAREABLE and importance >= 4 and not told and not fact.startswith(listener)
@@ -260,7 +277,7 @@ class OfflineBrain:
         told = [shared_fact(f"{who} said to someone: {line}") for who, line in req.lines
                 if SHARE_MARK in line or OWN_MARK in line]
         topic = _topic(told[0]) if told else "how their days are going"
-        summary = f"{me} talked with {other} about {topic}"
+        summary = f"{me} talked with {other} about {topic}" + (f": {told[0].rstrip('.')}." if told else "")
         engagement = next((f for f in told if _TIME.search(f) and any(m in f.lower() for m in _MONTHS)), "")
         memo = f"{MEMO_MARK}{engagement}" if engagement else ""
         thought = (f"I want to keep {topic} in mind when I plan my day" if told
@@ -272,7 +289,7 @@ class OfflineBrain:
     # ---- reflection -----------------------------------------------------------------
 
     def _reflect_questions(self, req: rq.ReflectQuestions, rng: random.Random) -> rq.Questions:
-        counts = Counter(n for text in req.memories for n in {m.removesuffix("'s") for m in names_in(text)}
+        counts = Counter(n for _, text in req.memories for n in {m.removesuffix("'s") for m in names_in(text)}
                          if n != req.name)
         topics = [n for n, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][: req.count]
         questions = [f"What do I think about {t}?" for t in topics]
@@ -287,14 +304,15 @@ class OfflineBrain:
         topic has been a part of its days."""
         me = first_name(req.name)
         topic = req.question.removeprefix("What do I think about ").rstrip("?")
-        about = tuple(i for i, e in enumerate(req.evidence) if topic in e) or tuple(range(len(req.evidence)))
+        evidence = [text for _, text in req.evidence]
+        about = tuple(i for i, e in enumerate(evidence) if topic in e) or tuple(range(len(evidence)))
         known = set(req.known)
         found: dict[str, list[int]] = {}          # insight -> the evidence it cites, in order of preference
-        for i in sorted(about, key=lambda i: (-rate(req.evidence[i]), -i)):
-            if rate(req.evidence[i]) >= 5 and not _HEARSAY.search(shared_fact(req.evidence[i])):
-                found.setdefault(f"{me} thinks this matters: {shared_fact(req.evidence[i])}", []).append(i)
+        for i in sorted(about, key=lambda i: (-rate(evidence[i]), -i)):
+            if rate(evidence[i]) >= 5 and not _HEARSAY.search(shared_fact(evidence[i])):
+                found.setdefault(f"{me} thinks this matters: {shared_fact(evidence[i])}", []).append(i)
         for i in reversed(about):                 # the latest first
-            text = req.evidence[i]
+            text = evidence[i]
             if _CHAT.search(text):
                 news = shared_fact(text) if SHARE_MARK in text or OWN_MARK in text else ""
                 subject = _topic(news) if news else "how the days are going"
@@ -317,10 +335,10 @@ class OfflineBrain:
         about the agent, those about it), said back in the first person, with their ids."""
         words = {w for w in re.findall(r"[a-z']+", req.question.lower()) if len(w) > 3} - _QUESTION_WORDS
         stems = {w[:4] for w in words}             # "working" finds "work", "days" finds "day's"
-        on_topic = [(mid, text) for mid, text in req.memories
+        on_topic = [(mid, text) for mid, _, text in req.memories
                     if stems & {w[:4] for w in re.findall(r"[a-z']+", text.lower()) if len(w) > 2}]
         me = first_name(req.name)
-        about_me = [(mid, text) for mid, text in req.memories if me in text or text.startswith("I ")]
+        about_me = [(mid, text) for mid, _, text in req.memories if me in text or text.startswith("I ")]
         said: dict[str, list] = {}                 # each fact once (however worded), with the memories carrying it
         for mid, text in on_topic or (about_me if re.search(r"\byour?\b", req.question.lower()) else []):
             fact = shared_fact(text).rstrip(".")
@@ -367,16 +385,9 @@ def _topic(fact: str) -> str:
 
 def _hourly(start: int, end: int, activity: str, where: str) -> list[rq.Block]:
     """A broad block refined into blocks of at most an hour; sleep stays one block."""
-    if "sleep" in activity:
-        return [rq.Block(start, end, activity, where)]
-    blocks, t = [], start
-    while t < end:
-        nxt = min(end, (t // 60 + 1) * 60)
-        if end - nxt < 15:
-            nxt = end
-        blocks.append(rq.Block(t, nxt, activity, where))
-        t = nxt
-    return blocks
+    if mentions_sleep(activity):
+        return [rq.Block(start, end, activity, where, True)]
+    return hourly(start, end, activity, where)
 
 
 def _insert_engagements(blocks: list[rq.Block], req: rq.PlanDay, rng: random.Random,
@@ -385,7 +396,7 @@ def _insert_engagements(blocks: list[rq.Block], req: rq.PlanDay, rng: random.Ran
     replace whatever the routine had then, leaving a quarter of an hour to get there.
     One's own event is always kept; someone else's is attended with `attend_chance`."""
     month_day = req.date.split(", ")[1].lower() if ", " in req.date else ""
-    for text in req.memories:
+    for _, text in req.memories:
         low = text.lower()
         day = re.search(r"(" + "|".join(_MONTHS) + r") (\d{1,2})(?:st|nd|rd|th)?\b", low)
         if not day or f"{day.group(1)} {int(day.group(2))}" != month_day:
@@ -402,7 +413,7 @@ def _insert_engagements(blocks: list[rq.Block], req: rq.PlanDay, rng: random.Ran
         if not own and rng.random() >= attend_chance:
             return blocks
         start -= 15
-        if any("sleep" in b.activity and b.start < end and start < b.end for b in blocks):
+        if any(b.sleep and b.start < end and start < b.end for b in blocks):
             continue
         kept: list[rq.Block] = []
         for b in blocks:
@@ -410,9 +421,9 @@ def _insert_engagements(blocks: list[rq.Block], req: rq.PlanDay, rng: random.Ran
                 kept.append(b)
                 continue
             if b.start < start:
-                kept.append(rq.Block(b.start, start, b.activity, b.where))
+                kept.append(rq.Block(b.start, start, b.activity, b.where, b.sleep))
             if b.end > end:
-                kept.append(rq.Block(end, b.end, b.activity, b.where))
+                kept.append(rq.Block(end, b.end, b.activity, b.where, b.sleep))
         kept.extend(_hourly(start, end, f"going to an event at {place}", place))
         return sorted(kept, key=lambda b: b.start)
     return blocks

@@ -16,7 +16,16 @@ from pathlib import Path
 from typing import IO, Sequence
 
 from smallville.brain import requests as rq
-from smallville.brain.base import Answers, Failed, Fallback, fallbacks_of
+from smallville.brain.base import (
+    Answers,
+    Brain,
+    Failed,
+    Fallback,
+    Wrapper,
+    fallbacks_of,
+    override,
+)
+from smallville.brain.kinds import ANSWER_OF, REQUEST_KINDS
 from smallville.brain.ledger import Ledger
 from smallville.brain.recordfile import RecordFile
 from smallville.brain.recordfile import key_of as _key_of
@@ -29,21 +38,15 @@ def _line(data: dict) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
-class Recording:
+class Recording(Wrapper):
     """Writes every request of every batch and its answer to `out` as it goes."""
 
-    def __init__(self, inner, out: IO[str], written: set[str] | None = None) -> None:
-        self.inner, self.out, self.name = inner, out, inner.name
+    def __init__(self, inner: Brain, out: IO[str], written: set[str] | None = None) -> None:
+        super().__init__(inner)
+        self.out = out
         self.written: set[str] = set(written or ())      # keys whose request is in the record already
 
-    def describe(self) -> dict:
-        return self.inner.describe()
-
-    def preflight(self) -> str | None:
-        if hasattr(self.inner, "preflight"):
-            return self.inner.preflight()
-        return None
-
+    @override
     def answer(self, requests: Sequence[rq.Message]) -> Answers:
         answers = self.inner.answer(requests)
         errors = {f.index: f.error for f in fallbacks_of(answers)}
@@ -61,7 +64,7 @@ class Recording:
         return answers
 
 
-class Replaying:
+class Replaying(Brain):
     """Answers from a run's record with no model. A request the record lacks is a
     `BrainError` naming it, or goes to `fallthrough` (a live brain) when one is given.
 
@@ -72,7 +75,7 @@ class Replaying:
 
     name = "replay"
 
-    def __init__(self, run_dir: str | Path, fallthrough=None, start: int = 0) -> None:
+    def __init__(self, run_dir: str | Path, fallthrough: Brain | None = None, start: int = 0) -> None:
         self.path = Path(run_dir) / RECORD
         self.fallthrough = fallthrough
         try:
@@ -86,20 +89,21 @@ class Replaying:
     def served(self) -> int:
         return self._record.lines_before() + self._taken
 
+    @override
     def describe(self) -> dict:
         out = {"name": "replay", "from": str(self.path.parent), "entries": self._record.lines()}
         if self.fallthrough is not None:
             out["fallthrough"] = self.fallthrough.describe()
         return out
 
-    def preflight(self) -> None:
-        return None              # a fall-through model is reached only if the record lacks something
+    # The preflight is the base's: a fall-through model is reached only if the record lacks something.
 
-    def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
+    @override
+    def answer(self, requests: Sequence[rq.Message]) -> Answers:
         out: list[rq.Message | None] = [None] * len(requests)
         fallbacks: list[Fallback] = []
         live: list[int] = []
-        learn = getattr(self.fallthrough, "learn", None)
+        learn = self.fallthrough.learn if self.fallthrough is not None and self.fallthrough.learns else None
         for i, request in enumerate(requests):
             key = rq.request_key(request)
             try:
@@ -129,12 +133,12 @@ class Replaying:
         return Answers(out, fallbacks)
 
 
-def teach(brain, run_dir: str | Path, size: int) -> None:
+def teach(brain: Brain, run_dir: str | Path, size: int) -> None:
     """Let a brain that takes a run over know what the first `size` bytes of the run's
     record rated (its rating memo), as if it had asked for those ratings itself."""
-    learn = getattr(brain, "learn", None)
-    if learn is None or size == 0:
+    if not brain.learns or size == 0:
         return
+    learn = brain.learn
     requests: dict[str, dict] = {}
     with open(Path(run_dir) / RECORD, "rb") as f:
         for line in f.read(size).splitlines():
@@ -143,8 +147,8 @@ def teach(brain, run_dir: str | Path, size: int) -> None:
             entry = json.loads(line)
             requests.setdefault(entry["key"], entry.get("request"))
             if requests[entry["key"]] is not None:
-                request = rq.REQUEST_KINDS[entry["kind"]].from_dict(requests[entry["key"]])
-                learn(request, rq.ANSWER_OF[type(request)].from_dict(entry["answer"]))
+                request = REQUEST_KINDS[entry["kind"]].from_dict(requests[entry["key"]])
+                learn(request, ANSWER_OF[type(request)].from_dict(entry["answer"]))
 
 
 def recorded_keys(run_dir: str | Path, size: int) -> set[str]:
@@ -160,13 +164,13 @@ def recorded_keys(run_dir: str | Path, size: int) -> set[str]:
     return keys
 
 
-class Caching:
+class Caching(Wrapper):
     """A persistent answer cache shared across runs: `DIR/answers.jsonl`, keyed by the
     request and a fingerprint of the brain (model, settings, template versions). Only
     valid answers are cached; `cached` in the ledger counts hits."""
 
-    def __init__(self, inner, directory: str | Path, ledger: Ledger | None = None) -> None:
-        self.inner, self.name = inner, inner.name
+    def __init__(self, inner: Brain, directory: str | Path, ledger: Ledger | None = None) -> None:
+        super().__init__(inner)
         self.ledger = ledger or Ledger()
         settings = {k: v for k, v in inner.describe().items()
                     if k not in ("max_concurrency", "concurrency_start", "concurrency_ceiling", "timeout", "retries",
@@ -188,24 +192,18 @@ class Caching:
         except OSError as exc:
             raise BrainError(f"cannot use the cache {directory}: {exc.strerror or exc}") from None
 
+    @override
     def describe(self) -> dict:
         return {**self.inner.describe(), "cache": str(self.path.parent)}
 
-    def preflight(self) -> str | None:
-        if hasattr(self.inner, "preflight"):
-            return self.inner.preflight()
-        return None
-
-    def learn(self, request: rq.Message, answer: rq.Message) -> None:
-        if hasattr(self.inner, "learn"):
-            self.inner.learn(request, answer)
-
+    @override
     def close(self) -> None:
         self._out.close()
 
     def _key(self, request: rq.Message) -> str:
         return f"{self.fingerprint}:{rq.request_key(request)}"
 
+    @override
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message | Failed]:
         out: list[rq.Message | Failed | None] = [None] * len(requests)
         todo = []

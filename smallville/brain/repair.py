@@ -5,61 +5,83 @@ are in order, do not overlap and cover the day; it can bound an action's minutes
 the actions fit their block. Rather than ask again (and pay again, and likely get the same
 from a small model), such answers are repaired here, deterministically, from the request
 alone. Every repair is named, and the engine logs them as a `brain_repair` event: never
-silent. An answer that needs nothing comes back as it is, with no notes.
+silent. An answer that needs nothing comes back as it is, with no notes. Each kind's repair
+is named in its declaration (`kinds.py`), which applies them (`kinds.repaired`).
 
+    any kind   a text the model copied from its prompt (a description of the schema, its
+               example: "what the character does") is no answer: left empty, or dropped
+               from a list (and repaired as below when empty)
     plan_day   times are clamped to the two days a plan may span; blocks that end before
-               they start are dropped; blocks are sorted; an overlap
+               they start, or say nothing, are dropped; blocks are sorted; an overlap
                is cut from the later block; a place not in the list becomes the closest
-               one named (or "" to stay put); gaps, and the rest of the day up to the next
-               wake-up, are filled from the persona's routine
+               one named (or "" to stay put); a block whose words say sleep is sleep;
+               what the plan leaves out from the moment it was asked (or a re-plan's
+               start) to the next wake-up is filled from the persona's routine
     decompose  a step longer than 15 minutes is split into steps of at most 15, one shorter
                than 5 lengthened to 5 (but the last, if it ends with the block); no steps: the block in 15-minute steps of its
                activity; steps past the block's end are cut (the last one may end short
                with the block); an object not offered becomes the one offered it names
                or closely resembles ("fridge" for "fridge (kitchen)"), or none
+               a step that says nothing is the block's activity
     react      "talk" to no one present: carry on; a wait of under a minute: 5 minutes
+    insights   an insight that says nothing is dropped
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Callable
 
 from smallville.brain import requests as rq
 from smallville.brain.contract import STEP, places_of
-from smallville.brain.text import progressive
+from smallville.brain.defaults import routine_plan
+from smallville.brain.text import mentions_sleep, plain, progressive
+from smallville.timefmt import clock_of_day
 
 DAY = 24 * 60
-Notes = tuple[str, ...]
 
 
-def repair(request: rq.Message, answer: rq.Message) -> tuple[rq.Message, Notes]:
-    """`answer` made fit for `request`, and what was done to it (nothing: `()`)."""
-    fix = _REPAIRS.get(type(answer))
-    if fix is None:
-        return answer, ()
-    notes: list[str] = []
-    fixed = fix(request, answer, notes.append)
-    return (fixed, tuple(notes)) if notes else (answer, ())
+def uncopied(answer: rq.Message, canned: frozenset[str], note: Callable[[str], None]) -> rq.Message:
+    """`answer` with each text that is one of `canned` left empty ("" for a field, dropped
+    from a list of texts), in the items of its lists too."""
+    changes = {}
+    for f in fields(answer):
+        value = getattr(answer, f.name)
+        if isinstance(value, str) and value and plain(value) in canned:
+            note(f"{f.name} {value!r} is text of the prompt, not an answer: left empty")
+            changes[f.name] = ""
+        elif isinstance(value, tuple) and value and all(isinstance(v, str) for v in value):
+            kept = tuple(v for v in value if plain(v) not in canned)
+            if len(kept) < len(value):
+                note(f"{len(value) - len(kept)} of {f.name} are text of the prompt, not answers: dropped")
+                changes[f.name] = kept
+        elif isinstance(value, tuple) and value and all(isinstance(v, rq.Message) for v in value):
+            items = tuple(uncopied(v, canned, note) for v in value)
+            if items != value:
+                changes[f.name] = items
+    return replace(answer, **changes) if changes else answer
 
 
-def _hhmm(minute: int) -> str:
-    return f"{minute // 60 % 24:02d}:{minute % 60:02d}"
-
-
-def _plan(request: rq.PlanDay, plan: rq.DayPlan, note: Callable[[str], None]) -> rq.DayPlan:
+def repair_plan(request: rq.PlanDay, plan: rq.DayPlan, note: Callable[[str], None]) -> rq.DayPlan:
     known = places_of(request)
     places = {p.lower(): p for p in known}
     blocks = []
     for b in plan.blocks:
         start, end = min(max(b.start, 0), 2 * DAY - 1), min(max(b.end, 1), 2 * DAY)
         if (start, end) != (b.start, b.end):
-            note(f"{b.activity!r} {b.start}-{b.end} clamped to {_hhmm(start)}-{_hhmm(end)} of the plan's two days")
+            note(f"{b.activity!r} {b.start}-{b.end} clamped to {clock_of_day(start)}-{clock_of_day(end)} "
+                 "of the plan's two days")
             b = replace(b, start=start, end=end)
         if b.end <= b.start:
-            note(f"dropped {b.activity!r} {_hhmm(b.start)}-{_hhmm(b.end)}: it ends before it starts")
+            note(f"dropped {b.activity!r} {clock_of_day(b.start)}-{clock_of_day(b.end)}: it ends before it starts")
             continue
+        if not b.activity.strip():
+            note(f"dropped the block {clock_of_day(b.start)}-{clock_of_day(b.end)}: it says nothing")
+            continue
+        if not b.sleep and mentions_sleep(b.activity):
+            note(f"{b.activity!r} {clock_of_day(b.start)}-{clock_of_day(b.end)} is sleep")
+            b = replace(b, sleep=True)
         where = b.where
         if where and where not in known:
             where = places.get(where.lower()) or _closest(where, known)
@@ -72,30 +94,27 @@ def _plan(request: rq.PlanDay, plan: rq.DayPlan, note: Callable[[str], None]) ->
     for b in ordered:
         if kept and b.start < kept[-1].end:
             if b.end <= kept[-1].end:
-                note(f"dropped {b.activity!r} {_hhmm(b.start)}-{_hhmm(b.end)}: inside the block before it")
+                note(f"dropped {b.activity!r} {clock_of_day(b.start)}-{clock_of_day(b.end)}: "
+                     "inside the block before it")
                 continue
-            note(f"{b.activity!r} starts at {_hhmm(kept[-1].end)}, not {_hhmm(b.start)}: it overlapped")
+            note(f"{b.activity!r} starts at {clock_of_day(kept[-1].end)}, not {clock_of_day(b.start)}: it overlapped")
             b = replace(b, start=kept[-1].end)
         kept.append(b)
-    return rq.DayPlan(tuple(_fill(kept, request, note)))
+    return rq.DayPlan(tuple(_fill(kept, request, note)), plan.broad)
 
 
 def _fill(blocks: list[rq.Block], request: rq.PlanDay, note: Callable[[str], None]) -> list[rq.Block]:
-    """`blocks` with each gap, and the time after them up to the next wake-up, taken from
-    the routine (the safe default plan)."""
-    from smallville.brain.wrappers import routine_plan
-
+    """`blocks` with what they leave out of the day, from the moment the plan was asked (or
+    a re-plan's start) to the next wake-up, taken from the routine (the safe default plan)."""
     routine = routine_plan(request).blocks
     wake = routine[0].start if routine else 7 * 60
     day_end = wake + DAY
-    gaps, t = [], None
+    gaps, t = [], min(request.plan_from, day_end)
     for b in blocks:
-        if t is not None and b.start > t:
+        if b.start > t:
             gaps.append((t, b.start))
-        t = b.end if t is None else max(t, b.end)
-    if t is None:
-        gaps.append((wake, day_end))
-    elif t < day_end:
+        t = max(t, b.end)
+    if t < day_end:
         gaps.append((t, day_end))
     out = list(blocks)
     for start, end in gaps:
@@ -104,7 +123,7 @@ def _fill(blocks: list[rq.Block], request: rq.PlanDay, note: Callable[[str], Non
                   if max(r.start + shift, start) < min(r.end + shift, end)]
         if not filled:
             filled = [rq.Block(start, end, progressive("carry on"), "")]
-        note(f"{_hhmm(start)}-{_hhmm(end)} was not planned: filled from the routine")
+        note(f"{clock_of_day(start)}-{clock_of_day(end)} was not planned: filled from the routine")
         out.extend(filled)
     return sorted(out, key=lambda b: b.start)
 
@@ -135,8 +154,12 @@ def _objects(request: rq.Decompose, actions: rq.Actions, note: Callable[[str], N
     return rq.Actions(tuple(steps))
 
 
-def _actions(request: rq.Decompose, actions: rq.Actions, note: Callable[[str], None]) -> rq.Actions:
+def repair_actions(request: rq.Decompose, actions: rq.Actions, note: Callable[[str], None]) -> rq.Actions:
     actions = _objects(request, actions, note)
+    if any(not s.description.strip() for s in actions.steps):
+        note(f"a step that says nothing is {request.activity!r}")
+        actions = rq.Actions(tuple(s if s.description.strip() else replace(s, description=request.activity)
+                                   for s in actions.steps))
     total = max(1, request.end - request.start)
     low, high = STEP
     minutes = [s.minutes for s in actions.steps]
@@ -171,7 +194,7 @@ def _actions(request: rq.Decompose, actions: rq.Actions, note: Callable[[str], N
     return rq.Actions(tuple(steps))
 
 
-def _reaction(request: rq.React, reaction: rq.Reaction, note: Callable[[str], None]) -> rq.Reaction:
+def repair_reaction(request: rq.React, reaction: rq.Reaction, note: Callable[[str], None]) -> rq.Reaction:
     if reaction.action == "talk" and reaction.target not in {p[0] for p in request.people}:
         note(f"talk to {reaction.target!r}, who is not here to talk: carry on")
         return rq.Reaction("continue", None, reaction.reason)
@@ -181,4 +204,8 @@ def _reaction(request: rq.React, reaction: rq.Reaction, note: Callable[[str], No
     return reaction
 
 
-_REPAIRS: dict[type, Callable] = {rq.DayPlan: _plan, rq.Actions: _actions, rq.Reaction: _reaction}
+def repair_insights(request: rq.Insights, found: rq.InsightList, note: Callable[[str], None]) -> rq.InsightList:
+    kept = tuple(i for i in found.insights if i.text.strip())
+    if len(kept) < len(found.insights):
+        note(f"{len(found.insights) - len(kept)} insights that say nothing dropped")
+    return rq.InsightList(kept)

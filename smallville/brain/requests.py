@@ -80,6 +80,16 @@ def _field_names(cls: type) -> tuple[str, ...]:
 
 # ---- requests -------------------------------------------------------------------------
 
+KIND_WORDS = {"observation": "seen", "chat": "said", "conversation": "conversation", "plan": "plan",
+              "thought": "thought", "reflection": "insight", "seed": "background"}
+"""A memory's kind as a prompt names it."""
+
+Recalled = tuple[tuple[str, str], ...]
+"""Memories as a prompt shows them: (when, text), `when` relative to the request's moment
+("today 09:15", "yesterday 18:30", "Mon 13 Feb 10:02", or "background" for what the agent
+knew from the start: `smallville.sim.recall`)."""
+
+
 
 @dataclass(frozen=True)
 class RateImportance(Message):
@@ -89,6 +99,14 @@ class RateImportance(Message):
     agent: str
     name: str
     texts: tuple[str, ...]
+    kinds: tuple[str, ...] = ()                 # each memory's kind: observation, chat, plan, thought, ...
+    identity: str = ""                          # who rates: "Ann Lee (34): kind, curious. Currently: ..."
+
+    @property
+    def listed(self) -> tuple[tuple[str, str], ...]:
+        """Each memory as the prompt lists it: (its kind in a word, its text)."""
+        kinds = self.kinds or ("memory",) * len(self.texts)
+        return tuple((KIND_WORDS.get(k, k), t) for k, t in zip(kinds, self.texts))
 
 
 @dataclass(frozen=True)
@@ -114,17 +132,21 @@ class Summarize(Message):
     kind: ClassVar[str] = "summarize"
     agent: str
     name: str
-    persona: str                                # the fixed description from the agent's file
-    core: tuple[str, ...]                       # memories on its core characteristics
-    occupation: tuple[str, ...]                 # ... on its current daily occupation
-    progress: tuple[str, ...]                   # ... on its feeling about its recent progress
+    persona: str                                # the agent file's description beyond `identity`: backstory, lifestyle
+    core: Recalled                              # memories on its core characteristics
+    occupation: Recalled                        # ... on its current daily occupation
+    progress: Recalled                          # ... on its feeling about its recent progress
+    now: str = ""                               # "Monday, February 13, 2023, 07:00"
+    identity: str = ""                          # the fixed line the summary follows: name, age, traits, currently
 
 
 @dataclass(frozen=True)
 class PlanDay(Message):
     """Plan a day: broad strokes (5 to 8) from the agent's summary and yesterday, then
     those strokes in blocks of at most an hour, given the routine and what is remembered.
-    `start` (a minute of the day) > 0 re-plans the rest of a day from then on, for `reason`."""
+    `start` (a minute of the day) > 0 re-plans the rest of a day from then on, for `reason`.
+    The plan is to cover the day from `asked`, the minute it is asked (`repair.py` fills
+    what it leaves out from the routine)."""
 
     kind: ClassVar[str] = "plan_day"
     agent: str
@@ -132,12 +154,19 @@ class PlanDay(Message):
     persona: str                                # the agent summary description
     date: str                                   # "Monday, February 13, 2023"
     routine: tuple[tuple[int, str, str], ...]   # (minute of day, what, where)
-    memories: tuple[str, ...]
+    memories: Recalled
     places: tuple[str, ...]                     # the places the agent knows
     yesterday: str = ""                         # the previous day's plan, in brief
     start: int = 0
     reason: str = ""
     current: tuple[tuple[int, int, str, str], ...] = ()   # a re-plan: the blocks it replaces
+    asked: int = 0                              # the minute of the day it is asked
+
+    @property
+    def plan_from(self) -> int:
+        """The minute the plan is to cover the day from: a re-plan's start, else when asked
+        (a request that does not say when: the routine's first step)."""
+        return self.start or self.asked or min((at for at, _, _ in self.routine), default=7 * 60)
 
 
 @dataclass(frozen=True)
@@ -154,9 +183,18 @@ class Decompose(Message):
     start: int                                  # minute of day
     end: int
     objects: tuple[str, ...]                    # objects in the room the character is in
-    memories: tuple[str, ...]
+    memories: Recalled
     reason: str = ""                            # why re-planning, when it is a re-plan
     elsewhere: tuple[str, ...] = ()             # objects in the place's other rooms: `object_label`
+    identity: str = ""                          # "Ann Lee (34): kind, curious. Currently: ..."
+    now: str = ""                               # "Monday, February 13, 2023, 08:03"
+    before: tuple[tuple[int, int, str], ...] = ()   # the plan's block before this one: (start, end, activity)
+    after: tuple[tuple[int, int, str], ...] = ()    # ... and the one after it
+
+    @property
+    def minutes(self) -> int:
+        """How long the block (what is left of it) lasts."""
+        return self.end - self.start
 
 
 def object_label(name: str, room: str) -> str:
@@ -182,12 +220,15 @@ class React(Message):
     name: str
     activity: str
     observations: tuple[str, ...]
-    people: tuple[tuple[str, str, str], ...]    # (id, name, activity) of those free to talk
+    people: tuple[tuple[str, str, str, str], ...]   # (id, name, activity, last talk) of those free to
+                                                    # talk; last talk: "yesterday 18:30: Ann talked
+                                                    # with ..." or "never talked"
     relationships: tuple[tuple[str, str], ...]  # (id, how the agent sees them)
-    memories: tuple[str, ...]                   # on the observed: who or what they are to the agent
+    memories: Recalled                          # on the observed: who or what they are to the agent
     summary: str = ""                           # the agent summary description
-    time: str = ""                              # "Monday, February 13, 2023, 10:30"
-    doing: tuple[str, ...] = ()                 # memories on what the observed are doing
+    now: str = ""                               # "Monday, February 13, 2023, 10:30"
+    doing: Recalled = ()                        # memories on what the observed are doing
+    where: str = ""                             # the area the agent is in
 
 
 @dataclass(frozen=True)
@@ -201,9 +242,16 @@ class Speak(Message):
     listener_name: str
     relationship: str                           # the speaker's view of the listener
     history: tuple[tuple[str, str], ...]        # (speaker name, line) so far
-    memories: tuple[tuple[str, int, str], ...]  # (text, importance, kind) the speaker recalls
-    earlier: tuple[str, ...]                    # lines of earlier talks between the two
+    memories: tuple[tuple[str, str, int, str], ...]  # (when, text, importance, kind) the speaker recalls;
+                                                # the prompt shows when and text
+    earlier: tuple[str, ...]                    # lines of earlier talks between the two (the offline
+                                                # brain's; the prompt shows `last_talk` instead)
     summary: str = ""                           # the speaker's summary description
+    now: str = ""                               # "Monday, February 13, 2023, 10:30"
+    where: str = ""                             # the area they talk in
+    doing: str = ""                             # what the speaker was doing when the talk began
+    listener_doing: str = ""                    # ... and the listener
+    last_talk: str = ""                         # their last conversation, dated: "yesterday 18:30: ..."
 
 
 @dataclass(frozen=True)
@@ -220,7 +268,9 @@ class AfterTalk(Message):
     other_name: str
     view: str                                   # the view of the other before the talk
     lines: tuple[tuple[str, str], ...]          # (speaker name, line)
-    memories: tuple[str, ...]                   # what the agent remembers of the other
+    memories: Recalled                          # what the agent remembers of the other
+    now: str = ""                               # "Monday, February 13, 2023, 10:30"
+    where: str = ""                             # the area they talked in
 
 
 @dataclass(frozen=True)
@@ -230,7 +280,7 @@ class ReflectQuestions(Message):
     kind: ClassVar[str] = "reflect_questions"
     agent: str
     name: str
-    memories: tuple[str, ...]
+    memories: Recalled
     count: int = 3
 
 
@@ -243,7 +293,7 @@ class Insights(Message):
     agent: str
     name: str
     question: str
-    evidence: tuple[str, ...]
+    evidence: Recalled
     known: tuple[str, ...] = ()
 
 
@@ -257,7 +307,8 @@ class Interview(Message):
     name: str
     persona: str
     question: str
-    memories: tuple[tuple[int, str], ...]      # (memory id, text), most relevant first
+    memories: tuple[tuple[int, str, str], ...]  # (memory id, when, text), most relevant first
+    now: str = ""                              # "Tuesday, February 14, 2023, 20:00"
 
 
 @dataclass(frozen=True)
@@ -284,9 +335,9 @@ class Summary(Message):
     occupation: str
     progress: str
 
-    def text(self, name: str) -> str:
-        """The description as prompts get it."""
-        return " ".join(p.strip() for p in (self.core, self.occupation, self.progress) if p.strip()) or name
+    def parts(self) -> list[str]:
+        """Its parts that say something, in order."""
+        return [p.strip() for p in (self.core, self.occupation, self.progress) if p.strip()]
 
 
 @dataclass(frozen=True)
@@ -330,6 +381,7 @@ class Block(Message):
     end: int         # a model's block may end before it starts: repair.py drops it
     activity: str
     where: str
+    sleep: bool = False     # the agent sleeps through it (whatever the activity's words)
 
 
 @dataclass(frozen=True)
@@ -362,6 +414,7 @@ class Reaction(Message):
     target: str | None = None   # whom to talk to
     reason: str = ""
     minutes: int = 0            # how long to wait
+    thought: str = ""           # what the model made of the moment before deciding
 
     def __post_init__(self) -> None:
         if self.action not in ("continue", "talk", "wait", "replan"):
@@ -415,20 +468,3 @@ class Verdict(Message):
     kind: ClassVar[str] = "verdict"
     ranking: tuple[str, ...]                   # labels, most believable first; () = no judgement
     embellished: tuple[Flag, ...] = ()
-
-
-ANSWER_OF: dict[type, type] = {
-    RateImportance: Importance,
-    Summarize: Summary,
-    AfterTalk: TalkNotes,
-    PlanDay: DayPlan,
-    Decompose: Actions,
-    React: Reaction,
-    Speak: Utterance,
-    ReflectQuestions: Questions,
-    Insights: InsightList,
-    Interview: Reply,
-    TagMemories: Tags,
-    Judge: Verdict,
-}
-REQUEST_KINDS: dict[str, type] = {cls.kind: cls for cls in ANSWER_OF}

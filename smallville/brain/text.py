@@ -122,3 +122,17 @@ def third_person(fact: str, speaker: str) -> str:
 
 def first_name(name: str) -> str:
     return name.split(" ")[0]
+
+
+_SLEEP = re.compile(r"\b(?:sleep\w*|asleep|nap|napping|go(?:es|ing)? to bed|bed ?time)\b", re.I)
+
+
+def mentions_sleep(activity: str) -> bool:
+    """Whether an activity's words say it is sleep ("sleeping", "going to bed", "a nap"): for
+    plans that do not say so themselves (the routine, plans of older versions)."""
+    return bool(_SLEEP.search(activity))
+
+
+def plain(text: str) -> str:
+    """A text as compared for copying: lower case, its words only."""
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))

@@ -16,43 +16,25 @@ from dataclasses import replace
 from typing import Callable, Sequence
 
 from smallville.brain import requests as rq
-from smallville.brain.base import Answers, Failed, Fallback
+from smallville.brain.base import Answers, Brain, Failed, Fallback, Wrapper, override
+from smallville.brain.kinds import safe_answer
 from smallville.brain.ledger import Ledger
-from smallville.brain.text import progressive
 from smallville.errors import BrainError, ModelUnusable
 
 
-class _Wrapper:
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.name = inner.name
-
-    def describe(self) -> dict:
-        return self.inner.describe()
-
-    def preflight(self) -> str | None:
-        check = getattr(self.inner, "preflight", None)
-        return check() if check else None
-
-    def learn(self, request: rq.Message, answer: rq.Message) -> None:
-        """Take note of an answer given elsewhere (a run's record, on resume)."""
-        learn = getattr(self.inner, "learn", None)
-        if learn is not None:
-            learn(request, answer)
-
-
-class Retrying(_Wrapper):
+class Retrying(Wrapper):
     """Asks again for what failed, up to `retries` times, waiting `backoff` seconds before
     the first retry and doubling it after each, or longer when a server said how long to
     wait (Retry-After, up to `MAX_WAIT`). A retry round is one batch."""
 
     MAX_WAIT = 120.0
 
-    def __init__(self, inner, retries: int = 2, backoff: float = 1.0, ledger: Ledger | None = None,
+    def __init__(self, inner: Brain, retries: int = 2, backoff: float = 1.0, ledger: Ledger | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__(inner)
         self.retries, self.backoff, self.ledger, self.sleep = retries, backoff, ledger or Ledger(), sleep
 
+    @override
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message | Failed]:
         answers = list(self.inner.answer(requests))
         for attempt in range(self.retries):
@@ -70,8 +52,8 @@ class Retrying(_Wrapper):
         return answers
 
 
-class WithFallbacks(_Wrapper):
-    """Replaces each `Failed` with the request's safe default (`safe_answer`) and lists it
+class WithFallbacks(Wrapper):
+    """Replaces each `Failed` with the request's safe default (`kinds.safe_answer`) and lists it
     among the `Answers`' fallbacks. If no answer ever came and a whole batch failed to connect, the
     model is unreachable: that is a `BrainError`, not a run of fallbacks. If more than half
     of the first `WATCH` requests, or of the first `WATCH` of one kind (a town's first
@@ -81,7 +63,7 @@ class WithFallbacks(_Wrapper):
 
     WATCH = 20
 
-    def __init__(self, inner, ledger: Ledger | None = None) -> None:
+    def __init__(self, inner: Brain, ledger: Ledger | None = None) -> None:
         super().__init__(inner)
         self.ledger = ledger or Ledger()
         self._answered = False
@@ -89,6 +71,7 @@ class WithFallbacks(_Wrapper):
         self._lasting: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
 
+    @override
     def answer(self, requests: Sequence[rq.Message]) -> Answers:
         answers = self.inner.answer(requests)
         failed = [a for a in answers if isinstance(a, Failed)]
@@ -104,6 +87,7 @@ class WithFallbacks(_Wrapper):
             out.append(answer)
         return Answers(out, fallbacks)
 
+    @override
     def answer_one(self, request: rq.Message) -> tuple[rq.Message, str | None]:
         """One request's answer and, if it is a safe default, the last error: safe to call
         from several threads at once (run-ahead sends requests one by one)."""
@@ -193,9 +177,7 @@ def _rating_keys(request: rq.Message) -> list[tuple]:
 def _only(request: rq.Message, keep: list[int]) -> rq.Message:
     """The rating request for the texts at `keep` only."""
     texts = tuple(request.texts[i] for i in keep)
-    if isinstance(request, rq.TagMemories):
-        return replace(request, texts=texts, kinds=tuple(request.kinds[i] for i in keep))
-    return replace(request, texts=texts)
+    return replace(request, texts=texts, kinds=tuple(request.kinds[i] for i in keep) if request.kinds else ())
 
 
 def _ratings_of(answer: rq.Message) -> tuple | None:
@@ -207,17 +189,20 @@ def _ratings_of(answer: rq.Message) -> tuple | None:
     return None
 
 
-class RatingMemo(_Wrapper):
+class RatingMemo(Wrapper):
     """Rates each distinct observation text once per agent: a rating request (importance,
     or the salience model's tags) whose texts were all rated before is answered from memory,
     and known texts are left out of the rest. `reused` in the ledger counts ratings taken
     from memory."""
 
-    def __init__(self, inner, ledger: Ledger | None = None) -> None:
+    learns = True                         # the ratings a run's record gave
+
+    def __init__(self, inner: Brain, ledger: Ledger | None = None) -> None:
         super().__init__(inner)
         self.ledger = ledger or Ledger()
         self._scores: dict[tuple, object] = {}
 
+    @override
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message | Failed]:
         out: list[rq.Message | Failed | None] = [None] * len(requests)
         asked: list[tuple[int, rq.Message]] = []
@@ -244,6 +229,7 @@ class RatingMemo(_Wrapper):
             out[i] = answer
         return out  # type: ignore[return-value]
 
+    @override
     def learn(self, request: rq.Message, answer: rq.Message) -> None:
         """Ratings the record gave are known, as if this memo had asked for them."""
         ratings = _ratings_of(answer)
@@ -253,57 +239,3 @@ class RatingMemo(_Wrapper):
     def _rated(self, request: rq.Message) -> rq.Message:
         ratings = tuple(self._scores[key] for key in _rating_keys(request))
         return rq.Tags(ratings) if isinstance(request, rq.TagMemories) else rq.Importance(ratings)
-
-
-# ---- safe defaults --------------------------------------------------------------------
-
-
-def safe_answer(request: rq.Message) -> rq.Message:
-    """What a request gets when no valid answer came: importance 5 (tags: personal and
-    neutral, `untagged`), the fixed persona for a summary, a plan from the routine, the
-    block's activity in 15-minute actions, carry on, end the conversation, a plain note of the
-    talk with the view unchanged, no questions, no insights, no interview answer, no judgement."""
-    if isinstance(request, rq.RateImportance):
-        return rq.Importance((5,) * len(request.texts))
-    if isinstance(request, rq.Summarize):
-        return rq.Summary(request.persona, "", "")
-    if isinstance(request, rq.AfterTalk):
-        return rq.TalkNotes(f"{request.name} talked with {request.other_name}", "", "", request.view)
-    if isinstance(request, rq.PlanDay):
-        return routine_plan(request)
-    if isinstance(request, rq.Decompose):
-        total = max(1, request.end - request.start)
-        return rq.Actions(tuple(rq.Step(min(15, total - t), request.activity) for t in range(0, total, 15)))
-    if isinstance(request, rq.React):
-        return rq.Reaction("continue")
-    if isinstance(request, rq.Speak):
-        return rq.Utterance("Sorry, I have to go now.", end=True)
-    if isinstance(request, rq.ReflectQuestions):
-        return rq.Questions(())
-    if isinstance(request, rq.Insights):
-        return rq.InsightList(())
-    if isinstance(request, rq.Interview):
-        return rq.Reply("(no answer: the model did not respond)")
-    if isinstance(request, rq.TagMemories):
-        return rq.Tags((untagged(request),) * len(request.texts))
-    if isinstance(request, rq.Judge):
-        return rq.Verdict(())                   # no ranking: the comparison counts for nobody
-    raise TypeError(f"no safe answer for a {type(request).__name__}")
-
-
-def untagged(request: rq.TagMemories) -> rq.Tag:
-    """The safe tag of a memory: personal and neutral (I = 1.0 with seed 003's tables, so the
-    memory may be kept like any notable one), or the first names offered if those are not."""
-    return rq.Tag("personal" if "personal" in request.sources else request.sources[0],
-                  "neutral" if "neutral" in request.emotions else request.emotions[0])
-
-
-def routine_plan(request: rq.PlanDay) -> rq.DayPlan:
-    """The persona's routine as it stands, one block per entry, until the next wake-up."""
-    routine = sorted(request.routine) or [(7 * 60, "wake up and get ready", ""), (23 * 60, "go to bed and sleep", "")]
-    blocks = []
-    for i, (start, what, where) in enumerate(routine):
-        end = routine[i + 1][0] if i + 1 < len(routine) else routine[0][0] + 24 * 60
-        if end > start:
-            blocks.append(rq.Block(start, end, progressive(what), where))
-    return rq.DayPlan(tuple(blocks))

@@ -153,10 +153,9 @@ class Brains:
         key = _key(settings, seed)
         if key not in self.stacks:
             model = self._meter(settings, seed) if self.dry_run and not settings.is_offline else None
-            stack = assemble(settings, seed, ledger=self.ledger, cache=None if settings.is_offline else self.cache,
-                             run_ahead=False, model=model)
+            stack = assemble(settings, seed, ledger=self.ledger, cache=None if settings.is_offline else self.cache, model=model)
             self.stacks[key] = stack
-            if model is None and not settings.is_offline and hasattr(stack.brain, "preflight"):
+            if model is None and not settings.is_offline:
                 stack.brain.preflight()
         brain = self.stacks[key].brain
         return Recording(brain, record) if record is not None else brain

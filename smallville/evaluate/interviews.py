@@ -8,7 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from smallville.brain import requests as rq
-from smallville.evaluate.knowledge import Knowledge, claims_to_know, knowledge_at, strangers
+from smallville.brain.base import fallbacks_of
+from smallville.evaluate.knowledge import (
+    Knowledge,
+    claims_to_know,
+    knowledge_at,
+    strangers,
+)
 from smallville.evaluate.protocol import Protocol, Question
 from smallville.evaluate.subjects import Subject
 from smallville.mind import interview_request
@@ -52,7 +58,7 @@ def prepare(subject: Subject, protocol: Protocol, at: float,
             # it have just reminded of things.
             hits = sim.memory.retrieve_many(sim, agent, queries, RECALL_K)
             for question, found in zip(questions, hits):
-                request = interview_request(agent, question.text, found if sim.config.retrieval else ())
+                request = interview_request(sim, agent, question.text, found if sim.config.retrieval else ())
                 out.append(Asked(subject, question, request, when.strftime("%Y-%m-%d %H:%M"),
                                  tuple(h.memory.text for h in found[:LIVED_K])))
     return out, knowledge_at(run, at)
@@ -75,12 +81,12 @@ def _name(run) -> str:
 def settle(asked: list[Asked], answers, knowledge: dict[str, Knowledge], brain_name: dict[str, str]) -> None:
     """Put each answer in its place and its row (the JSONL line): the answer, the memories it
     drew on, and the checks that need no judge."""
-    errors = {f.index: f.error for f in getattr(answers, "fallbacks", ())}
+    errors = {f.index: f.error for f in fallbacks_of(answers)}
     for i, (a, answer) in enumerate(zip(asked, answers)):
         a.answer, a.fallback = answer, errors.get(i)
         known = knowledge[a.subject.name]
         scenario = a.subject.run.scenario
-        texts = dict(a.request.memories)
+        texts = {mid: text for mid, _, text in a.request.memories}
         row = {"run": a.subject.name, "condition": a.subject.condition, "group": a.subject.group,
                "agent": a.request.agent, "name": a.request.name, "time": a.time, "question_id": a.question.id,
                "category": a.question.category, "question": a.question.text, "answer": answer.text,

@@ -9,6 +9,7 @@ import string
 from dataclasses import dataclass
 
 from smallville.brain import requests as rq
+from smallville.brain.base import fallbacks_of
 from smallville.evaluate.interviews import Asked
 
 
@@ -82,6 +83,6 @@ def matches(asked: list[Asked], seed: int) -> list[Match]:
 
 
 def settle(found: list[Match], answers) -> None:
-    errors = {f.index: f.error for f in getattr(answers, "fallbacks", ())}
+    errors = {f.index: f.error for f in fallbacks_of(answers)}
     for i, (m, verdict) in enumerate(zip(found, answers)):
         m.verdict, m.fallback = verdict, errors.get(i)

@@ -50,14 +50,14 @@ def run_scenario(scenario, options: RunOptions | None = None, /, *, on_start: Ca
 def _stack(scenario, settings, options: RunOptions):
     """The new run's brain; an unreachable model stops here, before any file is written."""
     from smallville.brain.assembly import assemble
+    from smallville.sim.runahead import fetching_ahead
 
     replay = options.replay_from
     stack = assemble(settings, options.seed, cache=options.cache, replay=(replay, 0) if replay is not None else None,
                      live=replay is None or options.replay_fallthrough,
                      agents=len(scenario.agents) if replay is None else None)   # a replay calls little
-    if hasattr(stack.brain, "preflight"):
-        stack.brain.preflight()
-    return stack
+    stack.brain.preflight()
+    return stack if replay is not None else fetching_ahead(stack)
 
 
 def _embedder(options: RunOptions, replayed: Run | None):
@@ -151,13 +151,14 @@ def _cut_back(run: Run, start: StartPoint | None) -> dict:
 def _resumed_stack(run: Run, budget: dict | None):
     """The run's brain again, its budget raised by `budget` over what it has spent."""
     from smallville.brain.assembly import assemble, settings_of
+    from smallville.sim.runahead import fetching_ahead
     from smallville.brain.budget import Spend
 
     spent = Spend.from_dict(run.manifest.spend)
     settings = settings_of(run.manifest.brain, budget, spent)
     if budget and not settings.is_offline:
         run.manifest.brain["budget"] = settings.budget          # the manifest keeps the limits for the next resume
-    return assemble(settings, run.seed_now, spent=spent, agents=len(run.manifest.agents))
+    return fetching_ahead(assemble(settings, run.seed_now, spent=spent, agents=len(run.manifest.agents)))
 
 
 def _note_resume(run: Run, until: float, start: StartPoint | None, cut: dict) -> None:
@@ -183,15 +184,15 @@ def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject:
     starts from the parent's checkpoint nearest before `at`, whose logs it copies, and
     simulates on to `at` with the parent's recorded answers."""
     from smallville.brain.assembly import assemble, settings_of
+    from smallville.sim.runahead import fetching_ahead
 
     parent = Run.open(run_dir)
     _check_fork(parent, at, inject)
     start = parent.start_point(at)
     source, offsets = (start.run, start.head.files) if start else (parent.path, {})
-    history = assemble(settings_of(parent.manifest.brain), parent.seed_now, replay=(source, offsets.get(RECORD, 0)),
-                       run_ahead=False)
-    own = assemble(settings_of(parent.manifest.brain, budget), seed if seed is not None else parent.seed_now,
-                   agents=len(parent.manifest.agents))
+    history = assemble(settings_of(parent.manifest.brain), parent.seed_now, replay=(source, offsets.get(RECORD, 0)))
+    own = fetching_ahead(assemble(settings_of(parent.manifest.brain, budget),
+                                  seed if seed is not None else parent.seed_now, agents=len(parent.manifest.agents)))
     until = at + duration if duration else parent.manifest.duration_s
     fork = Fork(at, parent.when(at), seed, tuple(tuple(i) for i in inject), parent.manifest.run_id,
                 str(parent.path), start.head.time if start else None)

@@ -19,9 +19,8 @@ from typing import Any, Callable
 import simpy
 
 from smallville.brain.base import Brain, Fallback, fallbacks_of
-from smallville.brain.repair import repair
+from smallville.brain.kinds import repaired, safe_answer
 from smallville.brain.requests import Message
-from smallville.brain.wrappers import safe_answer
 
 
 class Dispatcher:
@@ -43,6 +42,7 @@ class Dispatcher:
         self.fallbacks: Counter[str] = Counter()     # by request kind: answers that are safe defaults
         self.over_ceiling: Counter[str] = Counter()  # ... given by the runaway guard, never asked
         self.repaired: Counter[str] = Counter()      # ... the brain's own, repaired to fit
+        self._canned: dict[str, frozenset[str]] | None = None
 
     def ask(self, agent: str, request: Message) -> simpy.Event:
         """An event that succeeds with the brain's answer, at the same simulated time."""
@@ -85,7 +85,7 @@ class Dispatcher:
     def fit(self, agent: str, request: Message, answer: Message, own: bool = True) -> Message:
         """`answer` repaired for `request`, each repair reported to `on_repair` (and counted,
         if the answer is the brain's `own`, not a safe default)."""
-        answer, notes = repair(request, answer)
+        answer, notes = repaired(request, answer, self.canned()[request.kind])
         if notes and own:
             self.repaired[request.kind] += 1
         if notes and self.on_repair is not None:
@@ -103,9 +103,19 @@ class Dispatcher:
             out[kind] = {"requests": n, "valid": n - sum(rows.values()), **rows}
         return out
 
+    def canned(self) -> dict[str, frozenset[str]]:
+        """Each request kind's template texts that a model may copy instead of answering
+        (`Template.canned`): an answer of one is no answer (`repair`). Read once, on first use."""
+        if self._canned is None:
+            from smallville.brain.prompts import load_templates
+
+            self._canned = {kind: template.canned() for kind, template in load_templates().items()}
+        return self._canned
+
     def take_over(self, base: "Dispatcher") -> None:
         """Go on where `base` stands: its runaway guard, its hooks and its counters."""
         self.ceiling, self.on_refused, self.on_repair = base.ceiling, base.on_refused, base.on_repair
+        self._canned = base.canned()
         self.requests, self.batches = Counter(base.requests), base.batches
         self._seq, self._asked = Counter(base._seq), Counter(base._asked)
         self.fallbacks, self.over_ceiling = Counter(base.fallbacks), Counter(base.over_ceiling)

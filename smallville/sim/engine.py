@@ -19,10 +19,11 @@ from smallville.memory import INDEXES, MemoryStream
 from smallville.memory.models import memory_model
 from smallville.memory.scoring import Helpers
 from smallville.scenario.memorymodel import WEIGHT_PRESETS, MemoryModel, resolve_weights
-from smallville.sim import life
-from smallville.sim.agent import Agent, Conversation, Doing
+from smallville.sim import life, recall
+from smallville.sim.agent import Agent, Conversation, Doing, Phase
 from smallville.sim.dispatch import Dispatcher
 from smallville.sim.log import EventLog
+from smallville.timefmt import moment
 from smallville.world import World
 from smallville.world.grid import normalize_area, room_open_to
 
@@ -117,6 +118,7 @@ class Simulation:
         self.embedder = embedder
         self.counts: Counter[str] = Counter()
         self.places = self.world.grid.places
+        self.object_names = frozenset(t.name for t in self.world.things)   # what "X is idle" may be about
         self._start_of_day = scenario.start.hour * 3600 + scenario.start.minute * 60 + scenario.start.second
         self.agents: dict[str, Agent] = {}
         self.helpers = Helpers()                # its streams' search threads, ended by `close`
@@ -245,7 +247,7 @@ class Simulation:
             self.emit(events.EVENT, event.agent, what=event.what, whisper=True)
             yield from life.remember(self, self.agents[event.agent], [event.what], "thought")
             return
-        present = [a for a in self.world.agents_in(event.where) if self.agents[a].status != "sleeping"]
+        present = [a for a in self.world.agents_in(event.where) if self.agents[a].status != Phase.SLEEPING]
         self.emit(events.EVENT, None, what=event.what, where=event.where, present=present)
         for agent_id in present:
             self.agents[agent_id].alerts.append(event.what)
@@ -264,7 +266,8 @@ class Simulation:
         return self.env.timeout(doing.until - self.env.now)
 
     def begin_talk(self, a: Agent, b: Agent) -> Conversation:
-        talk = Conversation(f"{self.env.now:g}:{a.id}:{b.id}", a.id, b.id, done=self.env.event())
+        talk = Conversation(f"{self.env.now:g}:{a.id}:{b.id}", a.id, b.id, done=self.env.event(),
+                            doing=(a.activity, b.activity))
         self.conversations[talk.id] = talk
         return talk
 
@@ -313,8 +316,9 @@ class Simulation:
             return [[] for _ in queries]
         return self.memory.retrieve_many(self, agent, queries, k)
 
-    def recall(self, agent: Agent, query: str, k: int) -> list[str]:
-        return [h.memory.text for h in self.retrieve(agent, query, k)]
+    def dated(self, memories) -> tuple:
+        """Memories as requests carry them, (when, text), dated as seen from now (`recall.dated`)."""
+        return recall.dated(self, memories)
 
     def can_talk(self, a: Agent, b: Agent) -> bool:
         return (b.free_to_talk and a.id != b.id
@@ -370,6 +374,13 @@ class Simulation:
 
     def now_datetime(self) -> datetime:
         return self.scenario.start + timedelta(seconds=self.env.now)
+
+    def datetime_at(self, t: float) -> datetime:
+        return self.scenario.start + timedelta(seconds=t)
+
+    def moment(self) -> str:
+        """Now as prompts give it: "Monday, February 13, 2023, 10:30"."""
+        return moment(self.now_datetime())
 
     # ---- state ----------------------------------------------------------------------
 

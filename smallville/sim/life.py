@@ -14,7 +14,10 @@ import simpy
 from smallville import events
 from smallville.brain import requests as rq
 from smallville.brain.contract import INSIGHTS
-from smallville.sim.agent import Action, Agent, Doing, PlanBlock
+from smallville.brain.dayplan import hourly
+from smallville.brain.text import mentions_sleep
+from smallville.sim.agent import Action, Agent, Doing, Phase, PlanBlock
+from smallville.sim.recall import cleaned, dated, noticed, recall, since
 from smallville.world.grid import in_area, room_open_to
 
 KNOWN_INSIGHTS = 20     # the agent's latest insights a reflection is shown, so it gives new ones
@@ -43,7 +46,7 @@ def live(sim, agent: Agent, restored: bool = False):
                                        sim.place_of(block.where) if agent.queue else block.where):
             if (yield from walk(sim, agent, sim.pick_tile(agent, block.where))):   # actions choose their rooms
                 continue
-        if "sleep" in block.activity:
+        if block.sleep:
             yield from sleep(sim, agent, block)
             continue
         if not agent.queue:
@@ -61,15 +64,17 @@ def live(sim, agent: Agent, restored: bool = False):
 
 def describe(sim, agent: Agent):
     """The agent summary description, from what three queries retrieve (who the agent is,
-    what it does these days, how it feels about its progress); kept in `agent.summary`
-    for the prompts of planning, reacting and talking until the next refresh (each day's
-    plan, each reflection)."""
+    what it does these days, how it feels about its progress), after the agent's fixed
+    identity line (name, age, traits, what occupies them: the model's paraphrase cannot
+    lose it); kept in `agent.summary` for the prompts of planning, reacting and talking
+    until the next refresh (each day's plan, each reflection)."""
     name = agent.name
     queries = (f"{name}'s core characteristics", f"{name}'s current daily occupation",
-               f"{name}'s feeling about his recent progress in life")
-    core, occupation, progress = (tuple(sim.recall(agent, q, sim.config.retrieve_k)) for q in queries)
-    answer = yield sim.ask(agent, rq.Summarize(agent.id, name, agent.persona(), core, occupation, progress))
-    agent.summary = answer.text(name)
+               f"{name}'s feeling about their recent progress in life")
+    core, occupation, progress = (recall(sim, agent, q, sim.config.retrieve_k) for q in queries)
+    answer = yield sim.ask(agent, rq.Summarize(agent.id, name, agent.background(), core, occupation, progress,
+                                                sim.moment(), agent.identity()))
+    agent.summary = " ".join([agent.identity(), *answer.parts()])
 
 
 def plan_day(sim, agent: Agent, day: int):
@@ -78,21 +83,21 @@ def plan_day(sim, agent: Agent, day: int):
     date = sim.date_text(day)
     routine = routine_of(agent)
     yield from describe(sim, agent)
+    midnight = sim.midnight(day)
     if sim.config.planning:
-        memories = sim.recall(agent, f"{agent.name}'s plans for {date}", sim.config.plan_k)
-        plan = yield sim.ask(agent, rq.PlanDay(agent.id, agent.name, agent.summary, date, routine,
-                                               tuple(memories), agent.known_places(), agent.yesterday))
+        memories = recall(sim, agent, f"{agent.name}'s plans for {date}", sim.config.plan_k)
+        plan = yield sim.ask(agent, rq.PlanDay(agent.id, agent.name, agent.summary, date, routine, memories,
+                                               agent.known_places(), agent.yesterday,
+                                               asked=max(0, int((sim.env.now - midnight) // 60))))
     else:
         plan = routine_plan(routine)
-    midnight = sim.midnight(day)
-    agent.plan = [PlanBlock(midnight + b.start * 60, midnight + b.end * 60, b.activity, sim.known_area(b.where))
-                  for b in plan.blocks]
+    agent.plan = plan_blocks(sim, midnight, plan.blocks)
     agent.plan_day = day
     agent.block = None
     sim.emit(events.PLAN, agent.id, date=date, blocks=[[sim.clock(b.start), sim.clock(b.end), b.activity, b.where]
                                                        for b in agent.plan])
     summary = f"{agent.name}'s plan for {date}: " + "; ".join(plan.broad or broad_strokes(sim, agent.plan))
-    agent.yesterday = summary
+    agent.day_before, agent.yesterday = agent.yesterday, summary
     yield from remember(sim, agent, [summary], "plan")
 
 
@@ -107,16 +112,28 @@ def replan(sim, agent: Agent, reason: str):
     minute = int((now - day0) // 60)
     rest = tuple((int((b.start - day0) // 60), int((b.end - day0) // 60), b.activity, b.where)
                  for b in agent.plan if b.end > now)
-    memories = sim.recall(agent, reason, sim.config.plan_k)
+    memories = recall(sim, agent, reason, sim.config.plan_k)
     routine = routine_of(agent)
     plan = yield sim.ask(agent, rq.PlanDay(agent.id, agent.name, agent.summary, sim.date_text(agent.plan_day),
-                                           routine, tuple(memories), agent.known_places(), agent.yesterday,
-                                           minute, reason, rest))
-    done = [b if b.end <= now else PlanBlock(b.start, now, b.activity, b.where) for b in agent.plan if b.start < now]
-    new = [PlanBlock(max(now, day0 + b.start * 60), day0 + b.end * 60, b.activity, sim.known_area(b.where))
-           for b in plan.blocks if day0 + b.end * 60 > now]
+                                           routine, memories, agent.known_places(), agent.day_before,
+                                           minute, reason, rest, minute))
+    done = [b if b.end <= now else b._replace(end=now) for b in agent.plan if b.start < now]
+    new = [b._replace(start=max(now, b.start)) for b in plan_blocks(sim, day0, plan.blocks) if b.end > now]
     agent.plan = [b for b in done if b.end > b.start] + new
     agent.block = None
+
+
+def plan_blocks(sim, midnight: float, blocks) -> list[PlanBlock]:
+    """A plan's blocks as the engine keeps them, in seconds from `midnight` of its day: a
+    block of several hours (a model may merge hours of one activity in one place) is cut
+    into hours, so each is broken into actions an hour at a time; sleep stays whole."""
+    out = []
+    for block in blocks:
+        where = sim.known_area(block.where)
+        pieces = [block] if block.sleep else hourly(block.start, block.end, block.activity, block.where)
+        out += [PlanBlock(midnight + b.start * 60, midnight + b.end * 60, b.activity, where, block.sleep)
+                for b in pieces]
+    return out
 
 
 def broad_strokes(sim, plan: list[PlanBlock]) -> list[str]:
@@ -139,8 +156,8 @@ def routine_plan(routine) -> rq.DayPlan:
     """The day as the routine has it, one block per step, with no brain (planning switched off)."""
     steps = sorted(routine) or [(7 * 60, "waking up", ""), (23 * 60, "going to bed and sleeping", "")]
     ends = [at for at, _, _ in steps[1:]] + [steps[0][0] + 24 * 60]
-    return rq.DayPlan(tuple(rq.Block(at, end, what, where) for (at, what, where), end in zip(steps, ends)
-                            if end > at))
+    return rq.DayPlan(tuple(rq.Block(at, end, what, where, mentions_sleep(what))
+                            for (at, what, where), end in zip(steps, ends) if end > at))
 
 
 def decompose(sim, agent: Agent, block: PlanBlock):
@@ -155,11 +172,17 @@ def decompose(sim, agent: Agent, block: PlanBlock):
     area = sim.world.area_of(agent.id)
     objects = tuple(t.name for t in sim.world.objects_in(area))
     elsewhere = other_rooms(sim, agent, block.where or area, area)
-    memories = sim.recall(agent, block.activity, sim.config.retrieve_k)
+    memories = recall(sim, agent, block.activity, sim.config.retrieve_k)
     day0 = sim.midnight(agent.plan_day)
-    answer = yield sim.ask(agent, rq.Decompose(agent.id, agent.name, block.activity, block.where or area,
-                                                int((now - day0) // 60), int((block.end - day0) // 60),
-                                                objects, tuple(memories), reason, tuple(elsewhere)))
+
+    def minutes(b: PlanBlock) -> tuple[int, int, str]:
+        return int((b.start - day0) // 60), int((b.end - day0) // 60), b.activity
+
+    i = agent.plan.index(block)
+    answer = yield sim.ask(agent, rq.Decompose(
+        agent.id, agent.name, block.activity, block.where or area, int((now - day0) // 60),
+        int((block.end - day0) // 60), objects, memories, reason, tuple(elsewhere), agent.identity(), sim.moment(),
+        tuple(minutes(b) for b in agent.plan[max(0, i - 1):i]), tuple(minutes(b) for b in agent.plan[i + 1:i + 2])))
     agent.queue.clear()
     t = now
     for step in answer.steps:
@@ -220,7 +243,7 @@ def use(sim, agent: Agent, thing):
             sim.emit(events.OBJECT, agent.id, object=thing.name, area=thing.area, state=thing.state)
         else:
             thing = None
-    agent.status, agent.activity = "acting", action.description
+    agent.become(Phase.ACTING, action.description)
     sim.count("actions")
     sim.emit(events.ACTION, agent.id, action=action.description, area=sim.world.area_of(agent.id),
              object=thing.name if thing else None, until=sim.clock(action.end))
@@ -253,7 +276,7 @@ def wait_free(sim, agent: Agent, until: float, order: int | None = None, then: s
     `then` is what follows: "attend" (the action goes on) or "live"."""
     agent.free_to_talk = True
     try:
-        yield sim.wait(agent, Doing("waiting", max(sim.env.now, sim.align(until)), then=then), order)
+        yield sim.wait(agent, Doing(Phase.WAITING, max(sim.env.now, sim.align(until)), then=then), order)
     except simpy.Interrupt as stop:
         agent.free_to_talk = False
         yield from listen(sim, agent, stop.cause)
@@ -264,13 +287,13 @@ def wait_free(sim, agent: Agent, until: float, order: int | None = None, then: s
 
 def listen(sim, agent: Agent, talk):
     """Be drawn into the conversation `talk` until it ends."""
-    agent.doing = Doing("listening", talk=talk.id)
+    agent.doing = Doing(Phase.LISTENING, talk=talk.id)
     yield talk.done
     agent.queue.clear()
 
 
 def idle(sim, agent: Agent, until: float):
-    agent.status, agent.activity = "idle", "idling"
+    agent.become(Phase.IDLE, "idling")
     yield from wait_free(sim, agent, until)
 
 
@@ -283,10 +306,10 @@ def walk(sim, agent: Agent, tile, then: str = "live", thing: int | None = None, 
         return False
     arrive = sim.align(sim.env.now + (len(path) - 1) * sim.world.tile_time)
     destination = sim.world.grid.area_at(tile)
-    agent.status, agent.activity = "walking", f"walking to {destination}"
+    agent.become(Phase.WALKING, f"walking to {destination}")
     sim.emit(events.MOVE, agent.id, from_=list(here), to=list(tile), area=destination,
              tiles=len(path) - 1, arrive=sim.clock(arrive))
-    yield sim.wait(agent, Doing("walking", arrive, tile=tuple(tile), then=then, thing=thing, where=where))
+    yield sim.wait(agent, Doing(Phase.WALKING, arrive, tile=tuple(tile), then=then, thing=thing, where=where))
     arrived(sim, agent)
     return True
 
@@ -294,7 +317,7 @@ def walk(sim, agent: Agent, tile, then: str = "live", thing: int | None = None, 
 def arrived(sim, agent: Agent) -> None:
     sim.world.place(agent.id, agent.doing.tile)
     agent.places.add(sim.place_of(sim.world.area_of(agent.id)))      # a place it has seen
-    agent.status = "idle"
+    agent.become(Phase.IDLE)
 
 
 def sleep(sim, agent: Agent, block: PlanBlock):
@@ -316,11 +339,11 @@ def fall_asleep(sim, agent: Agent, block: PlanBlock, bed, area: str):
     if bed is not None:
         bed.user, bed.state = agent.id, f"in use by {agent.name}"
         agent.holding = sim.world.things.index(bed)
-    agent.status, agent.activity = "sleeping", "sleeping"
+    agent.become(Phase.SLEEPING, "sleeping")
     sim.emit(events.SLEEP, agent.id, area=area, until=sim.clock(block.end))
     yield from sim.memory.at_sleep(sim, agent)     # the salience model's night reflection
     agent.seen.clear()
-    yield sim.wait(agent, Doing("sleeping", max(sim.env.now, sim.align(block.end)), where=area))
+    yield sim.wait(agent, Doing(Phase.SLEEPING, max(sim.env.now, sim.align(block.end)), where=area))
     wake_up(sim, agent, area)
 
 
@@ -329,7 +352,7 @@ def wake_up(sim, agent: Agent, area: str) -> None:
         bed = sim.world.things[agent.holding]
         agent.holding = None
         bed.user, bed.state = None, bed.idle_state
-    agent.status, agent.activity = "idle", "waking up"
+    agent.become(Phase.IDLE, "waking up")
     sim.emit(events.WAKE, agent.id, area=area)
 
 
@@ -337,19 +360,19 @@ def carry_on(sim, agent: Agent):
     """Finish what a restored agent was in the middle of (`agent.doing`), exactly as its
     own process would have, up to where that process would loop back in `live`."""
     doing = agent.doing
-    if doing.phase == "waiting":
+    if doing.phase == Phase.WAITING:
         if not (yield from wait_free(sim, agent, doing.until, order=doing.order, then=doing.then)) \
                 and doing.then == "attend":
             yield from attend(sim, agent)
         put_down(sim, agent)
-    elif doing.phase == "listening":
+    elif doing.phase == Phase.LISTENING:
         yield from listen(sim, agent, sim.conversations[doing.talk])
         put_down(sim, agent)
-    elif doing.phase == "talking":
+    elif doing.phase == Phase.TALKING:
         yield sim.wait(agent, doing, doing.order)
         yield from talk_on(sim, sim.conversations[doing.talk])
         put_down(sim, agent)
-    elif doing.phase == "walking":
+    elif doing.phase == Phase.WALKING:
         yield sim.wait(agent, doing, doing.order)
         arrived(sim, agent)
         thing = sim.world.things[doing.thing] if doing.thing is not None else None
@@ -357,7 +380,7 @@ def carry_on(sim, agent: Agent):
             yield from use(sim, agent, thing)
         elif doing.then == "sleep":
             yield from fall_asleep(sim, agent, agent.block, thing, doing.where)
-    elif doing.phase == "sleeping":
+    elif doing.phase == Phase.SLEEPING:
         yield sim.wait(agent, doing, doing.order)
         wake_up(sim, agent, doing.where)
     else:
@@ -408,29 +431,43 @@ def react(sim, agent: Agent, observations: list[str], free: list[str]):
     the time, what it is doing, and what it remembers of whom (or what) it observed and of
     what they are doing (two queries)."""
     focus = [sim.agents[o].name for o in free] or observations[:1]
-    about = sim.recall(agent, f"{agent.name}'s relationship with " + ", ".join(focus), sim.config.react_k)
-    doing = sim.recall(agent, " ".join(observations[:3]), sim.config.react_k)
+    about = recall(sim, agent, f"{agent.name}'s relationship with " + ", ".join(focus), sim.config.react_k)
+    doing = recall(sim, agent, " ".join(observations[:3]), sim.config.react_k)
     return (yield sim.ask(agent, rq.React(
-        agent.id, agent.name, agent.activity, tuple(observations),
-        tuple((o, sim.agents[o].name, sim.agents[o].activity) for o in free),
+        agent.id, agent.name, agent.activity, tuple(noticed(sim, agent, observations)),
+        tuple((o, sim.agents[o].name, sim.agents[o].activity, last_talk(sim, agent, o) or "never talked")
+              for o in free),
         tuple(sorted((o, agent.relationships[o]) for o in free if o in agent.relationships)),
-        tuple(about), agent.summary, f"{sim.date_text(sim.day_of(sim.env.now))}, {sim.clock(sim.env.now)}",
-        tuple(m for m in doing if m not in about))))
+        about, agent.summary, sim.moment(), tuple(m for m in doing if m not in about),
+        sim.world.area_of(agent.id))))
+
+
+def last_talk(sim, agent: Agent, other: str) -> str:
+    """The agent's last conversation with `other`, dated ("yesterday 18:30: Ann talked with
+    Bob about the fair"), or "" if they never talked."""
+    if other not in agent.last_talk:
+        return ""
+    return f"{since(sim, agent.last_talk[other])}: {agent.talked.get(other) or 'they talked'}"
 
 
 def remember(sim, agent: Agent, texts: list[str], kind, importances=None, links=None, created=None,
-             said=None):
+             said=None, rated_as=None):
     """Store memories, asking the brain to rate those without an importance (all of them
     in one request). `kind` is the memories' kind, or a list of one per text; `links`,
     `created` (creation times) and `said` (for chat lines: who said what to whom) give one
-    entry per text."""
+    entry per text; so does `rated_as`: the index of another text whose rating a text takes
+    (a conversation's lines take its summary's), or None."""
     importances = list(importances) if importances is not None else [None] * len(texts)
-    unrated = [t for t, imp in zip(texts, importances) if imp is None]
-    if unrated:
-        answer = yield sim.ask(agent, sim.memory.rating_request(agent, tuple(unrated), kind))
-        scores = iter(sim.memory.ratings(answer))
-        importances = [imp if imp is not None else next(scores) for imp in importances]
     kinds = [kind] * len(texts) if isinstance(kind, str) else kind
+    borrowed = rated_as or [None] * len(texts)
+    unrated = [i for i, (imp, other) in enumerate(zip(importances, borrowed)) if imp is None and other is None]
+    if unrated:
+        answer = yield sim.ask(agent, sim.memory.rating_request(agent, tuple(texts[i] for i in unrated),
+                                                                [kinds[i] for i in unrated]))
+        for i, rating in zip(unrated, sim.memory.ratings(answer)):
+            importances[i] = rating
+    importances = [imp if imp is not None or other is None else importances[other]
+                   for imp, other in zip(importances, borrowed)]
     for i, (text, importance) in enumerate(zip(texts, importances)):
         sim.store(agent, text, kinds[i], importance, links[i] if links else (), created[i] if created else None,
                   said[i] if said else None)
@@ -446,14 +483,15 @@ def reflect(sim, agent: Agent):
         return
     trigger, agent.since_reflection = agent.since_reflection, 0.0
     n = len(agent.stream)
-    recent = [agent.stream[i].text for i in range(max(0, n - sim.config.reflection_window), n)]
-    questions = yield sim.ask(agent, rq.ReflectQuestions(agent.id, agent.name, tuple(recent),
+    newest_first = [agent.stream[i] for i in reversed(range(max(0, n - sim.config.reflection_window), n))]
+    recent = cleaned(sim, agent, newest_first)[::-1]       # a repeated sight kept at its latest
+    questions = yield sim.ask(agent, rq.ReflectQuestions(agent.id, agent.name, dated(sim, recent),
                                                           sim.config.reflection_questions))
     asked = questions.questions[:sim.config.reflection_questions]
-    evidence = [[h.memory for h in sim.retrieve(agent, q, sim.config.evidence_k)] for q in asked]
+    evidence = [cleaned(sim, agent, [h.memory for h in sim.retrieve(agent, q, sim.config.evidence_k)]) for q in asked]
     held = [t for t, kind in zip(agent.stream.texts(), agent.stream.kinds()) if kind == "reflection"]
     known = tuple(dict.fromkeys(reversed(held)))[:KNOWN_INSIGHTS][::-1]
-    asks = [sim.ask(agent, rq.Insights(agent.id, agent.name, q, tuple(m.text for m in ev), known))
+    asks = [sim.ask(agent, rq.Insights(agent.id, agent.name, q, dated(sim, ev), known))
             for q, ev in zip(asked, evidence)]
     answers = yield sim.env.all_of(asks)
     texts, links, have = [], [], set(held)
@@ -478,7 +516,7 @@ def converse(sim, a: Agent, b: Agent):
     a.free_to_talk = b.free_to_talk = False
     b.process.interrupt(talk)
     for x, y in ((a, b), (b, a)):
-        x.status, x.activity = "talking", f"talking with {y.name}"
+        x.become(Phase.TALKING, f"talking with {y.name}")
     sim.emit(events.TALK_START, a.id, with_=b.id, area=sim.world.area_of(a.id))
     yield from talk_on(sim, talk)
 
@@ -491,10 +529,12 @@ def talk_on(sim, talk):
     while talk.ending is None and talk.turn < sim.config.max_turns:
         speaker, listener = (a, b) if talk.turn % 2 == 0 else (b, a)
         recalled = talk_memories(sim, speaker, listener, history) if sim.config.sharing else []
+        doing = talk.doing if speaker is a else talk.doing[::-1]
         line = yield sim.ask(speaker, rq.Speak(
             speaker.id, speaker.name, listener.id, listener.name,
             speaker.relationships.get(listener.id, ""), tuple(history), tuple(recalled),
-            tuple(speaker.earlier_lines.get(listener.id, ())[-sim.config.earlier_lines:]), speaker.summary))
+            tuple(speaker.earlier_lines.get(listener.id, ())[-sim.config.earlier_lines:]), speaker.summary,
+            sim.moment(), sim.world.area_of(speaker.id), *doing, last_talk(sim, speaker, listener.id)))
         repeated = any(_same_line(line.text, said) for _, said in history)
         history.append((speaker.name, line.text))
         sim.emit(events.SAY, speaker.id, to=listener.id, text=line.text)
@@ -503,7 +543,7 @@ def talk_on(sim, talk):
                 x.activity = f"talking with {y.name} about {line.topic}"
         talk.turn += 1
         talk.ending = "goodbye" if line.end else "repeat" if repeated else None
-        yield sim.wait(a, Doing("talking", sim.env.now + sim.tick, talk=talk.id))
+        yield sim.wait(a, Doing(Phase.TALKING, sim.env.now + sim.tick, talk=talk.id))
     reason = talk.ending or "turn_limit"
     said = [events.Said(*((a.id, b.id) if name == a.name else (b.id, a.id)), text) for name, text in history]
     yield sim.env.all_of([sim.env.process(look_back(sim, x, y, history, said)) for x, y in ((a, b), (b, a))])
@@ -512,19 +552,18 @@ def talk_on(sim, talk):
     sim.end_talk(talk)
 
 
-def talk_memories(sim, speaker: Agent, listener: Agent, history: list) -> list[tuple[str, int, str]]:
+def talk_memories(sim, speaker: Agent, listener: Agent, history: list) -> list[tuple[str, str, int, str]]:
     """What the speaker recalls for its next line, by the paper's focal points: its view of
     the listener, what the listener is doing and the last four lines; `talk_k` memories for
-    each, in that order, each text once."""
+    each, in that order, cleaned (`recall.cleaned`: each text once), as (when, text,
+    importance, kind)."""
     view = speaker.relationships.get(listener.id, "")
     queries = [f"{listener.name}, {view}" if view else listener.name, f"{listener.name} is {listener.activity}"]
     if history:
         queries.append("\n".join(f"{name}: {line}" for name, line in history[-4:]))
-    hits = [h for found in sim.retrieve_many(speaker, queries, sim.config.talk_k) for h in found]
-    first = {}
-    for h in hits:
-        first.setdefault(h.memory.text, h)
-    return [(h.memory.text, h.memory.importance, h.memory.kind) for h in first.values()]
+    hits = [h.memory for found in sim.retrieve_many(speaker, queries, sim.config.talk_k) for h in found]
+    kept = cleaned(sim, speaker, hits)
+    return [(when, m.text, m.importance, m.kind) for (when, _), m in zip(dated(sim, kept), kept)]
 
 
 def look_back(sim, x: Agent, y: Agent, history: list, said: list):
@@ -533,20 +572,26 @@ def look_back(sim, x: Agent, y: Agent, history: list, said: list):
     from memory."""
     notes = yield sim.ask(x, rq.AfterTalk(
         x.id, x.name, y.id, y.name, x.relationships.get(y.id, ""), tuple(history),
-        tuple(sim.recall(x, y.name, sim.config.talk_k))))
+        recall(sim, x, y.name, sim.config.talk_k), sim.moment(), sim.world.area_of(x.id)))
     lines = [f"{sim.agents[s.speaker].name} said to {sim.agents[s.listener].name}: {s.line}" for s in said]
     kept = [(notes.summary, "conversation"), (notes.thought, "thought"), (notes.memo, "thought")]
-    kept = [(text, kind) for text, kind in kept if text.strip()]
+    kept = [(text.strip(), kind) for text, kind in kept if text.strip()]
+    whole = sim.memory.talks_rated_whole and kept and kept[0][1] == "conversation"
+    rated_as = [len(lines) if whole else None] * len(lines)      # the talk rated once, from its summary
     yield from remember(sim, x, lines + [t for t, _ in kept], ["chat"] * len(lines) + [k for _, k in kept],
-                        said=said + [None] * len(kept))
+                        said=said + [None] * len(kept), rated_as=rated_as + [None] * len(kept))
     x.last_talk[y.id] = sim.env.now
+    x.talked[y.id] = notes.summary.strip() or (f"they talked about {notes.topic.strip()}" if notes.topic.strip()
+                                               else "")
     x.talks[y.id] = x.talks.get(y.id, 0) + 1
     x.earlier_lines.setdefault(y.id, []).extend(text for _, text in history)
     x.relationships[y.id] = notes.view.strip() or x.relationships.get(y.id) or f"someone {x.name} has talked with"
     sim.emit(events.RELATIONSHIP, x.id, with_=y.id, talks=x.talks[y.id], view=x.relationships[y.id])
-    x.reason = f"talked with {y.name}"           # both go on from a new breakdown of their block
+    # both go on from a new breakdown of their block, which responds to what was said and agreed
+    x.reason = " ".join([f"{x.name} has just talked with {y.name}."]
+                        + [t if t.endswith((".", "!", "?")) else t + "." for t, _ in kept])
     x.queue.clear()
-    x.status = "idle"
+    x.become(Phase.IDLE)
 
 
 def _same_line(a: str, b: str) -> bool:

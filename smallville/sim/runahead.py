@@ -30,11 +30,13 @@ import time
 from bisect import bisect_left
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from smallville.brain import requests as rq
-from smallville.brain.base import Answers, Fallback
+from smallville.brain.assembly import Stack
+from smallville.brain.base import Answers, Brain, Fallback, Wrapper, override
+from smallville.brain.record import Replaying
 from smallville.memory.stream import Mark
 from smallville.sim.copies import ArenaMap, Copy, groups
 from smallville.sim.dispatch import Dispatcher
@@ -50,7 +52,7 @@ class Ahead:
     """The answers fetched ahead of the clock, the calls still in flight, and the answers the
     in-order run took since the oldest snapshot a live copy was made from."""
 
-    def __init__(self, brain, *, concurrency: int = 16, lookahead: float = 3600.0) -> None:
+    def __init__(self, brain: Brain, *, concurrency: int = 16, lookahead: float = 3600.0) -> None:
         self.brain = brain                  # answers one request: `answer_one(request)`
         self.lookahead = lookahead          # simulated seconds a copy may run past the clock
         self.concurrency = concurrency
@@ -164,26 +166,18 @@ def _outcome(future: Future):
         return exc
 
 
-class Prefetched:
+class Prefetched(Wrapper):
     """A brain that answers from what `Ahead` fetched (waiting for what is on its way)."""
 
     def __init__(self, ahead: Ahead) -> None:
+        super().__init__(ahead.brain)
         self.ahead = ahead
-        self.inner = ahead.brain
-        self.name = ahead.brain.name
 
+    @override
     def describe(self) -> dict:
         return {**self.inner.describe(), "run_ahead": self.ahead.lookahead}
 
-    def learn(self, request: rq.Message, answer: rq.Message) -> None:
-        if hasattr(self.inner, "learn"):
-            self.inner.learn(request, answer)
-
-    def preflight(self) -> str | None:
-        if hasattr(self.inner, "preflight"):
-            return self.inner.preflight()
-        return None
-
+    @override
     def answer(self, requests: Sequence[rq.Message]) -> Answers:
         return Answers(*self.ahead.take(requests))
 
@@ -331,3 +325,15 @@ class RunAheadDispatcher(Dispatcher):
         if self.ahead.stats["failed_copies"] >= FAILURES:
             self.ahead.lookahead = 0
         return False
+
+
+def fetching_ahead(stack: Stack) -> Stack:
+    """`stack` fetching its answers ahead of the clock when its settings say so (a model
+    brain with `lookahead` > 0): its brain answers from what `Ahead` fetched, and the run
+    answers through a `RunAheadDispatcher` (the session sets it up when `stack.ahead` is
+    there). Never behind a replay: a replayed answer is already here."""
+    settings = stack.settings
+    if settings.is_offline or not settings.lookahead or isinstance(stack.brain, Replaying):
+        return stack
+    ahead = Ahead(stack.brain, concurrency=settings.concurrency_limit, lookahead=settings.lookahead)
+    return replace(stack, brain=Prefetched(ahead), ahead=ahead)

@@ -12,6 +12,7 @@ A `Simulation` holds one model (`sim.memory`), and its life asks it only this:
     sim.memory.retrieve_many(sim, agent, queries, k)  the same for several queries of one moment
     sim.memory.reflect_due(sim, agent)              whether the paper's reflection is due
     sim.memory.at_sleep(sim, agent)                 (a generator) what happens as it falls asleep
+    sim.memory.talks_rated_whole                    whether a conversation's lines take its summary's rating
 
 `paper` (`PaperModel`) is Park et al. (2023) as the engine always had it; `salience`
 (`SalienceModel`) is seed 003's salience and consolidation memory.

@@ -11,12 +11,16 @@ class PaperModel:
     """The default memory model; see the module docstring and `smallville.memory.models`."""
 
     salience = False
+    talks_rated_whole = True    # a conversation's lines take the rating of its summary
 
     def __init__(self, settings) -> None:
         self.settings = settings
 
-    def rating_request(self, agent, texts: tuple[str, ...], kind: str) -> rq.Message:
-        return rq.RateImportance(agent.id, agent.name, texts)
+    def rating_request(self, agent, texts: tuple[str, ...], kind) -> rq.Message:
+        """The rating of `texts` for this agent (who it is and what occupies it) with each
+        memory's kind (`kind`: one for all, or one per text)."""
+        kinds = (kind,) * len(texts) if isinstance(kind, str) else tuple(kind)
+        return rq.RateImportance(agent.id, agent.name, texts, kinds, agent.identity())
 
     def ratings(self, answer: rq.Importance) -> tuple[int, ...]:
         return answer.scores

@@ -110,6 +110,7 @@ class SalienceModel:
     """The salience memory model; see the module docstring and `smallville.memory.models`."""
 
     salience = True
+    talks_rated_whole = False   # each line is tagged: its source (someone else's news) is the line's own
 
     def __init__(self, settings) -> None:
         self.settings = settings
@@ -233,7 +234,7 @@ class SalienceModel:
         mind.night = now
         if not day:
             return
-        texts = tuple(m.text for m in day)
+        texts = sim.dated(day)                  # (when, text), as every prompt's memories
         questions = yield sim.ask(agent, rq.ReflectQuestions(agent.id, agent.name, texts, s.insights))
         asks = [sim.ask(agent, rq.Insights(agent.id, agent.name, q, texts)) for q in questions.questions]
         answers = yield sim.env.all_of(asks)
