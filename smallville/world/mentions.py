@@ -3,14 +3,21 @@
 A memory tells an agent of every place whose name it holds (case aside, as a substring).
 Testing each name against each memory costs names x memories: in a generated town of
 1,000 residents that was most of a day's work. Here each name is filed under its first
-few letters, so a text is read once and only the names that begin at some position of it
-are compared there.
+few letters; one regular expression finds every position of a text where some name's
+first letters begin (all are the same length, so at most one begins at a position), and
+only the names filed there are compared. Memories repeat (what an agent sees is often what
+it saw), so the last few thousand answers are kept.
 """
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
+
 ANCHOR = 3
 """Letters a name is filed under; a shorter name is tested on its own."""
+KEPT = 4096
+"""Texts whose answers are kept."""
 
 
 class Mentions:
@@ -26,13 +33,16 @@ class Mentions:
                 self._short.append((low, name))
             else:
                 self._by_anchor.setdefault(low[:ANCHOR], []).append((low, name))
+        anchors = "|".join(map(re.escape, sorted(self._by_anchor)))
+        self._starts = re.compile(f"(?=({anchors}))") if anchors else None
+        self.found_in = lru_cache(maxsize=KEPT)(self._found_in)
 
-    def found_in(self, low: str) -> set[str]:
+    def _found_in(self, low: str) -> frozenset[str]:
         """The names found in `low`, a lower-cased text."""
         found = {name for short, name in self._short if short in low}
-        by_anchor = self._by_anchor
-        for i in range(len(low) - ANCHOR + 1):
-            candidates = by_anchor.get(low[i:i + ANCHOR])
-            if candidates:
-                found.update(name for name_low, name in candidates if low.startswith(name_low, i))
-        return found
+        if self._starts is not None:
+            by_anchor = self._by_anchor
+            for match in self._starts.finditer(low):
+                i = match.start()
+                found.update(name for name_low, name in by_anchor[match.group(1)] if low.startswith(name_low, i))
+        return frozenset(found)
