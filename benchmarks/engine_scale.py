@@ -17,8 +17,8 @@ still come out side by side. `--before DIR` runs each size a second time with th
 in DIR (a checkout of an earlier version: `git archive COMMIT | tar -x -C DIR`), in the same
 run, and prints its rows and the ratio of the two versions' CPU times; `--profile` runs each
 size under cProfile and prints where the time went (`benchmarks/where.py`), for both versions
-(times under the profiler are about twice the plain ones). The figures of a simulated day (`--sizes 25,250,1000 --for 1d`)
-are in the README.
+(times under the profiler are about twice the plain ones). The figures of a simulated day
+(`--sizes 25,250,1000 --for 1d`) are in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def one(size: int, duration: float, seed: int, embedder: str, profile: bool = Fa
         result, stats = profiled(work) if profile else (work(), None)
         wall, cpu = time.perf_counter() - loaded, time.process_time() - loaded_cpu
     m = result.manifest
-    return {"where": stats and breakdown(stats), "agents": size, "for": duration, "seed": seed, "generate_s": generated - began,
+    return {"where": stats and breakdown(stats), "agents": size, "for": duration, "seed": seed,
+            "generate_s": generated - began,
             "generate_cpu_s": generated_cpu - began_cpu, "load_s": loaded - generated, "wall_s": wall, "cpu_s": cpu,
             "sim_min_per_s": duration / 60 / wall,
             "s_per_agent": wall / size, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -72,10 +73,12 @@ def table(rows: list[dict], label: str) -> str:
     """The measurements side by side, one row a size (and version), smallest first."""
     rows = sorted(rows, key=lambda r: (r["agents"], r.get("code", "")))
     out = [f"{label}, offline brain, embedder {rows[0]['embedder']}, seed {rows[0]['seed']}", "",
-           "| agents | version | generate | load | run | run CPU | simulated min / wall s | run s per agent | peak memory "
+           "| agents | version | generate | load | run | run CPU | simulated min / wall s | run s per agent "
+           "| peak memory "
            "| memories per agent | conversations |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    out += [f"| {r['agents']:,} | {r.get('code', 'this')} | {r['generate_s']:.1f} s | {r['load_s']:.1f} s | {r['wall_s']:.1f} s "
+    out += [f"| {r['agents']:,} | {r.get('code', 'this')} | {r['generate_s']:.1f} s | {r['load_s']:.1f} s "
+            f"| {r['wall_s']:.1f} s "
             f"| {r['cpu_s']:.1f} s | {r['sim_min_per_s']:.2f} | {r['s_per_agent']:.4f} | {r['peak_mib']:,.0f} MiB "
             f"| {r['memories_per_agent']:.0f} | {r['conversations']:,} |" for r in rows]
     out.append("")

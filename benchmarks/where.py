@@ -12,7 +12,7 @@ from __future__ import annotations
 import cProfile
 import pstats
 import time
-from typing import Callable
+from collections.abc import Callable
 
 PARTS = (
     ("phase: perceive", "sim/life.py", ("perceive",)),

@@ -9,6 +9,7 @@ that may be absent with `get`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,8 @@ class Field:
     name: str
     type: str
     optional: bool = False
+    types: tuple[Any, ...] = dataclasses.field(init=False, repr=False, compare=False)    # from `type`
+    takes_bool: bool = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         types = tuple(t for name in self.type.split("/") for t in _JSON_TYPES[name])
@@ -56,6 +59,7 @@ class Kind:
     agent: str
     fields: tuple[Field, ...]
     meaning: str
+    names: tuple[str, ...] = dataclasses.field(init=False, repr=False, compare=False)     # the fields'
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "names", tuple(f.name for f in self.fields))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any, ClassVar
 
 
@@ -73,7 +73,7 @@ def _shallow(message: Message) -> dict[str, Any]:
     return {"kind": message.kind, **{name: getattr(message, name) for name in _field_names(type(message))}}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 

@@ -12,6 +12,7 @@ it saw), so the last few thousand answers are kept.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 
 ANCHOR = 3
@@ -24,7 +25,7 @@ class Mentions:
     """The names of `names` that a text contains, as `{n for n in names if n.lower() in
     text.lower()}` finds them."""
 
-    def __init__(self, names) -> None:
+    def __init__(self, names: Iterable[str]) -> None:
         self._short: list[tuple[str, str]] = []
         self._by_anchor: dict[str, list[tuple[str, str]]] = {}
         for name in names:
