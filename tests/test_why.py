@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import THE_VILLE
+from conftest import CAFE_TRIO, THE_VILLE
 
 from smallville import events as ev
 from smallville.run import Run, run_scenario
@@ -40,7 +40,8 @@ def told(log: list[dict]) -> tuple[int, dict]:
     """The first `learned` event (its line, from 1) of an agent told the news in a conversation."""
     memories = {(e["agent"], e["data"]["id"]): e for e in log if e["kind"] == ev.MEMORY}
     for n, e in enumerate(log, 1):
-        if e["kind"] == ev.LEARNED and memories[e["agent"], e["data"]["memory"]]["data"]["kind"] == "chat":
+        memory = memories[e["agent"], e["data"]["memory"]]["data"] if e["kind"] == ev.LEARNED else {}
+        if memory.get("kind") == "chat" and memory["speaker"] != e["agent"]:
             return n, e
     raise AssertionError("nobody was told a probe's news")
 
@@ -167,3 +168,53 @@ def test_why_of_another_agents_event_is_refused(ville):
     n = next(i for i, e in enumerate(log, 1) if e["agent"] not in (None, "maria_lopez"))
     result = smallville("why", ville, "--agent", "maria_lopez", "--event", n)
     assert result.returncode == 2 and "not maria_lopez's" in result.stderr
+
+
+def test_metrics_report_each_probes_chain_depth_and_share_told_through_recall(ville):
+    from smallville.metrics import run_metrics
+
+    run = Run.open(ville)
+    for probe, d in run_metrics(ville).diffusion.items():
+        chains = [run.probe_chain(probe, a)["chain"] for a in d["end"]]
+        tellings = [c[-1] for c in chains if "from" in c[-1]]
+        assert d["depth"] == max(len(c) - 1 for c in chains) and d["tellings"] == len(tellings)
+        assert d["recalled_share"] == round(sum(h["via"] == "recalled" for h in tellings) / len(tellings), 4)
+    assert run_metrics(ville).diffusion["party"]["depth"] >= 1
+
+
+# ---- a model's run (the test server on 127.0.0.1) -------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model_run(tmp_path_factory):
+    """Two hours of cafe_trio answered by the test server, told to send everyone to talk."""
+    from llmserver import SOCIABLE, LLMServer
+
+    from smallville.brain import LLMConfig
+
+    with LLMServer(seed=load_scenario(CAFE_TRIO).seed, hang=60) as server:
+        server.prefer = {**SOCIABLE, "where": "Hobbs Cafe"}
+        brain = LLMConfig(model="openai/test-model", api_base=server.api_base, backoff=0.0, timeout=60, retries=2)
+        result = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path_factory.mktemp("model"),
+                              duration=2 * 3600, brain=brain, embedder="lexical")
+    return result.path
+
+
+def test_why_in_a_models_run_lists_what_each_line_and_plan_was_shown(model_run):
+    log = log_of(model_run)
+    record = {}
+    for line in (model_run / "answers.jsonl").read_text(encoding="utf-8").splitlines():
+        r = json.loads(line)
+        record.setdefault(r["key"], r.get("request"))
+    run = Run.open(model_run)
+    for kind in (ev.PLAN, ev.SAY):
+        n, e = next((n, e) for n, e in enumerate(log, 1) if e["kind"] == kind)
+        result = smallville("why", model_run, "--agent", e["agent"], "--event", n, "--json")
+        assert result.returncode == 0, result.stderr
+        account = json.loads(result.stdout)
+        assert account == json.loads(json.dumps(run.why(e["agent"], event=n)))      # the CLI's is Run.why's
+        request = record[account["request"]["key"]]
+        listed = [m for q in account["request"]["queries"] for m in q["memories"]]
+        shown = {m["text"] for m in listed if m["shown"]}
+        assert shown and shown == {item[1] for item in request["memories"]}
+
