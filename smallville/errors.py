@@ -63,7 +63,7 @@ class UsageError(SmallvilleError):
 class ScenarioError(UsageError):
     """One or more problems in scenario or agent files; `problems` lists them all."""
 
-    def __init__(self, problems: list) -> None:
+    def __init__(self, problems: list[object]) -> None:
         self.problems = list(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
 
@@ -133,7 +133,7 @@ class BudgetExhausted(SmallvilleError):
         """A figure of this limit's unit as a user gives it (dollars to four places, else whole)."""
         return f"{value:.4f}" if self.which == "usd" else f"{int(value)}"
 
-    def data(self) -> dict:
+    def data(self) -> dict[str, object]:
         """The stop as the manifest's `budget_stop` keeps it."""
         return {"limit": self.FLAGS[self.which].lstrip("-"), "value": self.limit, "spent": self.spent}
 

@@ -127,10 +127,10 @@ def data(kind: str, /, **values: Any) -> dict[str, Any]:
     return out
 
 
-def problems(event: dict) -> list[str]:
+def problems(event: dict[str, Any]) -> list[str]:
     """What is wrong with an event as read back: an unknown kind, or `data` with keys missing,
     unknown, out of order or of the wrong type (empty when nothing is)."""
-    spec = KINDS.get(event.get("kind"))
+    spec = KINDS.get(str(event.get("kind")))
     if spec is None:
         return [f"unknown kind {event.get('kind')!r}"]
     found = event.get("data", {})
@@ -143,7 +143,7 @@ def problems(event: dict) -> list[str]:
     return out
 
 
-def get(event: dict, name: str) -> Any:
+def get(event: dict[str, Any], name: str) -> Any:
     """A field of an event, or, for an optional field that is absent, its empty value (`[]`,
     False or None). A name that is no field of the event's kind: KeyError."""
     field = _spec(event["kind"]).field(name)
@@ -159,7 +159,7 @@ class Said:
     line: str
 
 
-def said(event: dict) -> Said | None:
+def said(event: dict[str, Any]) -> Said | None:
     """Who said what to whom, for the `memory` event of a chat line; None for any other event,
     and for a log written before chat memories carried `speaker`, `listener` and `line`."""
     if event["kind"] != MEMORY or "speaker" not in event["data"]:

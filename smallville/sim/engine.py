@@ -20,7 +20,7 @@ from smallville.memory.models import memory_model
 from smallville.memory.scoring import Helpers
 from smallville.scenario.memorymodel import WEIGHT_PRESETS, MemoryModel, resolve_weights
 from smallville.sim import life, recall
-from smallville.sim.agent import Agent, Conversation, Doing
+from smallville.sim.agent import Agent, Conversation, Doing, Phase
 from smallville.sim.dispatch import Dispatcher
 from smallville.sim.log import EventLog
 from smallville.sim.recalls import RecallNotes
@@ -250,7 +250,7 @@ class Simulation:
             self.emit(events.EVENT, event.agent, what=event.what, whisper=True)
             yield from life.remember(self, self.agents[event.agent], [event.what], "thought")
             return
-        present = [a for a in self.world.agents_in(event.where) if self.agents[a].status != "sleeping"]
+        present = [a for a in self.world.agents_in(event.where) if self.agents[a].status != Phase.SLEEPING]
         self.emit(events.EVENT, None, what=event.what, where=event.where, present=present)
         for agent_id in present:
             self.agents[agent_id].alerts.append(event.what)
