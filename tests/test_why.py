@@ -10,11 +10,12 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CAFE_TRIO, THE_VILLE
 
 from smallville import events as ev
 from smallville.run import Run, run_scenario
 from smallville.scenario import load_scenario
+
+from conftest import CAFE_TRIO, THE_VILLE
 
 
 def smallville(*args):
@@ -57,7 +58,7 @@ def test_every_decision_names_its_request_and_every_recall_is_of_memories_alread
             for _, hits in e["data"]["queries"]:
                 assert all((e["agent"], h[0]) in held for h in hits), e
                 assert [h[1] for h in hits] == sorted((h[1] for h in hits), reverse=True)     # best first
-                for mid, score, rec, imp, rel in hits:           # the paper's score, weights 1/1/1
+                for _, score, rec, imp, rel in hits:             # the paper's score, weights 1/1/1
                     assert score == pytest.approx(rec + imp + rel, abs=0.002)
     says = [e for e in log if e["kind"] == ev.SAY]
     assert says and all(recalls[e["agent"], e["data"]["req"]]["data"]["request"] == "speak" for e in says)
@@ -188,9 +189,9 @@ def test_metrics_report_each_probes_chain_depth_and_share_told_through_recall(vi
 @pytest.fixture(scope="module")
 def model_run(tmp_path_factory):
     """Two hours of cafe_trio answered by the test server, told to send everyone to talk."""
-    from llmserver import SOCIABLE, LLMServer
-
     from smallville.brain import LLMConfig
+
+    from llmserver import SOCIABLE, LLMServer
 
     with LLMServer(seed=load_scenario(CAFE_TRIO).seed, hang=60) as server:
         server.prefer = {**SOCIABLE, "where": "Hobbs Cafe"}

@@ -4,6 +4,7 @@ that only reads run folders under the served one (interviews aside), and the pag
 Routes: `/` the runs; `/run?id=RUN` a run's page; `/api/runs`; `/api/town?run=RUN` its map
 and agents; `/api/feed?run=RUN&offset=N` its events from byte N on, as server-sent events,
 following the log while the run goes; `/api/agent?run=RUN&agent=ID&t=T` the agent panel;
+`/api/why?run=RUN&agent=ID&t=T` why the agent did what it did last by T (`Run.why`);
 `POST /api/interview` `{run, agent, t, question}`.
 """
 
@@ -129,7 +130,7 @@ class Handler(BaseHTTPRequestHandler):
         routes = {"/": lambda: self._page("index.html"), "/run": lambda: self._page("run.html"),
                   "/api/runs": lambda: self._json(self.server.runs.summaries()),
                   "/api/town": lambda: self._town(query), "/api/feed": lambda: self._feed(query),
-                  "/api/agent": lambda: self._agent(query)}
+                  "/api/agent": lambda: self._agent(query), "/api/why": lambda: self._why(query)}
         self._route(routes.get(url.path))
 
     def do_POST(self) -> None:
@@ -190,6 +191,21 @@ class Handler(BaseHTTPRequestHandler):
         except BadRequest as exc:
             return self._error(400, str(exc))
         self._json(self.server.minds.panel(path, t, query.get("agent") or ""))
+
+    def _why(self, query: dict) -> None:
+        """Why the agent did what it did last, as of `t` (`Run.why`): read from the run's files."""
+        from smallville.errors import SmallvilleError
+        from smallville.run import Run
+
+        path = self._run(query)
+        try:
+            t = self._time(query.get("t"))
+        except BadRequest as exc:
+            return self._error(400, str(exc))
+        try:
+            self._json(Run.open(path).why(query.get("agent") or "", at=t))
+        except SmallvilleError as exc:
+            self._json({"error": str(exc)})
 
     def _interview(self) -> None:
         kind = (self.headers.get("Content-Type") or "").split(";")[0].strip()

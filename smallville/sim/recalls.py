@@ -9,7 +9,7 @@ requests. So `smallville why` can say which memories a decision rested on, how e
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 DIGITS = 3      # the scores' decimals in the log: enough to rank by, little to store
 

@@ -32,14 +32,14 @@ class Trail:
     places: dict[str, tuple[list[int], list[str]]] = field(default_factory=dict)   # agent -> (lines, areas)
 
     @classmethod
-    def read(cls, run_dir: str | Path) -> "Trail":
+    def read(cls, run_dir: str | Path) -> Trail:
         """The trail of the run in `run_dir` (a torn last line is left out)."""
         with open(Path(run_dir) / "events.jsonl", encoding="utf-8") as f:
             log = [json.loads(line) for line in f if line.endswith("\n")]
         return cls.of(log)
 
     @classmethod
-    def of(cls, log: list[dict]) -> "Trail":
+    def of(cls, log: list[dict]) -> Trail:
         trail = cls(log)
         for n, e in enumerate(log, 1):
             trail.index(n, e)
