@@ -184,26 +184,28 @@ class Handler(BaseHTTPRequestHandler):
             raise BadRequest(f"t must be seconds since the run's start, not {text!r}")
         return t
 
-    def _agent(self, query: dict) -> None:
+    def _moment(self, query: dict) -> tuple[Path, float] | None:
+        """The run and time a query names; None, with a 400 sent, for a time that is none."""
         path = self._run(query)
         try:
-            t = self._time(query.get("t"))
+            return path, self._time(query.get("t"))
         except BadRequest as exc:
-            return self._error(400, str(exc))
-        self._json(self.server.minds.panel(path, t, query.get("agent") or ""))
+            self._error(400, str(exc))
+            return None
+
+    def _agent(self, query: dict) -> None:
+        if (at := self._moment(query)) is not None:
+            self._json(self.server.minds.panel(*at, query.get("agent") or ""))
 
     def _why(self, query: dict) -> None:
         """Why the agent did what it did last, as of `t` (`Run.why`): read from the run's files."""
         from smallville.errors import SmallvilleError
         from smallville.run import Run
 
-        path = self._run(query)
+        if (at := self._moment(query)) is None:
+            return
         try:
-            t = self._time(query.get("t"))
-        except BadRequest as exc:
-            return self._error(400, str(exc))
-        try:
-            self._json(Run.open(path).why(query.get("agent") or "", at=t))
+            self._json(Run.open(at[0]).why(query.get("agent") or "", at=at[1]))
         except SmallvilleError as exc:
             self._json({"error": str(exc)})
 
