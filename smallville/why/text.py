@@ -34,6 +34,9 @@ def account_lines(a: dict) -> list[str]:
         lines += memory_lines(a["memory"], 1)
     if a.get("request"):
         lines += request_lines(a["request"], 1)
+    elif "memory" not in a:
+        lines.append(f"{INDENT}(no brain request produced this event: only plans, actions, re-plans, lines, talks "
+                     "begun, reflections and the memories they made name one)")
     if a.get("chain"):
         lines += [INDENT + line for line in chain_lines({"agent": a["agent"], "probe": a["data"]["probe"],
                                                         "chain": a["chain"]})]
