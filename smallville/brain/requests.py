@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import Any, ClassVar
 
 
@@ -30,6 +31,12 @@ class Message:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, **{f.name: _plain(getattr(self, f.name)) for f in fields(self)}}
+
+    @cached_property
+    def canonical_key(self) -> str:
+        """`request_key`, worked out once per message: the engine (a `recall` event names it),
+        the recorder and the offline brain each ask it of the same request."""
+        return hashlib.sha256(_canonical(self.to_dict()).encode()).hexdigest()[:16]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
@@ -57,7 +64,7 @@ def _tupled(value: Any) -> Any:
 
 def request_key(request: Message) -> str:
     """Identity of a request: sha256 of its canonical JSON, 16 hex digits."""
-    return hashlib.sha256(_canonical(request.to_dict()).encode()).hexdigest()[:16]
+    return request.canonical_key
 
 
 # ---- requests -------------------------------------------------------------------------
