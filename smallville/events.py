@@ -17,6 +17,9 @@ PLAN, ACTION, MOVE, OBJECT, MEMORY, REFLECT = "plan", "action", "move", "object"
 TALK_START, SAY, TALK_END, RELATIONSHIP = "talk_start", "say", "talk_end", "relationship"
 REPLAN, SLEEP, WAKE, EVENT, LEARNED, SPAWN = "replan", "sleep", "wake", "event", "learned", "spawn"
 BRAIN_FALLBACK, BRAIN_REPAIR, BRAIN_REFUSED = "brain_fallback", "brain_repair", "brain_refused"
+RECALL = "recall"
+DECISIONS = (PLAN, ACTION, REPLAN, SAY, TALK_START, REFLECT, MEMORY)
+"""The kinds whose event may name the request it came of (`req`: the agent's request number)."""
 
 _JSON_TYPES = {"str": (str,), "int": (int,), "number": (int, float), "bool": (bool,), "list": (list,),
                "null": (type(None),)}
@@ -81,20 +84,20 @@ def _kind(name: str, agent: str, fields: str, meaning: str) -> Kind:
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    _kind(PLAN, "who", "date str, blocks list", "the day's plan, in blocks [start, end, activity, area]"),
-    _kind(ACTION, "who", "action str, area str, object str/null, until str", "an action begins"),
+    _kind(PLAN, "who", "date str, blocks list, req int?", "the day's plan, in blocks [start, end, activity, area]"),
+    _kind(ACTION, "who", "action str, area str, object str/null, until str, req int?", "an action begins"),
     _kind(MOVE, "who", "from list, to list, area str, tiles int, arrive str", "a walk begins"),
     _kind(OBJECT, "who changed it", "object str, area str, state str", "an object's state changed"),
     _kind(MEMORY, "whose", "id int/null, kind str, importance int, text str, links list?, speaker str?, "
-                           "listener str?, line str?, salience number?, source str?, emotion str?",
+                           "listener str?, line str?, salience number?, source str?, emotion str?, req int?",
           "a memory was stored (a chat line: who said it to whom; salience model: its I, source and "
           "emotion, and id null when it stays only in the working memory)"),
-    _kind(REFLECT, "who", "importance number, questions list", "enough happened: the questions reflected on"),
-    _kind(TALK_START, "who began", "with str, area str", "a conversation begins"),
-    _kind(SAY, "speaker", "to str, text str", "a line of a conversation"),
+    _kind(REFLECT, "who", "importance number, questions list, req int?", "enough happened: the questions reflected on"),
+    _kind(TALK_START, "who began", "with str, area str, req int?", "a conversation begins"),
+    _kind(SAY, "speaker", "to str, text str, req int?", "a line of a conversation"),
     _kind(TALK_END, "who began", "with str, lines int, reason str", "a conversation ends"),
     _kind(RELATIONSHIP, "whose view", "with str, talks int, view str", "a view of another, after a talk"),
-    _kind(REPLAN, "who", "reason str, actions list", "the rest of a block is planned again"),
+    _kind(REPLAN, "who", "reason str, actions list, req int?", "the rest of a block is planned again"),
     _kind(SLEEP, "who", "area str, until str", "the agent goes to sleep"),
     _kind(WAKE, "who", "area str", "the agent wakes up"),
     _kind(EVENT, "null, or the agent of a whisper", "what str, where str?, present list?, whisper bool?, "
@@ -104,6 +107,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     _kind(BRAIN_FALLBACK, "who asked", "kind str, key str, error str", "the model failed: a safe default"),
     _kind(BRAIN_REPAIR, "who asked", "kind str, key str, repairs list", "an answer was repaired to fit"),
     _kind(BRAIN_REFUSED, "who asked", "kind str, ceiling int", "over the hourly request ceiling: a safe default"),
+    _kind(RECALL, "who asked", "req int, request str, key str, queries list",
+          "what retrieval brought back for a request: each query with its memories' ids and scores"),
 )}
 
 

@@ -10,12 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
-from functools import cache, lru_cache
+from functools import cache, cached_property
 from typing import Any, ClassVar
-
-
-def _canonical(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 class Message:
@@ -31,6 +27,13 @@ class Message:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, **{f.name: _plain(getattr(self, f.name)) for f in fields(self)}}
+
+    @cached_property
+    def canonical_key(self) -> str:
+        """`request_key`, worked out once per message: the engine (a `recall` event names it),
+        the recorder and the offline brain each ask it of the same request."""
+        text = json.dumps(self, default=_shallow, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
@@ -57,14 +60,9 @@ def _tupled(value: Any) -> Any:
 
 
 def request_key(request: Message) -> str:
-    """Identity of a request: sha256 of its canonical JSON, 16 hex digits. Worked out once
-    for each request (the record, the offline brain and run-ahead all ask for it)."""
-    key = request.__dict__.get("_request_key")
-    if key is None:
-        text = json.dumps(request, default=_shallow, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        key = hashlib.sha256(text.encode()).hexdigest()[:16]
-        object.__setattr__(request, "_request_key", key)
-    return key
+    """Identity of a request: sha256 of its canonical JSON, 16 hex digits (worked out once per
+    request: `Message.canonical_key`)."""
+    return request.canonical_key
 
 
 def _shallow(message: Message) -> dict[str, Any]:
