@@ -223,10 +223,11 @@ def test_routine_phrases_become_activities_without_verbing_nouns():
 def test_an_interview_says_each_memory_once():
     """A fact recalled as itself, as told to two people and, in part, in the first person is
     said once; the answer goes on to other facts, and cites every memory it drew on."""
-    memories = ((3, PARTY), (9, f"Isabella Rodriguez said to Maria Lopez: Hi Maria! Did you hear? {PARTY}"),
-                (12, f"Isabella Rodriguez said to Ryan Park: Hi Ryan! Did you hear? {PARTY}"),
-                (14, f"Isabella Rodriguez said to Tom Moreno: Guess what? {OWN_PARTY.split(',')[0]}."),
-                (15, "Isabella is baking heart-shaped cookies for the party."))
+    memories = tuple((i, "today 09:00", text) for i, text in (
+        (3, PARTY), (9, f"Isabella Rodriguez said to Maria Lopez: Hi Maria! Did you hear? {PARTY}"),
+        (12, f"Isabella Rodriguez said to Ryan Park: Hi Ryan! Did you hear? {PARTY}"),
+        (14, f"Isabella Rodriguez said to Tom Moreno: Guess what? {OWN_PARTY.split(',')[0]}."),
+        (15, "Isabella is baking heart-shaped cookies for the party.")))
     reply = ask(OfflineBrain(0), rq.Interview("isabella", "Isabella Rodriguez", "", "Tell me about the party", memories))
     said = reply.text.removeprefix("From what I remember: ").rstrip(".").split("; ")
     assert said == [PARTY.rstrip("."), "Isabella is baking heart-shaped cookies for the party"]
