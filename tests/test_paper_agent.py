@@ -132,7 +132,9 @@ class Replanning(Listening):
 
 
 def test_a_reaction_plans_the_rest_of_the_day_again_and_keeps_what_was_done():
-    sim, brain = run(TINY, 8 * 3600, Replanning(0))
+    # Whether Ann and Bob notice each other in eight hours turns on their walks: the first seed in which they do.
+    sim, brain = next((sim, brain) for sim, brain in (run(TINY, 8 * 3600, Replanning(s)) for s in range(10))
+                      if brain.of("react"))
     [(request, _)] = [(r, a) for r, a in brain.of("plan_day") if r.start]
     agent = sim.agents[request.agent]
     assert request.reason == "a brass band is playing outside" and request.current
