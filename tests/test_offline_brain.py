@@ -312,3 +312,50 @@ def test_the_notes_after_a_talk_name_the_news_in_a_few_words():
     mine = ask(OfflineBrain(0), rq.AfterTalk("i", "Isabella Rodriguez", "m", "Maria Lopez", "",
                                              (("Isabella Rodriguez", "Hi Maria! Guess what? " + OWN_PARTY),), ()))
     assert mine.thought == "I told Maria about my party" and mine.memo == ""
+
+
+def test_the_summary_says_what_the_day_s_plan_holds():
+    """The day's plan comes with the request (a query need not recall it); before it is made,
+    a plan recalled stands in, and without either the summary says nothing of the days."""
+    older = (("yesterday 07:00", "Ann Lee's plan for Monday, February 13, 2023: reading at 7:00"),)
+    today = "Ann Lee's plan for Tuesday, February 14, 2023: painting at 6:30"
+
+    def occupation(recalled, plan):
+        return ask(OfflineBrain(0), rq.Summarize("ann", "Ann Lee", "", (), recalled, (), "", "", plan)).occupation
+
+    assert occupation(older, today) == "Lately Ann's days go: painting at 6:30."
+    assert occupation(older, "") == "Lately Ann's days go: reading at 7:00."
+    assert occupation((), "") == ""
+
+
+def test_each_day_s_summary_is_written_after_its_plan():
+    """An agent plans from the summary it holds (the run's first plan from one written just
+    before it), then writes the day's summary, which says what the plan holds."""
+    from conftest import CAFE_TRIO
+
+    from smallville.embed import make_embedder
+    from smallville.scenario import load_scenario
+    from smallville.sim import Simulation
+
+    class Noting(OfflineBrain):
+        def __init__(self):
+            super().__init__(1)
+            self.noted = []
+
+        def answer(self, requests):
+            answers = super().answer(requests)
+            self.noted += [(r, a) for r, a in zip(requests, answers) if r.kind == "summarize"
+                           or r.kind == "plan_day" and not r.start]
+            return answers
+
+    brain = Noting()
+    Simulation(load_scenario(CAFE_TRIO), brain, make_embedder("lexical"), seed=1).run(25 * 3600)
+    for agent in ("isabella_rodriguez", "maria_lopez", "klaus_mueller"):
+        mine = [(r, a) for r, a in brain.noted if r.agent == agent]
+        kinds = [r.kind for r, _ in mine]
+        assert kinds[:3] == ["summarize", "plan_day", "summarize"] and kinds.count("plan_day") == 2, kinds
+        for i, (request, plan) in enumerate(mine):
+            if request.kind == "plan_day":
+                _, summary = mine[i + 1]
+                assert "; ".join(plan.broad) in summary.occupation, summary
+                assert request.persona and (i == 1 or "Lately" in request.persona)

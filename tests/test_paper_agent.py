@@ -66,7 +66,7 @@ def test_the_summary_is_asked_each_day_and_after_each_reflection_and_reaches_the
         asked = brain.of("summarize", agent.id)
         reflections = sum(1 for r in sim.log.records if r["kind"] == "reflect" and r["agent"] == agent.id)
         plans = sum(1 for r in sim.log.records if r["kind"] == "plan" and r["agent"] == agent.id)
-        assert len(asked) == plans + reflections                    # cached in between
+        assert len(asked) == 1 + plans + reflections    # one for the run's first plan, one after each; cached between
         request = asked[0][0]
         assert request.identity == agent.identity() and request.persona == agent.background()
         assert request.core and request.occupation and request.now.startswith("Monday, February 13, 2023, ")

@@ -143,10 +143,10 @@ class OfflineBrain(Brain):
         return rq.Tags(tuple(tag(t, k, req.name, req.sources, req.emotions) for t, k in zip(req.texts, req.kinds)))
 
     def _summarize(self, req: rq.Summarize, rng: random.Random) -> rq.Summary:
-        """Who they are from their file; what they do from their latest plan; what is on
-        their mind from the weightiest memory on their progress."""
+        """Who they are from their file; what they do from the day's plan (else a plan
+        recalled); what is on their mind from the weightiest memory on their progress."""
         me = first_name(req.name)
-        plan = next((m for _, m in req.occupation if "'s plan for " in m), "")
+        plan = req.plan or next((m for _, m in req.occupation if "'s plan for " in m), "")
         occupation = f"Lately {me}'s days go: {plan.split(': ', 1)[1]}." if ": " in plan else ""
         weighty = sorted((-rate(m), i, m) for i, (_, m) in enumerate(req.progress)
                          if rate(m) >= 5 and not _HEARSAY.search(shared_fact(m)))
