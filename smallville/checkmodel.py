@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 from smallville.brain import requests as rq
 from smallville.brain.base import Brain, Failed, Wrapper, override
+from smallville.brain.kinds import REQUEST_KINDS, repaired
 
 USABLE = ("valid", "repaired")
 DAY = 24 * 3600.0
@@ -106,7 +107,7 @@ def moment(scenario, seed: int, embedder: str) -> tuple[list[tuple[rq.Message, r
     watch = _FirstOfEach(OfflineBrain(seed))
     with Simulation(scenario, watch, make_embedder(embedder), seed=seed,
                     log=EventLog(scenario.start, Nowhere())) as sim:
-        wanted = {kind for kind, cls in rq.REQUEST_KINDS.items() if cls.simulated and kind != "judge"}
+        wanted = {kind for kind, cls in REQUEST_KINDS.items() if cls.simulated and kind != "judge"}
         if not sim.memory.salience:
             wanted.discard("tag_memories")
         while not wanted <= watch.first.keys() and sim.env.now < HORIZON:
@@ -154,8 +155,6 @@ def interview_and_judge(sim, offline, agent_id: str) -> list[tuple[rq.Message, r
 
 def row_of(attempt, brain) -> Row:
     """What one attempt says about its kind."""
-    from smallville.brain.repair import repair
-
     reply, kind = attempt.reply, attempt.request.kind
     tokens = ((reply.prompt_tokens, reply.completion_tokens, reply.reasoning_tokens) if reply is not None
               else (brain.prompt_tokens(attempt.request), 0, 0))
@@ -164,9 +163,9 @@ def row_of(attempt, brain) -> Row:
         row.result, row.note = outcome(attempt.answer), attempt.answer.error
         row.mend = mend(kind, attempt.answer, attempt.max_tokens, brain.config)
         return row
-    repaired = attempt.notes + repair(attempt.request, attempt.answer)[1]
-    if repaired:
-        row.result, row.note = "repaired", "; ".join(repaired)
+    notes = attempt.notes + repaired(attempt.request, attempt.answer, brain.templates[kind].canned())[1]
+    if notes:
+        row.result, row.note = "repaired", "; ".join(notes)
     return row
 
 

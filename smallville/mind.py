@@ -30,7 +30,7 @@ def inspect_agent(sim, agent_id: str, query: str | None = None, k: int = 10) -> 
     return {
         "agent": agent.id, "name": agent.name, "time": sim.now_datetime().strftime("%Y-%m-%d %H:%M"),
         "area": sim.world.area_of(agent.id), "tile": list(sim.world.position(agent.id)),
-        "status": agent.status, "activity": agent.activity,
+        "status": agent.status.value, "activity": agent.activity,
         "plan": [[sim.clock(b.start), sim.clock(b.end), b.activity, b.where] for b in agent.plan],
         "now": [sim.clock(agent.block.start), sim.clock(agent.block.end), agent.block.activity]
         if agent.block else None,

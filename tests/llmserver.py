@@ -36,14 +36,13 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
-
-from smallville.brain import requests as rq
-from smallville.brain.offline import OfflineBrain
-from smallville.brain.prompts import ECHO_MARK, to_model_json
-
 from capable import kind_of, realistic
 from schemagen import instance
 from strictschema import MAX_ENUM, problem
+
+from smallville.brain import kinds
+from smallville.brain.offline import OfflineBrain
+from smallville.brain.prompts import ECHO_MARK, to_model_json
 
 SCHEMA_MARK = "follows this JSON schema:\n"
 PREFLIGHT = "a test of structured output"     # words of the LLM brain's preflight probe
@@ -265,7 +264,7 @@ class LLMServer:
         request = None
         if echoed:
             data = json.loads(prompt.rsplit(ECHO_MARK, 1)[1])
-            request = rq.REQUEST_KINDS[data["kind"]].from_dict(data)
+            request = kinds.REQUEST_KINDS[data["kind"]].from_dict(data)
             answer = to_model_json(self.brain.answer([request])[0])
         elif schema is not None:
             answer = instance(schema, rng, self.prefer)

@@ -8,13 +8,15 @@ import json
 import pytest
 from conftest import CAFE_TRIO
 
+from smallville.brain import kinds
 from smallville.brain import requests as rq
 from smallville.brain.base import Brain, Failed
+from smallville.brain.kinds import safe_answer
 from smallville.brain.ledger import Ledger
 from smallville.brain.offline import OfflineBrain
 from smallville.brain.prompts import AnswerError, load_templates, to_model_json
 from smallville.brain.record import Recording, Replaying
-from smallville.brain.wrappers import RatingMemo, Retrying, WithFallbacks, safe_answer
+from smallville.brain.wrappers import RatingMemo, Retrying, WithFallbacks
 from smallville.errors import BrainError
 
 
@@ -33,17 +35,28 @@ def asked():
     for line in out.getvalue().splitlines():
         entry = json.loads(line)
         if "request" in entry:
-            request = rq.REQUEST_KINDS[entry["kind"]].from_dict(entry["request"])
+            request = kinds.REQUEST_KINDS[entry["kind"]].from_dict(entry["request"])
             pairs[entry["key"]] = (request, rq.Message.registry[entry["answer"]["kind"]].from_dict(entry["answer"]))
     return list(pairs.values())
 
 
 def test_every_kind_has_a_versioned_template_and_a_schema():
     templates = load_templates()
-    assert set(templates) == set(rq.REQUEST_KINDS)
+    assert set(templates) == set(kinds.REQUEST_KINDS)
     for kind, t in templates.items():
         assert t.version >= 1 and t.schema["type"] == "object" and t.schema["additionalProperties"] is False
-        assert rq.Message.registry[t.answer] is rq.ANSWER_OF[rq.REQUEST_KINDS[kind]]
+        assert rq.Message.registry[t.answer] is kinds.ANSWER_OF[kinds.REQUEST_KINDS[kind]]
+
+
+def test_every_request_type_is_a_declared_kind_with_an_offline_answer():
+    """A kind is declared once (kinds.py): every message type is a declared kind's request or
+    answer, or an item of an answer's list (a plan's block), and the offline brain answers
+    every kind."""
+    declared = set(kinds.REQUEST_KINDS.values()) | set(kinds.ANSWER_OF.values())
+    items = {rq.Message.registry[item] for t in load_templates().values() for item in t.items.values()}
+    assert set(rq.Message.registry.values()) - declared - items == set()
+    for kind in kinds.KINDS:
+        assert callable(getattr(OfflineBrain, "_" + kind, None)), kind
 
 
 def test_offline_answers_round_trip_through_every_template(asked):
@@ -133,7 +146,7 @@ def test_a_model_that_never_connects_is_an_error_not_a_fallback():
 
 def test_safe_answers_are_valid_for_every_kind(asked):
     for request, _ in asked:
-        assert isinstance(safe_answer(request), rq.ANSWER_OF[type(request)])
+        assert isinstance(safe_answer(request), kinds.ANSWER_OF[type(request)])
     plan = safe_answer(rq.PlanDay("a", "Ann", "", "Monday", ((420, "wake up", "home"), (480, "open the shop", "Shop")),
                                   (), ("Shop",)))
     assert [(b.start, b.end, b.activity) for b in plan.blocks] == [(420, 480, "waking up"), (480, 1860, "opening the shop")]
@@ -213,11 +226,11 @@ def test_any_answer_that_follows_the_schema_sent_is_accepted(asked):
         for _ in range(20):
             reply = json.dumps(instance(template.schema_for(request), rng))
             answer = template.parse(request, reply)
-            assert isinstance(answer, rq.ANSWER_OF[type(request)])
+            assert isinstance(answer, kinds.ANSWER_OF[type(request)])
 
 
 def test_a_plan_is_repaired_against_the_day_and_each_repair_is_named():
-    from smallville.brain.repair import repair
+    from smallville.brain.kinds import repaired as repair
 
     routine = ((360, "wake up and get ready", "Isabella Rodriguez's apartment"), (480, "open Hobbs Cafe", "Hobbs Cafe"),
                (1200, "close up and go home", "Isabella Rodriguez's apartment"), (1380, "sleep", ""))
@@ -236,7 +249,7 @@ def test_a_plan_is_repaired_against_the_day_and_each_repair_is_named():
 
 
 def test_actions_are_cut_to_their_block_and_talk_needs_someone_there():
-    from smallville.brain.repair import repair
+    from smallville.brain.kinds import repaired as repair
 
     block = rq.Decompose("a", "Ann", "reading", "Library", 600, 630, (), ())
     actions, notes = repair(block, rq.Actions((rq.Step(15, "reading"), rq.Step(10, "more"), rq.Step(10, "even more"),
@@ -252,7 +265,7 @@ def test_actions_are_cut_to_their_block_and_talk_needs_someone_there():
 
 def test_numbers_out_of_their_bounds_are_clamped_not_refused():
     """Some servers' grammars ignore a schema's minimum and maximum (llama.cpp's did)."""
-    from smallville.brain.repair import repair
+    from smallville.brain.kinds import repaired as repair
 
     templates = load_templates()
     request = rq.Decompose("a", "Ann", "reading", "Library", 600, 900, (), ())
@@ -273,7 +286,7 @@ def test_numbers_out_of_their_bounds_are_clamped_not_refused():
 def test_names_not_offered_are_mapped_onto_what_was_offered_not_refused():
     """A small model names an object or a place it was not offered (SmolLM2 named a cafe
     of its own for Isabella's object): the rest of its answer is kept."""
-    from smallville.brain.repair import repair
+    from smallville.brain.kinds import repaired as repair
 
     templates = load_templates()
     request = rq.Decompose("a", "Ann", "cooking", "Ann's house / kitchen", 600, 630, ("stove",), (), "",

@@ -10,8 +10,8 @@ import os
 from collections import Counter
 
 import pytest
-
 from conftest import CAFE_TRIO, ROOT
+
 from smallville.brain import requests as rq
 from smallville.brain.offline import OfflineBrain
 from smallville.embed import make_embedder
@@ -92,7 +92,7 @@ def test_a_day_is_planned_in_broad_strokes_then_hours_then_5_to_15_minute_action
     second = [r for r, _ in brain.of("plan_day", "isabella_rodriguez") if not r.start][1]
     assert second.yesterday.startswith("Isabella Rodriguez's plan for Monday, February 13, 2023: ")
     for request, actions in brain.of("decompose"):
-        from smallville.brain.repair import repair
+        from smallville.brain.kinds import repaired as repair
 
         fixed, _ = repair(request, actions)
         assert all(5 <= s.minutes <= 15 for s in fixed.steps[:-1])

@@ -9,8 +9,9 @@ import json
 import re
 
 import pytest
-
 from conftest import ROOT, THE_VILLE
+
+from smallville.brain import kinds
 from smallville.brain import requests as rq
 from smallville.brain.offline import OfflineBrain
 from smallville.brain.prompts import load_templates
@@ -43,8 +44,8 @@ def moment(path, hours: float, memory: str = "paper"):
     """A town lived offline for `hours` (reflecting early, so every kind is asked), and every
     request it asked, with an interview, a judge and a salience model's tags of its last moment."""
     from smallville.memory.models import memory_model
-    from smallville.scenario.memorymodel import MemoryModel
     from smallville.mind import interview_request
+    from smallville.scenario.memorymodel import MemoryModel
 
     scenario = load_scenario(path)
     brain = Listening(scenario.seed)
@@ -83,7 +84,7 @@ def user(request: rq.Message, mode: str = "json_schema") -> str:
 
 def test_every_kind_is_asked_at_a_real_moment(ville, other_town):
     for _, asked in (ville, other_town):
-        assert set(asked) == set(rq.REQUEST_KINDS)
+        assert set(asked) == set(kinds.REQUEST_KINDS)
 
 
 def test_prompts_that_act_or_speak_carry_the_date_and_time(ville):
@@ -274,7 +275,7 @@ def test_another_town_s_prompts_hold_nothing_of_the_ville(other_town):
 def test_a_plan_covers_the_day_from_when_it_is_asked_and_copied_text_is_no_answer():
     """SmolLM2, asked at 07:00, planned 20:34 to 07:19 with the activity "what the character
     does": the morning comes from the routine, and the copied activity is no answer."""
-    from smallville.brain.repair import repair
+    from smallville.brain.kinds import repaired as repair
 
     templates = load_templates()
     routine = ((360, "wake up and get ready", "Home"), (480, "work at the shop", "Shop"),

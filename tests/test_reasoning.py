@@ -37,6 +37,15 @@ def brain_for(server, **settings) -> LLMBrain:
                                  **settings}))
 
 
+def room_without_reasoning(server, request) -> int:
+    """What the request's own template gives it, from a brain that sets no room for reasoning."""
+    brain = brain_for(server, preflight=False, reasoning_tokens=0)
+    try:
+        return brain.max_tokens_for(request)
+    finally:
+        brain.close()
+
+
 @pytest.mark.parametrize("content, reasoning, answer, thought", [
     ('<think>\nA {b} c\n</think>\n\n{"a": 1}', None, '{"a": 1}', "A {b} c"),
     ('  \n<think>hmm</think>{"a": 1}', None, '{"a": 1}', "hmm"),                 # text before the block
@@ -69,6 +78,7 @@ def test_raw_control_characters_are_escaped_only_inside_strings():
 @pytest.mark.parametrize("style", ["think", "field", "only"])
 def test_each_way_a_model_reasons_is_read_and_counted_and_given_room(style):
     with LLMServer(modes={"capable", "reasoning"}, reasoning=style) as server:
+        room = room_without_reasoning(server, SPEAK) + REASONING_TOKENS
         brain = brain_for(server, price_prompt=1e-6, price_completion=2e-6)
         try:
             brain.preflight()                                       # the probe sees reasoning and asks again
@@ -79,7 +89,7 @@ def test_each_way_a_model_reasons_is_read_and_counted_and_given_room(style):
             brain.close()
     assert isinstance(tried.answer, rq.Utterance) and tried.answer.text
     assert not any(thought in tried.answer.text for thought in ("Let me", "schema", "Wait,"))   # never the answer
-    assert server.bodies[-1]["max_tokens"] == tried.max_tokens == 300 + REASONING_TOKENS
+    assert server.bodies[-1]["max_tokens"] == tried.max_tokens == room
     usage = brain.ledger.to_dict()["by_kind"]["speak"]
     sent = server.usages[-1]
     assert usage["reasoning_tokens"] == sent["completion_tokens_details"]["reasoning_tokens"] > 150
@@ -91,6 +101,8 @@ def test_each_way_a_model_reasons_is_read_and_counted_and_given_room(style):
 
 def test_room_for_reasoning_comes_from_the_setting_or_litellms_mark():
     with LLMServer() as server:
+        plain = {request: room_without_reasoning(server, request) for request in (DECOMPOSE, SPEAK)}
+        assert plain[DECOMPOSE] > plain[SPEAK] > 0                               # each kind's own room
         for settings, room, source in [({"model": "openai/o3-mini"}, REASONING_TOKENS, "litellm"),
                                        ({"model": "openai/gpt-4o-mini"}, 0, "none"),
                                        ({"reasoning_tokens": 500}, 500, "setting"),
@@ -98,12 +110,13 @@ def test_room_for_reasoning_comes_from_the_setting_or_litellms_mark():
             brain = brain_for(server, preflight=False, **settings)
             try:
                 assert (brain.reasoning, brain.reasoning_from) == (room, source), settings
-                assert brain.max_tokens_for(DECOMPOSE) == 500 + room
+                assert brain.max_tokens_for(DECOMPOSE) == plain[DECOMPOSE] + room
             finally:
                 brain.close()
         brain = brain_for(server, preflight=False, reasoning_tokens=500, kinds={"decompose": {"reasoning_tokens": 0}})
         try:
-            assert (brain.max_tokens_for(DECOMPOSE), brain.max_tokens_for(SPEAK)) == (500, 800)
+            assert brain.max_tokens_for(DECOMPOSE) == plain[DECOMPOSE]
+            assert brain.max_tokens_for(SPEAK) == plain[SPEAK] + 500
         finally:
             brain.close()
 

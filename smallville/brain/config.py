@@ -12,7 +12,6 @@ from typing import Any
 from smallville.brain.prompts import STRUCTURED_MODES
 from smallville.errors import BrainError
 
-
 CHILD_AGENTS = 100      # towns this big make model calls from a child process (call_process: auto)
 KIND_SETTINGS = ("max_tokens", "temperature", "reasoning_tokens")    # what `kinds` may set per request kind
 
@@ -86,7 +85,7 @@ class LLMConfig:
 
     def _check_kinds(self) -> None:
         """`kinds` names known request kinds, each with known settings of the right type."""
-        from smallville.brain.requests import REQUEST_KINDS
+        from smallville.brain.kinds import REQUEST_KINDS
 
         if not isinstance(self.kinds, dict):
             raise BrainError(f"brain setting kinds={self.kinds!r}: must be a mapping of request kind -> settings")

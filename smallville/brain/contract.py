@@ -1,5 +1,5 @@
 """The JSON schema a request's answer must follow: the template's schema, narrowed to the
-request. It is the whole contract: everything the answer's parser checks is said here (one
+request (each kind's `narrow_KIND`, named in its declaration: `kinds.py`). It is the whole contract: everything the answer's parser checks is said here (one
 score per memory, the places, objects and people that may be named, counts), so a model
 that obeys the schema it is sent always gives a valid answer. What a schema cannot say (a
 plan's blocks in order without overlaps, steps that fit their block), and the numeric
@@ -9,9 +9,7 @@ never retried.
 
 from __future__ import annotations
 
-import copy
 import math
-from typing import Any, Callable
 
 from smallville.brain import requests as rq
 
@@ -21,17 +19,6 @@ BROAD = (5, 8)          # broad strokes of a day plan
 STEP = (5, 15)          # minutes of an action
 INSIGHTS = 5            # at most, per question
 WAIT = 60               # the longest wait a reaction may ask for, minutes
-
-
-def schema_for(schema: dict, request: rq.Message) -> dict:
-    """`schema` (a template's) narrowed to `request`; the template's own when nothing
-    about the request narrows it."""
-    narrow = _NARROW.get(type(request))
-    if narrow is None:
-        return schema
-    out = copy.deepcopy(schema)
-    narrow(out["properties"], request)
-    return out
 
 
 NAMES = ("where", "object", "target")
@@ -56,35 +43,6 @@ def loosened(schema: dict) -> dict:
     return schema
 
 
-def from_model(request: rq.Message, data: dict) -> dict:
-    """A valid answer's JSON as the answer class holds it (scores keyed by the memory's
-    number become a list in the request's order)."""
-    if isinstance(request, rq.RateImportance):
-        return {**data, "scores": [data["scores"][str(i)] for i in range(len(request.texts))]}
-    if isinstance(request, rq.TagMemories):
-        return {**data, "tags": [data["tags"][str(i)] for i in range(len(request.texts))]}
-    return data
-
-
-def to_model_json(answer: rq.Message) -> dict:
-    """An answer as a model following its request's schema would write it (the inverse of
-    `from_model`)."""
-    data = _strip(answer.to_dict())
-    if isinstance(answer, rq.Importance):
-        data["scores"] = {str(i): s for i, s in enumerate(answer.scores)}
-    if isinstance(answer, rq.Tags):
-        data["tags"] = {str(i): t for i, t in enumerate(data["tags"])}
-    return data
-
-
-def _strip(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if k != "kind"}
-    if isinstance(value, list):
-        return [_strip(v) for v in value]
-    return value
-
-
 def _one_of(values: list, nullable: bool = False) -> dict:
     """A string that is one of `values` (or null); null alone when there are none."""
     if not values:
@@ -94,20 +52,20 @@ def _one_of(values: list, nullable: bool = False) -> dict:
     return {"type": "string", "enum": list(values)}
 
 
-def _importance(props: dict, r: rq.RateImportance) -> None:
+def narrow_ratings(props: dict, r: rq.RateImportance) -> None:
     keys = [str(i) for i in range(len(r.texts))]
     props["scores"].update(properties={k: {"type": "integer", "enum": SCORES} for k in keys},
                            required=keys, additionalProperties=False)
 
 
-def _tags(props: dict, r: rq.TagMemories) -> None:
+def narrow_tags(props: dict, r: rq.TagMemories) -> None:
     keys = [str(i) for i in range(len(r.texts))]
     tag = {"type": "object", "properties": {"source": _one_of(list(r.sources)), "emotion": _one_of(list(r.emotions))},
            "required": ["source", "emotion"], "additionalProperties": False}
     props["tags"].update(properties={k: tag for k in keys}, required=keys, additionalProperties=False)
 
 
-def _plan(props: dict, r: rq.PlanDay) -> None:
+def narrow_plan(props: dict, r: rq.PlanDay) -> None:
     fewest = 1 if r.start else min(BROAD[0], max(1, len({what for _, what, _ in r.routine})))
     props["broad"].update(minItems=fewest, maxItems=BROAD[1])    # a short routine: as many strokes
     props["blocks"].update(minItems=1, maxItems=most_blocks(r))
@@ -131,14 +89,14 @@ def places_of(r: rq.PlanDay) -> list[str]:
     return sorted(set(r.places) | {where for _, _, where in r.routine if where})
 
 
-def _decompose(props: dict, r: rq.Decompose) -> None:
+def narrow_decompose(props: dict, r: rq.Decompose) -> None:
     props["steps"].update(minItems=1, maxItems=math.ceil(max(1, r.end - r.start) / STEP[0]))
     step = props["steps"]["items"]["properties"]
     step["minutes"].update(minimum=STEP[0], maximum=STEP[1])
     step["object"].update(_one_of(sorted(set(r.objects) | set(r.elsewhere)), nullable=True))
 
 
-def _react(props: dict, r: rq.React) -> None:
+def narrow_react(props: dict, r: rq.React) -> None:
     people = sorted({p[0] for p in r.people})
     if not people:
         props["action"]["enum"] = ["continue", "wait", "replan"]
@@ -146,11 +104,11 @@ def _react(props: dict, r: rq.React) -> None:
     props["minutes"].update(minimum=0, maximum=WAIT)
 
 
-def _questions(props: dict, r: rq.ReflectQuestions) -> None:
+def narrow_questions(props: dict, r: rq.ReflectQuestions) -> None:
     props["questions"].update(minItems=1, maxItems=max(1, r.count))
 
 
-def _insights(props: dict, r: rq.Insights) -> None:
+def narrow_insights(props: dict, r: rq.Insights) -> None:
     props["insights"]["maxItems"] = INSIGHTS
     because = props["insights"]["items"]["properties"]["because"]
     if r.evidence:
@@ -159,7 +117,7 @@ def _insights(props: dict, r: rq.Insights) -> None:
         because["maxItems"] = 0
 
 
-def _interview(props: dict, r: rq.Interview) -> None:
+def narrow_interview(props: dict, r: rq.Interview) -> None:
     ids = [m[0] for m in r.memories]
     if ids:
         props["cites"]["items"] = {"type": "integer", "enum": ids}
@@ -167,16 +125,9 @@ def _interview(props: dict, r: rq.Interview) -> None:
         props["cites"]["maxItems"] = 0
 
 
-def _judge(props: dict, r: rq.Judge) -> None:
+def narrow_judge(props: dict, r: rq.Judge) -> None:
     labels = [label for label, _ in r.answers]
     # No uniqueItems (few constrained decoders can enforce it): a label named twice keeps
     # its first place, and labels left out tie last (evaluate/judge.py).
     props["ranking"].update(items=_one_of(labels), minItems=len(labels), maxItems=len(labels))
     props["embellished"]["items"]["properties"]["answer"].update(_one_of(labels))
-
-
-_NARROW: dict[type, Callable[[dict, Any], None]] = {
-    rq.RateImportance: _importance, rq.PlanDay: _plan, rq.Decompose: _decompose, rq.React: _react,
-    rq.ReflectQuestions: _questions, rq.Insights: _insights, rq.Interview: _interview, rq.TagMemories: _tags,
-    rq.Judge: _judge,
-}

@@ -21,7 +21,12 @@ from smallville.brain.calls import ChildCalls, InProcess, Reply, import_litellm
 from smallville.brain.config import LLMConfig
 from smallville.brain.keys import api_key_for
 from smallville.brain.ledger import Ledger
-from smallville.brain.prompts import STRUCTURED_MODES, AnswerError, check_reply, load_templates
+from smallville.brain.prompts import (
+    STRUCTURED_MODES,
+    AnswerError,
+    check_reply,
+    load_templates,
+)
 from smallville.brain.throttle import Throttle
 from smallville.errors import BrainError
 

@@ -19,8 +19,16 @@ from smallville.brain import requests as rq
 from smallville.brain.base import Brain, override
 from smallville.brain.contract import BROAD
 from smallville.brain.dayplan import hourly
-from smallville.brain.text import (MEMO_MARK, OWN_MARK, SHARE_MARK, first_name, mentions_sleep, names_in, progressive,
-                                   shared_fact)
+from smallville.brain.text import (
+    MEMO_MARK,
+    OWN_MARK,
+    SHARE_MARK,
+    first_name,
+    mentions_sleep,
+    names_in,
+    progressive,
+    shared_fact,
+)
 from smallville.brain.voice import first_person, names
 
 # Word stems and the importance they lend a memory (the highest match wins).

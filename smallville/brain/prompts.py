@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import string
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import resources
 from typing import Any
@@ -26,9 +26,10 @@ from typing import Any
 import yaml
 
 from smallville.brain import requests as rq
-from smallville.brain.contract import from_model, loosened, schema_for, to_model_json  # noqa: F401 (re-exported)
-from smallville.errors import AnswerError  # noqa: F401 (re-exported: brain/llm.py imports it from here)
+from smallville.brain.contract import loosened
+from smallville.brain.kinds import REQUEST_KINDS, from_model, narrowed, to_model_json  # noqa: F401 (re-exported)
 from smallville.brain.text import plain
+from smallville.errors import AnswerError  # noqa: F401 (re-exported: brain/llm.py imports it from here)
 from smallville.timefmt import clock_of_day
 
 STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
@@ -81,7 +82,7 @@ class Template:
 
     def schema_for(self, request: rq.Message) -> dict:
         """The schema of `request`'s answer: the contract (see `contract.py`)."""
-        return schema_for(self.schema, request)
+        return narrowed(self.schema, request)
 
     @cached_property
     def _validator_class(self):
@@ -212,7 +213,7 @@ def load_templates() -> dict[str, Template]:
                                          data.get("max_tokens", 600), float(data.get("temperature", 0.0)),
                                          dict(data.get("lines") or {}), dict(data.get("empty") or {}),
                                          data.get("example"))
-    missing = set(rq.REQUEST_KINDS) - set(out)
+    missing = set(REQUEST_KINDS) - set(out)
     if missing:
         raise RuntimeError(f"no prompt template for {sorted(missing)}")
     return out

@@ -25,6 +25,7 @@ from smallville.brain.base import (
     fallbacks_of,
     override,
 )
+from smallville.brain.kinds import ANSWER_OF, REQUEST_KINDS
 from smallville.brain.ledger import Ledger
 from smallville.brain.recordfile import RecordFile
 from smallville.brain.recordfile import key_of as _key_of
@@ -146,8 +147,8 @@ def teach(brain: Brain, run_dir: str | Path, size: int) -> None:
             entry = json.loads(line)
             requests.setdefault(entry["key"], entry.get("request"))
             if requests[entry["key"]] is not None:
-                request = rq.REQUEST_KINDS[entry["kind"]].from_dict(requests[entry["key"]])
-                learn(request, rq.ANSWER_OF[type(request)].from_dict(entry["answer"]))
+                request = REQUEST_KINDS[entry["kind"]].from_dict(requests[entry["key"]])
+                learn(request, ANSWER_OF[type(request)].from_dict(entry["answer"]))
 
 
 def recorded_keys(run_dir: str | Path, size: int) -> set[str]:

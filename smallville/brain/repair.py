@@ -5,7 +5,8 @@ are in order, do not overlap and cover the day; it can bound an action's minutes
 the actions fit their block. Rather than ask again (and pay again, and likely get the same
 from a small model), such answers are repaired here, deterministically, from the request
 alone. Every repair is named, and the engine logs them as a `brain_repair` event: never
-silent. An answer that needs nothing comes back as it is, with no notes.
+silent. An answer that needs nothing comes back as it is, with no notes. Each kind's repair
+is named in its declaration (`kinds.py`), which applies them (`kinds.repaired`).
 
     any kind   a text the model copied from its prompt (a description of the schema, its
                example: "what the character does") is no answer: left empty, or dropped
@@ -34,26 +35,14 @@ from typing import Callable
 
 from smallville.brain import requests as rq
 from smallville.brain.contract import STEP, places_of
+from smallville.brain.defaults import routine_plan
 from smallville.brain.text import mentions_sleep, plain, progressive
 from smallville.timefmt import clock_of_day
 
 DAY = 24 * 60
-Notes = tuple[str, ...]
 
 
-def repair(request: rq.Message, answer: rq.Message, canned: frozenset[str] = frozenset()) -> tuple[rq.Message, Notes]:
-    """`answer` made fit for `request`, and what was done to it (nothing: `()`). `canned`
-    holds the texts of the request's template a model may copy instead of answering
-    (`Template.canned`)."""
-    notes: list[str] = []
-    fixed = _uncopied(answer, canned, notes.append) if canned else answer
-    fix = _REPAIRS.get(type(fixed))
-    if fix is not None:
-        fixed = fix(request, fixed, notes.append)
-    return (fixed, tuple(notes)) if notes else (answer, ())
-
-
-def _uncopied(answer: rq.Message, canned: frozenset[str], note: Callable[[str], None]) -> rq.Message:
+def uncopied(answer: rq.Message, canned: frozenset[str], note: Callable[[str], None]) -> rq.Message:
     """`answer` with each text that is one of `canned` left empty ("" for a field, dropped
     from a list of texts), in the items of its lists too."""
     changes = {}
@@ -68,13 +57,13 @@ def _uncopied(answer: rq.Message, canned: frozenset[str], note: Callable[[str], 
                 note(f"{len(value) - len(kept)} of {f.name} are text of the prompt, not answers: dropped")
                 changes[f.name] = kept
         elif isinstance(value, tuple) and value and all(isinstance(v, rq.Message) for v in value):
-            items = tuple(_uncopied(v, canned, note) for v in value)
+            items = tuple(uncopied(v, canned, note) for v in value)
             if items != value:
                 changes[f.name] = items
     return replace(answer, **changes) if changes else answer
 
 
-def _plan(request: rq.PlanDay, plan: rq.DayPlan, note: Callable[[str], None]) -> rq.DayPlan:
+def repair_plan(request: rq.PlanDay, plan: rq.DayPlan, note: Callable[[str], None]) -> rq.DayPlan:
     known = places_of(request)
     places = {p.lower(): p for p in known}
     blocks = []
@@ -117,8 +106,6 @@ def _plan(request: rq.PlanDay, plan: rq.DayPlan, note: Callable[[str], None]) ->
 def _fill(blocks: list[rq.Block], request: rq.PlanDay, note: Callable[[str], None]) -> list[rq.Block]:
     """`blocks` with what they leave out of the day, from the moment the plan was asked (or
     a re-plan's start) to the next wake-up, taken from the routine (the safe default plan)."""
-    from smallville.brain.wrappers import routine_plan
-
     routine = routine_plan(request).blocks
     wake = routine[0].start if routine else 7 * 60
     day_end = wake + DAY
@@ -167,7 +154,7 @@ def _objects(request: rq.Decompose, actions: rq.Actions, note: Callable[[str], N
     return rq.Actions(tuple(steps))
 
 
-def _actions(request: rq.Decompose, actions: rq.Actions, note: Callable[[str], None]) -> rq.Actions:
+def repair_actions(request: rq.Decompose, actions: rq.Actions, note: Callable[[str], None]) -> rq.Actions:
     actions = _objects(request, actions, note)
     if any(not s.description.strip() for s in actions.steps):
         note(f"a step that says nothing is {request.activity!r}")
@@ -207,7 +194,7 @@ def _actions(request: rq.Decompose, actions: rq.Actions, note: Callable[[str], N
     return rq.Actions(tuple(steps))
 
 
-def _reaction(request: rq.React, reaction: rq.Reaction, note: Callable[[str], None]) -> rq.Reaction:
+def repair_reaction(request: rq.React, reaction: rq.Reaction, note: Callable[[str], None]) -> rq.Reaction:
     if reaction.action == "talk" and reaction.target not in {p[0] for p in request.people}:
         note(f"talk to {reaction.target!r}, who is not here to talk: carry on")
         return rq.Reaction("continue", None, reaction.reason)
@@ -217,12 +204,8 @@ def _reaction(request: rq.React, reaction: rq.Reaction, note: Callable[[str], No
     return reaction
 
 
-def _insights(request: rq.Insights, found: rq.InsightList, note: Callable[[str], None]) -> rq.InsightList:
+def repair_insights(request: rq.Insights, found: rq.InsightList, note: Callable[[str], None]) -> rq.InsightList:
     kept = tuple(i for i in found.insights if i.text.strip())
     if len(kept) < len(found.insights):
         note(f"{len(found.insights) - len(kept)} insights that say nothing dropped")
     return rq.InsightList(kept)
-
-
-_REPAIRS: dict[type, Callable] = {rq.DayPlan: _plan, rq.Actions: _actions, rq.Reaction: _reaction,
-                                  rq.InsightList: _insights}

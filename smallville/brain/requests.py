@@ -453,20 +453,3 @@ class Verdict(Message):
     kind: ClassVar[str] = "verdict"
     ranking: tuple[str, ...]                   # labels, most believable first; () = no judgement
     embellished: tuple[Flag, ...] = ()
-
-
-ANSWER_OF: dict[type, type] = {
-    RateImportance: Importance,
-    Summarize: Summary,
-    AfterTalk: TalkNotes,
-    PlanDay: DayPlan,
-    Decompose: Actions,
-    React: Reaction,
-    Speak: Utterance,
-    ReflectQuestions: Questions,
-    Insights: InsightList,
-    Interview: Reply,
-    TagMemories: Tags,
-    Judge: Verdict,
-}
-REQUEST_KINDS: dict[str, type] = {cls.kind: cls for cls in ANSWER_OF}

@@ -17,8 +17,8 @@ from typing import Callable, Sequence
 
 from smallville.brain import requests as rq
 from smallville.brain.base import Answers, Brain, Failed, Fallback, Wrapper, override
+from smallville.brain.kinds import safe_answer
 from smallville.brain.ledger import Ledger
-from smallville.brain.text import mentions_sleep, progressive
 from smallville.errors import BrainError, ModelUnusable
 
 
@@ -53,7 +53,7 @@ class Retrying(Wrapper):
 
 
 class WithFallbacks(Wrapper):
-    """Replaces each `Failed` with the request's safe default (`safe_answer`) and lists it
+    """Replaces each `Failed` with the request's safe default (`kinds.safe_answer`) and lists it
     among the `Answers`' fallbacks. If no answer ever came and a whole batch failed to connect, the
     model is unreachable: that is a `BrainError`, not a run of fallbacks. If more than half
     of the first `WATCH` requests, or of the first `WATCH` of one kind (a town's first
@@ -239,57 +239,3 @@ class RatingMemo(Wrapper):
     def _rated(self, request: rq.Message) -> rq.Message:
         ratings = tuple(self._scores[key] for key in _rating_keys(request))
         return rq.Tags(ratings) if isinstance(request, rq.TagMemories) else rq.Importance(ratings)
-
-
-# ---- safe defaults --------------------------------------------------------------------
-
-
-def safe_answer(request: rq.Message) -> rq.Message:
-    """What a request gets when no valid answer came: importance 5 (tags: personal and
-    neutral, `untagged`), the fixed persona for a summary, a plan from the routine, the
-    block's activity in 15-minute actions, carry on, end the conversation, a plain note of the
-    talk with the view unchanged, no questions, no insights, no interview answer, no judgement."""
-    if isinstance(request, rq.RateImportance):
-        return rq.Importance((5,) * len(request.texts))
-    if isinstance(request, rq.Summarize):
-        return rq.Summary(request.persona, "", "")
-    if isinstance(request, rq.AfterTalk):
-        return rq.TalkNotes(f"{request.name} talked with {request.other_name}", "", "", request.view)
-    if isinstance(request, rq.PlanDay):
-        return routine_plan(request)
-    if isinstance(request, rq.Decompose):
-        total = max(1, request.end - request.start)
-        return rq.Actions(tuple(rq.Step(min(15, total - t), request.activity) for t in range(0, total, 15)))
-    if isinstance(request, rq.React):
-        return rq.Reaction("continue")
-    if isinstance(request, rq.Speak):
-        return rq.Utterance("Sorry, I have to go now.", end=True)
-    if isinstance(request, rq.ReflectQuestions):
-        return rq.Questions(())
-    if isinstance(request, rq.Insights):
-        return rq.InsightList(())
-    if isinstance(request, rq.Interview):
-        return rq.Reply("(no answer: the model did not respond)")
-    if isinstance(request, rq.TagMemories):
-        return rq.Tags((untagged(request),) * len(request.texts))
-    if isinstance(request, rq.Judge):
-        return rq.Verdict(())                   # no ranking: the comparison counts for nobody
-    raise TypeError(f"no safe answer for a {type(request).__name__}")
-
-
-def untagged(request: rq.TagMemories) -> rq.Tag:
-    """The safe tag of a memory: personal and neutral (I = 1.0 with seed 003's tables, so the
-    memory may be kept like any notable one), or the first names offered if those are not."""
-    return rq.Tag("personal" if "personal" in request.sources else request.sources[0],
-                  "neutral" if "neutral" in request.emotions else request.emotions[0])
-
-
-def routine_plan(request: rq.PlanDay) -> rq.DayPlan:
-    """The persona's routine as it stands, one block per entry, until the next wake-up."""
-    routine = sorted(request.routine) or [(7 * 60, "wake up and get ready", ""), (23 * 60, "go to bed and sleep", "")]
-    blocks = []
-    for i, (start, what, where) in enumerate(routine):
-        end = routine[i + 1][0] if i + 1 < len(routine) else routine[0][0] + 24 * 60
-        if end > start:
-            blocks.append(rq.Block(start, end, progressive(what), where, mentions_sleep(what)))
-    return rq.DayPlan(tuple(blocks))

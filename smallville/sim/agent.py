@@ -10,11 +10,48 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Callable, NamedTuple
 
 from smallville.brain.text import mentions_sleep
 from smallville.memory import MemoryStream
 from smallville.memory.models import Mind
+
+
+class Phase(str, Enum):
+    """What an agent is doing, in one vocabulary for the engine, its states and its readers.
+
+    An agent's `status`, what others see of it, is one of idle, acting, walking, sleeping and
+    talking; the wait its process is in (`Doing.phase`) is one of waiting (idle or acting,
+    open to a conversation), walking, sleeping, talking (leading a conversation, between its
+    lines) and listening (drawn into one). A status knows which may follow it (`follows`):
+    a sleeper only wakes, and a talk ends idle."""
+
+    IDLE = "idle"
+    ACTING = "acting"
+    WALKING = "walking"
+    SLEEPING = "sleeping"
+    TALKING = "talking"
+    WAITING = "waiting"
+    LISTENING = "listening"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def follows(self, before: "Phase") -> bool:
+        """Whether an agent's status may become this one from `before`."""
+        return self in _NEXT[before]
+
+
+_NEXT: dict[Phase, frozenset[Phase]] = {
+    Phase.IDLE: frozenset({Phase.IDLE, Phase.ACTING, Phase.WALKING, Phase.SLEEPING, Phase.TALKING}),
+    Phase.ACTING: frozenset({Phase.IDLE, Phase.ACTING, Phase.WALKING, Phase.SLEEPING, Phase.TALKING}),
+    Phase.WALKING: frozenset({Phase.IDLE, Phase.WALKING, Phase.ACTING, Phase.SLEEPING}),
+    Phase.SLEEPING: frozenset({Phase.IDLE, Phase.SLEEPING}),
+    Phase.TALKING: frozenset({Phase.IDLE, Phase.TALKING}),
+}
+STATUSES = frozenset(_NEXT)
+WAITS = frozenset({Phase.WAITING, Phase.WALKING, Phase.SLEEPING, Phase.TALKING, Phase.LISTENING})
 
 
 class PlanBlock(NamedTuple):
@@ -49,16 +86,14 @@ class Action(NamedTuple):
 class Doing:
     """What an agent is in the middle of while simulated time passes, and what comes after.
 
-    `phase` is `waiting` (idle or acting, open to a conversation), `walking`, `sleeping`,
-    `talking` (leading a conversation, between lines) or `listening` (drawn into one).
-    `until` is when it next wakes (None while listening: the conversation's end wakes it)
-    and `order` the engine's count of waits when it began: agents that wake at the same
+    `phase` is one of `WAITS` (`Phase`). `until` is when it next wakes (None while listening:
+    the conversation's end wakes it) and `order` the engine's count of waits when it began: agents that wake at the same
     time go on in that order. A walk says what follows it (`then`: "live", "use" the object
     `thing`, or "sleep" in the bed `thing`), and so does a wait (`then`: "attend", the
     action goes on, looking around again, or "live"); `where` is the area a sleep began in; `talk`
     names the conversation."""
 
-    phase: str
+    phase: Phase
     until: float | None = None
     order: int = 0
     tile: tuple[int, int] | None = None
@@ -67,9 +102,14 @@ class Doing:
     where: str = ""
     talk: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.phase not in WAITS:
+            raise ValueError(f"an agent cannot be waiting as {self.phase!r}")
+        object.__setattr__(self, "phase", Phase(self.phase))
+
     def to_dict(self) -> dict:
         # its fields are all plain values (a tile a tuple): no deep copy (asdict) needed
-        data = dict(vars(self))
+        data = {**vars(self), "phase": self.phase.value}
         if self.tile is not None:
             data["tile"] = list(self.tile)
         return data
@@ -119,7 +159,7 @@ class Agent:
     queue: deque = field(default_factory=deque)
     action: Action | None = None        # the action under way (or last done)
     activity: str = "settling in"
-    status: str = "idle"                # idle | acting | walking | sleeping | talking
+    status: Phase = Phase.IDLE          # one of `STATUSES`: what others see the agent doing
     doing: Doing | None = None
     holding: int | None = None          # the object (index into world.things) in use
     free_to_talk: bool = False
@@ -182,6 +222,15 @@ class Agent:
     def next_block(self, t: float) -> PlanBlock | None:
         return next((b for b in self.plan if b.start > t), None)
 
+    def become(self, status: Phase, activity: str | None = None) -> None:
+        """Go on as `status` (doing `activity`, if given); a move no agent can make (a sleeper
+        who starts talking) is an engine error, never a quiet change."""
+        if not status.follows(self.status):
+            raise RuntimeError(f"agent {self.id} cannot go from {self.status} to {status}")
+        self.status = status
+        if activity is not None:
+            self.activity = activity
+
     # ---- state ----------------------------------------------------------------------
 
     def get_state(self) -> dict:
@@ -193,7 +242,7 @@ class Agent:
             "block": next((i for i, b in enumerate(self.plan) if b is self.block), None),
             "queue": [list(a) for a in self.queue],
             "action": list(self.action) if self.action else None,
-            "activity": self.activity, "status": self.status,
+            "activity": self.activity, "status": self.status.value,
             "doing": self.doing.to_dict() if self.doing else None, "holding": self.holding,
             "free_to_talk": self.free_to_talk, "since_reflection": self.since_reflection,
             "relationships": dict(sorted(self.relationships.items())), "talks": dict(sorted(self.talks.items())),
@@ -218,7 +267,7 @@ class Agent:
         self.block = self.plan[state["block"]] if state["block"] is not None else None
         self.queue = deque(Action(*a) for a in state["queue"])      # states before rooms: no `area`
         self.action = Action(*state["action"]) if state["action"] else None
-        self.activity, self.status = state["activity"], state["status"]
+        self.activity, self.status = state["activity"], Phase(state["status"])
         self.doing = Doing.from_dict(state["doing"]) if state["doing"] else None
         self.holding = state["holding"]
         self.free_to_talk, self.since_reflection = state["free_to_talk"], state["since_reflection"]

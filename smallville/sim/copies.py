@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from smallville.brain import requests as rq
-from smallville.brain.wrappers import RATINGS, safe_answer
+from smallville.brain.kinds import safe_answer
+from smallville.brain.wrappers import RATINGS
+from smallville.sim.agent import Phase
 from smallville.sim.dispatch import Dispatcher
 from smallville.sim.log import Counting
 
@@ -113,7 +115,7 @@ def groups(state: dict, arena_map: ArenaMap, until: float) -> list[frozenset[str
             return [frozenset(state["agents"])]
         arenas = set(arena_map.sector_at(tuple(state["positions"][agent_id])))
         doing = agent["doing"]
-        if doing and doing["phase"] == "walking" and doing.get("tile"):
+        if doing and doing["phase"] == Phase.WALKING and doing.get("tile"):
             arenas |= arena_map.sector_at(tuple(doing["tile"]))
         for start, end, _, where, *_ in plan:
             if where and end > t0 and start <= until:
@@ -325,7 +327,7 @@ class Copy:
     def _tiles(self, agent: str) -> tuple:
         here = self.sim.world.position(agent)
         doing = self.sim.agents[agent].doing
-        heading = doing.tile if doing is not None and doing.phase == "walking" else None
+        heading = doing.tile if doing is not None and doing.phase == Phase.WALKING else None
         return (here,) if heading is None or heading == here else (here, heading)
 
     def _within(self, agent: str, reach: set[int] | None) -> bool:
@@ -336,7 +338,7 @@ class Copy:
         if arena_at.get(self.sim.world.position(agent), -1) in reach:
             return True
         doing = self.sim.agents[agent].doing
-        return doing is not None and doing.phase == "walking" and arena_at.get(doing.tile, -1) in reach
+        return doing is not None and doing.phase == Phase.WALKING and arena_at.get(doing.tile, -1) in reach
 
     def _spread(self, asking: str | None = None) -> None:
         """Stop every agent that a stopped agent could have met by now (`Reach`). Once the

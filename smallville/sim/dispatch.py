@@ -19,9 +19,8 @@ from typing import Any, Callable
 import simpy
 
 from smallville.brain.base import Brain, Fallback, fallbacks_of
-from smallville.brain.repair import repair
+from smallville.brain.kinds import repaired, safe_answer
 from smallville.brain.requests import Message
-from smallville.brain.wrappers import safe_answer
 
 
 class Dispatcher:
@@ -86,7 +85,7 @@ class Dispatcher:
     def fit(self, agent: str, request: Message, answer: Message, own: bool = True) -> Message:
         """`answer` repaired for `request`, each repair reported to `on_repair` (and counted,
         if the answer is the brain's `own`, not a safe default)."""
-        answer, notes = repair(request, answer, self.canned()[request.kind])
+        answer, notes = repaired(request, answer, self.canned()[request.kind])
         if notes and own:
             self.repaired[request.kind] += 1
         if notes and self.on_repair is not None:

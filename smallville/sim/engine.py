@@ -19,8 +19,8 @@ from smallville.memory import INDEXES, MemoryStream
 from smallville.memory.models import memory_model
 from smallville.memory.scoring import Helpers
 from smallville.scenario.memorymodel import WEIGHT_PRESETS, MemoryModel, resolve_weights
-from smallville.sim import life
-from smallville.sim.agent import Agent, Conversation, Doing
+from smallville.sim import life, recall
+from smallville.sim.agent import Agent, Conversation, Doing, Phase
 from smallville.sim.dispatch import Dispatcher
 from smallville.sim.log import EventLog
 from smallville.timefmt import moment
@@ -247,7 +247,7 @@ class Simulation:
             self.emit(events.EVENT, event.agent, what=event.what, whisper=True)
             yield from life.remember(self, self.agents[event.agent], [event.what], "thought")
             return
-        present = [a for a in self.world.agents_in(event.where) if self.agents[a].status != "sleeping"]
+        present = [a for a in self.world.agents_in(event.where) if self.agents[a].status != Phase.SLEEPING]
         self.emit(events.EVENT, None, what=event.what, where=event.where, present=present)
         for agent_id in present:
             self.agents[agent_id].alerts.append(event.what)
@@ -315,6 +315,10 @@ class Simulation:
         if not self.config.retrieval:
             return [[] for _ in queries]
         return self.memory.retrieve_many(self, agent, queries, k)
+
+    def dated(self, memories) -> tuple:
+        """Memories as requests carry them, (when, text), dated as seen from now (`recall.dated`)."""
+        return recall.dated(self, memories)
 
     def can_talk(self, a: Agent, b: Agent) -> bool:
         return (b.free_to_talk and a.id != b.id

@@ -16,7 +16,7 @@ from smallville.brain import requests as rq
 from smallville.brain.contract import INSIGHTS
 from smallville.brain.dayplan import hourly
 from smallville.brain.text import mentions_sleep
-from smallville.sim.agent import Action, Agent, Doing, PlanBlock
+from smallville.sim.agent import Action, Agent, Doing, Phase, PlanBlock
 from smallville.sim.recall import cleaned, dated, noticed, recall, since
 from smallville.world.grid import in_area, room_open_to
 
@@ -248,7 +248,7 @@ def use(sim, agent: Agent, thing):
             sim.emit(events.OBJECT, agent.id, object=thing.name, area=thing.area, state=thing.state)
         else:
             thing = None
-    agent.status, agent.activity = "acting", action.description
+    agent.become(Phase.ACTING, action.description)
     sim.count("actions")
     sim.emit(events.ACTION, agent.id, action=action.description, area=sim.world.area_of(agent.id),
              object=thing.name if thing else None, until=sim.clock(action.end))
@@ -281,7 +281,7 @@ def wait_free(sim, agent: Agent, until: float, order: int | None = None, then: s
     `then` is what follows: "attend" (the action goes on) or "live"."""
     agent.free_to_talk = True
     try:
-        yield sim.wait(agent, Doing("waiting", max(sim.env.now, sim.align(until)), then=then), order)
+        yield sim.wait(agent, Doing(Phase.WAITING, max(sim.env.now, sim.align(until)), then=then), order)
     except simpy.Interrupt as stop:
         agent.free_to_talk = False
         yield from listen(sim, agent, stop.cause)
@@ -292,13 +292,13 @@ def wait_free(sim, agent: Agent, until: float, order: int | None = None, then: s
 
 def listen(sim, agent: Agent, talk):
     """Be drawn into the conversation `talk` until it ends."""
-    agent.doing = Doing("listening", talk=talk.id)
+    agent.doing = Doing(Phase.LISTENING, talk=talk.id)
     yield talk.done
     agent.queue.clear()
 
 
 def idle(sim, agent: Agent, until: float):
-    agent.status, agent.activity = "idle", "idling"
+    agent.become(Phase.IDLE, "idling")
     yield from wait_free(sim, agent, until)
 
 
@@ -311,10 +311,10 @@ def walk(sim, agent: Agent, tile, then: str = "live", thing: int | None = None, 
         return False
     arrive = sim.align(sim.env.now + (len(path) - 1) * sim.world.tile_time)
     destination = sim.world.grid.area_at(tile)
-    agent.status, agent.activity = "walking", f"walking to {destination}"
+    agent.become(Phase.WALKING, f"walking to {destination}")
     sim.emit(events.MOVE, agent.id, from_=list(here), to=list(tile), area=destination,
              tiles=len(path) - 1, arrive=sim.clock(arrive))
-    yield sim.wait(agent, Doing("walking", arrive, tile=tuple(tile), then=then, thing=thing, where=where))
+    yield sim.wait(agent, Doing(Phase.WALKING, arrive, tile=tuple(tile), then=then, thing=thing, where=where))
     arrived(sim, agent)
     return True
 
@@ -322,7 +322,7 @@ def walk(sim, agent: Agent, tile, then: str = "live", thing: int | None = None, 
 def arrived(sim, agent: Agent) -> None:
     sim.world.place(agent.id, agent.doing.tile)
     agent.places.add(sim.place_of(sim.world.area_of(agent.id)))      # a place it has seen
-    agent.status = "idle"
+    agent.become(Phase.IDLE)
 
 
 def sleep(sim, agent: Agent, block: PlanBlock):
@@ -344,11 +344,11 @@ def fall_asleep(sim, agent: Agent, block: PlanBlock, bed, area: str):
     if bed is not None:
         bed.user, bed.state = agent.id, f"in use by {agent.name}"
         agent.holding = sim.world.things.index(bed)
-    agent.status, agent.activity = "sleeping", "sleeping"
+    agent.become(Phase.SLEEPING, "sleeping")
     sim.emit(events.SLEEP, agent.id, area=area, until=sim.clock(block.end))
     yield from sim.memory.at_sleep(sim, agent)     # the salience model's night reflection
     agent.seen.clear()
-    yield sim.wait(agent, Doing("sleeping", max(sim.env.now, sim.align(block.end)), where=area))
+    yield sim.wait(agent, Doing(Phase.SLEEPING, max(sim.env.now, sim.align(block.end)), where=area))
     wake_up(sim, agent, area)
 
 
@@ -357,7 +357,7 @@ def wake_up(sim, agent: Agent, area: str) -> None:
         bed = sim.world.things[agent.holding]
         agent.holding = None
         bed.user, bed.state = None, bed.idle_state
-    agent.status, agent.activity = "idle", "waking up"
+    agent.become(Phase.IDLE, "waking up")
     sim.emit(events.WAKE, agent.id, area=area)
 
 
@@ -365,19 +365,19 @@ def carry_on(sim, agent: Agent):
     """Finish what a restored agent was in the middle of (`agent.doing`), exactly as its
     own process would have, up to where that process would loop back in `live`."""
     doing = agent.doing
-    if doing.phase == "waiting":
+    if doing.phase == Phase.WAITING:
         if not (yield from wait_free(sim, agent, doing.until, order=doing.order, then=doing.then)) \
                 and doing.then == "attend":
             yield from attend(sim, agent)
         put_down(sim, agent)
-    elif doing.phase == "listening":
+    elif doing.phase == Phase.LISTENING:
         yield from listen(sim, agent, sim.conversations[doing.talk])
         put_down(sim, agent)
-    elif doing.phase == "talking":
+    elif doing.phase == Phase.TALKING:
         yield sim.wait(agent, doing, doing.order)
         yield from talk_on(sim, sim.conversations[doing.talk])
         put_down(sim, agent)
-    elif doing.phase == "walking":
+    elif doing.phase == Phase.WALKING:
         yield sim.wait(agent, doing, doing.order)
         arrived(sim, agent)
         thing = sim.world.things[doing.thing] if doing.thing is not None else None
@@ -385,7 +385,7 @@ def carry_on(sim, agent: Agent):
             yield from use(sim, agent, thing)
         elif doing.then == "sleep":
             yield from fall_asleep(sim, agent, agent.block, thing, doing.where)
-    elif doing.phase == "sleeping":
+    elif doing.phase == Phase.SLEEPING:
         yield sim.wait(agent, doing, doing.order)
         wake_up(sim, agent, doing.where)
     else:
@@ -521,7 +521,7 @@ def converse(sim, a: Agent, b: Agent):
     a.free_to_talk = b.free_to_talk = False
     b.process.interrupt(talk)
     for x, y in ((a, b), (b, a)):
-        x.status, x.activity = "talking", f"talking with {y.name}"
+        x.become(Phase.TALKING, f"talking with {y.name}")
     sim.emit(events.TALK_START, a.id, with_=b.id, area=sim.world.area_of(a.id))
     yield from talk_on(sim, talk)
 
@@ -548,7 +548,7 @@ def talk_on(sim, talk):
                 x.activity = f"talking with {y.name} about {line.topic}"
         talk.turn += 1
         talk.ending = "goodbye" if line.end else "repeat" if repeated else None
-        yield sim.wait(a, Doing("talking", sim.env.now + sim.tick, talk=talk.id))
+        yield sim.wait(a, Doing(Phase.TALKING, sim.env.now + sim.tick, talk=talk.id))
     reason = talk.ending or "turn_limit"
     said = [events.Said(*((a.id, b.id) if name == a.name else (b.id, a.id)), text) for name, text in history]
     yield sim.env.all_of([sim.env.process(look_back(sim, x, y, history, said)) for x, y in ((a, b), (b, a))])
@@ -596,7 +596,7 @@ def look_back(sim, x: Agent, y: Agent, history: list, said: list):
     x.reason = " ".join([f"{x.name} has just talked with {y.name}."]
                         + [t if t.endswith((".", "!", "?")) else t + "." for t, _ in kept])
     x.queue.clear()
-    x.status = "idle"
+    x.become(Phase.IDLE)
 
 
 def _same_line(a: str, b: str) -> bool:

@@ -234,9 +234,7 @@ class SalienceModel:
         mind.night = now
         if not day:
             return
-        from smallville.sim.recall import dated
-
-        texts = dated(sim, day)                 # (when, text), as every prompt's memories
+        texts = sim.dated(day)                  # (when, text), as every prompt's memories
         questions = yield sim.ask(agent, rq.ReflectQuestions(agent.id, agent.name, texts, s.insights))
         asks = [sim.ask(agent, rq.Insights(agent.id, agent.name, q, texts)) for q in questions.questions]
         answers = yield sim.env.all_of(asks)
