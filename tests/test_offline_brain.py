@@ -260,7 +260,12 @@ def test_own_news_is_said_in_the_first_person_whatever_its_wording():
              ("Eddy Lin", "Eddy likes walking around Johnson Park when he is stuck on a melody.",
               "I like walking around Johnson Park when I'm stuck on a melody."),
              ("Jennifer Moore", "Jennifer wishes Sam would spend more quiet time at home now that he is retired.",
-              "I wish Sam would spend more quiet time at home now that he is retired."))
+              "I wish Sam would spend more quiet time at home now that he is retired."),
+             ("Carlos Gomez", "Giorgio and Carlos Gomez had a loud argument in the hallway of their building.",
+              "Giorgio and I had a loud argument in the hallway of our building."),
+             ("Isabella Rodriguez",     # her own thought, heard back from someone she told it to
+              "Isabella Rodriguez thinks they should tell their regulars about the party while they serve them.",
+              "I think I should tell my regulars about the party while I serve them."))
     for name, fact, line in cases:
         spoken = ask(OfflineBrain(0), rq.Speak("a", name, "z", "Zoe Day", "", (), said((fact, 8, "seed")), ())).text
         assert spoken == f"Hi Zoe! Guess what? {line}", name

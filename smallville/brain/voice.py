@@ -5,7 +5,8 @@ argue ..."), and such a line taken back as a fact about them.
 Rules, not a parser. Only a fact's first clause is said, so the pronouns of a later clause
 (", and she wants to ...") are never guessed at. Within it, "he", "his", "her" ... are the
 speaker's when the speaker is the last person named before them. The brain knows nobody's
-pronouns, so a line taken back says "their" where the speaker said "my".
+pronouns, so a line taken back says "their" where the speaker said "my"; said again by the
+speaker, that "they" and "their" are "I" and "my" once more.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ _PUNCT = ".,;:!?\"”)"
 _MINE = {"he": "I", "she": "I", "him": "me", "his": "my", "himself": "myself", "herself": "myself", "hers": "mine"}
 _OURS = {"they": "we", "them": "us", "their": "our", "theirs": "ours", "themselves": "ourselves"}
 _THEIRS = {v: k for k, v in _OURS.items()}
+# "they" for the speaker, as `third_person` says it ("them" is left: it is as often someone else).
+_SINGULAR = {"they": "I", "their": "my", "theirs": "mine", "themselves": "myself"}
 _HER_OBJECT = frozenset("a an the to at in on for with from about of by and or but that this".split())
 
 
@@ -66,16 +69,20 @@ def first_person(fact: str, name: str) -> str | None:
                 out[0] = "My"
             last, plural = "me", True
         elif span:
-            i, last = span[0], "me"
+            subject = out[-1:] == ["and"] and all(_capitalised(words, k) for k in range(i - 1))   # "Ann and NAME"
+            i, last, tail = span[0], "me", _split(words[span[0] - 1])[1]
             if span[1]:
                 out.append(("My" if not out else "my") + tail)
+            elif subject:
+                out.append("I" + tail)
+                plural = True
             elif not out or _verb_follows(words, i):
                 out.append("I" + tail)
                 i = _agree(words, i, out)
             else:
                 out.append("me" + tail)
-        elif last == "me" and (low in _MINE or low == "her"):
-            out.append((_MINE.get(low) or ("me" if _her_is_object(words, i) else "my")) + tail)
+        elif last == "me" and (low in _MINE or low == "her" or (not plural and low in _SINGULAR)):
+            out.append((_MINE.get(low) or _SINGULAR.get(low) or ("me" if _her_is_object(words, i) else "my")) + tail)
             i += 1
             if out[-1] == "I":
                 i = _agree(words, i, out)
@@ -230,7 +237,7 @@ def _agree(words: list[str], i: int, out: list[str], third: bool = False, plural
 
 def _first(verb: str) -> str:
     """A verb as "I" says it: `is` -> `am`, `has` -> `have`, `argues` -> `argue`, `studies` -> `study`."""
-    irregular = {"is": "am", "has": "have", "does": "do", "goes": "go"}
+    irregular = {"is": "am", "has": "have", "does": "do", "goes": "go", "are": "am", "were": "was"}
     if verb in irregular:
         return irregular[verb]
     if not re.match(r"[a-z]+[^s\W]s$", verb) or verb in ("his", "its", "this"):
