@@ -263,6 +263,8 @@ def test_own_news_is_said_in_the_first_person_whatever_its_wording():
               "I wish Sam would spend more quiet time at home now that he is retired."),
              ("Carlos Gomez", "Giorgio and Carlos Gomez had a loud argument in the hallway of their building.",
               "Giorgio and I had a loud argument in the hallway of our building."),
+             ("Sam Moore", "Sam Moore and their neighbour Adam Smith argue about philosophy.",   # heard back
+              "My neighbour Adam Smith and I argue about philosophy."),
              ("Isabella Rodriguez",     # her own thought, heard back from someone she told it to
               "Isabella Rodriguez thinks they should tell their regulars about the party while they serve them.",
               "I think I should tell my regulars about the party while I serve them."))
@@ -278,6 +280,16 @@ def test_own_news_is_said_in_the_first_person_whatever_its_wording():
     for named in ("Adam Smith", "Sam Moore"):         # news of the listener is not news to them
         line = ask(OfflineBrain(0, gossip=1.0), rq.Speak("z", "Zoe Day", "x", named, "", (), memories, ())).text
         assert "philosophy" not in line
+
+
+def test_a_plan_is_not_news():
+    """The hours of a plan, one's own or another's, even one an agent thought mattered, are not
+    told: "Guess what? My plan for Monday ..." is no news."""
+    plan = "Carlos Gomez's plan for Monday, February 13, 2023: writing poetry at 10:30; the party at 17:00"
+    for memory in ((plan, 8, "seed"), (f"Carlos thinks this matters: {plan}", 8, "reflection")):
+        for name in ("Carlos Gomez", "Ann Lee"):
+            line = ask(OfflineBrain(0, gossip=1.0), rq.Speak("a", name, "z", "Zoe Day", "", (), said(memory), ())).text
+            assert line == "Hi Zoe! How is your day going?", (name, line)
 
 
 def test_fillers_between_steps_say_no_one_s_name():

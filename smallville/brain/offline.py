@@ -51,9 +51,10 @@ _SHAREABLE = ("seed", "chat", "thought", "reflection")
 ON_MIND = " has been thinking about this: "      # a summary's last sentence: what is on the agent's mind
 _ON_MIND = re.compile(re.escape(ON_MIND) + r"(.+?)\.?$")
 # What was talked about, seen or heard around, rather than news itself ("Ann talked with Bob
-# about Isabella's party", the insights below): not passed on, nor taken for what matters.
+# about Isabella's party", the insights below), and the hours of someone's plan: not passed
+# on, nor taken for what matters.
 _HEARSAY = re.compile(r"\b(?:talked|talking) with .+ about |\bhas been hearing about |\boften sees |"
-                      r"\bhas been a part of |\bhas often been ")
+                      r"\bhas been a part of |\bhas often been |'s plan (?:for|until) ")
 # Between the steps of an activity. The brain knows no one's pronouns, so none says whose.
 _FILLERS = ("taking a short break", "checking messages", "tidying up a little", "looking over some notes")
 _ABOUT = "What do I think about "             # a reflection question on someone or something

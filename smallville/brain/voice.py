@@ -62,9 +62,10 @@ def first_person(fact: str, name: str) -> str | None:
         span = _mention_at(words, i, name)
         if span and not span[1] and span[0] < len(words) and words[span[0]] == "and" and (
                 i == 0 or _capitalised(words, span[0] + 1)):
+            start = i
             other, i = _partner(words, span[0] + 1)    # "Sam and his friend Ann" -> "My friend Ann and I"
             other_core, other_tail = _split(other[-1])
-            out += [*other[:-1], other_core, "and", ("I" if i == len(other) + 2 else "me") + other_tail]
+            out += [*other[:-1], other_core, "and", ("I" if start == 0 else "me") + other_tail]
             if out[0] != "My" and out[0] == "my":
                 out[0] = "My"
             last, plural = "me", True
