@@ -154,6 +154,17 @@ def build_parser() -> argparse.ArgumentParser:
     interview.add_argument("--at", help="the simulated time (YYYY-MM-DD HH:MM; default: the run's end)")
     interview.add_argument("--json", action="store_true", help="print JSON")
 
+    why = commands.add_parser("why", help="why an agent did what it did, or how news reached it, from a run's files")
+    why.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    why.add_argument("--agent", required=True, help="the agent")
+    when = why.add_mutually_exclusive_group()
+    when.add_argument("--at", help="its last decision at or before this simulated time (YYYY-MM-DD HH:MM)")
+    when.add_argument("--event", type=int, metavar="N", help="the event on line N of events.jsonl (from 1)")
+    when.add_argument("--probe", help="how the news of this scenario probe reached the agent")
+    why.add_argument("--depth", type=int, default=1, metavar="K",
+                     help="follow where the memories came from K steps back (default 1)")
+    why.add_argument("--json", action="store_true", help="print JSON")
+
     _evaluate_parser(commands)
 
     verify = commands.add_parser("verify", help="re-simulate a run from its start and check it reproduces byte for byte")
@@ -262,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
             return _town(args)
         if args.command == "verify":
             return _verify(args)
+        if args.command == "why":
+            return _why(args)
         if args.command == "metrics":
             return _metrics(args)
         if args.command == "experiment":
@@ -403,6 +416,27 @@ def _ask(args) -> int:
     from smallville import render
 
     render.print_inspection(args.command, out)
+    return 0
+
+
+def _why(args) -> int:
+    """`why`: an account of a decision, or a probe's chain, read from the run's files alone."""
+    import json
+
+    from smallville.run import Run
+    from smallville.why import text
+
+    run = Run.open(args.run_dir)
+    if args.probe is not None:
+        out = run.probe_chain(args.probe, args.agent)
+        lines = text.chain_lines(out)
+    else:
+        if args.at is None and args.event is None:
+            raise UsageError("why: give --at TIME, --event N or --probe NAME")
+        at = _seconds_since(run.start, args.at, "--at") if args.at is not None else None
+        out = run.why(args.agent, at=at, event=args.event, depth=args.depth)
+        lines = text.account_lines(out)
+    print(json.dumps(out, indent=2, ensure_ascii=False) if args.json else "\n".join(lines))
     return 0
 
 

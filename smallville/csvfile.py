@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 
-def write_csv(path: Path, rows: list[dict]) -> None:
+def write_csv(path: Path, rows: list[dict[str, object]]) -> None:
     """Write `rows` (dicts) to `path` with a column for every key any row has, in the order
     first seen; a missing or None value is an empty cell. Written beside and renamed into
     place, so a reader never sees half a file."""

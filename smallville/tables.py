@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import copy
 from dataclasses import fields
+from typing import Any
 
-from rich.console import Console
+from rich.console import Console, OverflowMethod, RenderableType
 from rich.measure import Measurement
+from rich.table import Column
 from rich.table import Table as RichTable
 from rich.text import Text
 
@@ -24,10 +26,11 @@ class Table(RichTable):
     """A rich Table whose columns fold what does not fit, rather than cutting it, and whose
     cells are plain text (a memory that reads `[note]` is shown as written, not as markup)."""
 
-    def add_column(self, header="", footer="", *, overflow="fold", **options) -> None:
+    def add_column(self, header: RenderableType = "", footer: RenderableType = "", *,
+                   overflow: OverflowMethod = "fold", **options: Any) -> None:
         super().add_column(header, footer, overflow=overflow, **options)
 
-    def add_row(self, *cells, **options) -> None:
+    def add_row(self, *cells: RenderableType | None, **options: Any) -> None:
         super().add_row(*(Text(cell) if isinstance(cell, str) else cell for cell in cells), **options)
 
 
@@ -51,7 +54,7 @@ def reflow(console: Console, table: RichTable) -> list[RichTable]:
     if _narrowest(console, table) <= console.width or len(table.columns) < 3:
         return [table]
     key, rest = table.columns[0], table.columns[1:]
-    groups: list[list] = [[]]
+    groups: list[list[Column]] = [[]]
     for column in rest:
         if groups[-1] and _narrowest(console, _part(table, [key, *groups[-1], column])) > console.width:
             groups.append([])
@@ -81,7 +84,7 @@ def fit(console: Console, table: RichTable) -> RichTable:
     return fitted
 
 
-def _span(console: Console, column) -> tuple[int, int]:
+def _span(console: Console, column: Column) -> tuple[int, int]:
     """The least and the most width of a column's content: its longest word, its longest line."""
     options = console.options.update_width(UNLIMITED)
     sizes = [Measurement.get(console, options, cell) for cell in (column.header, *column.cells)]
@@ -98,7 +101,7 @@ def _narrowest(console: Console, table: RichTable) -> int:
         table.title, table.caption = titles
 
 
-def _part(table: RichTable, columns: list) -> RichTable:
+def _part(table: RichTable, columns: list[Column]) -> RichTable:
     """A copy of `table` with only `columns` (its rows and their styles kept), built through
     rich's public `add_column` and `add_row`, so each column knows its new place."""
     part = copy.copy(table)

@@ -21,8 +21,9 @@ WORDS = ("Willow", "Bluebird", "Copper", "Lantern", "Juniper", "Harbour", "Maple
          "Sparrow", "Tansy", "Violet", "Wren", "Birch", "Clover", "Elm", "Larch", "Poplar", "Aspen")
 STREETS = ("Row", "Lane", "Close", "Terrace", "Road", "Walk", "Crescent", "Gardens")
 SUBJECTS = ("history", "biology", "music", "economics", "chemistry", "literature", "engineering", "art")
-# kind: [(arena or None, width, objects, staff, task)]
-KINDS = {
+RoomKind = tuple[str | None, int, list[str], int, str]   # arena (None: the building is one room), width,
+#                                                           objects, staff, task
+KINDS: dict[str, list[RoomKind]] = {
     "cafe": [("cafe", 10, ["counter", "coffee machine", "window table", "corner table"], 2, "serve customers"),
              ("kitchen", 6, ["oven", "stove"], 1, "cook and bake")],
     "pub": [("pub", 10, ["bar", "piano", "dartboard", "long table"], 2, "pour drinks and serve")],
@@ -87,7 +88,7 @@ def generate_town(n: int, seed: int = 0) -> Town:
     _add_ties(people, households, public, rng)
     places = _places(public)
     doors = {room.area: (room.x, room.y) for b in buildings for room in b.rooms}
-    nearby = {kind: Nearby([Place(area, *doors[area], area) for area in areas]) for kind, areas in places.items()}
+    nearby: dict[str, Nearby[str]] = {kind: Nearby([Place(area, *doors[area], area) for area in areas]) for kind, areas in places.items()}
     load = {area: 0 for areas in places.values() for area in areas}
     for p in people.values():
         p.routine = routine_for(p, rng, _nearest(nearby, doors[p.home], load))

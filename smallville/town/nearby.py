@@ -29,7 +29,7 @@ class Place(NamedTuple):
 class Nearby(Generic[T]):
     """Places to find nearest first; with `uses` (by rank), each may be taken that many times."""
 
-    def __init__(self, places: list[Place], uses: dict[Hashable, int] | None = None) -> None:
+    def __init__(self, places: list[Place], uses: dict[Any, int] | None = None) -> None:
         width, height = max((p.x for p in places), default=0) + 1, max((p.y for p in places), default=0) + 1
         self.size = max(1, isqrt(width * height * PER_CELL // max(1, len(places))))
         self.cells: dict[tuple[int, int], list[Place]] = {}
@@ -55,7 +55,8 @@ class Nearby(Generic[T]):
             if not self.cells[cell]:
                 del self.cells[cell]
             self.count -= 1
-        return place.item
+        taken: T = place.item
+        return taken
 
     def _search(self, x: int, y: int, k: int) -> list[Place]:
         cx, cy = self._cell(x, y)

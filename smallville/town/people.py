@@ -40,7 +40,9 @@ def hhmm(minutes: int) -> str:
 
 def routine_for(p: Person, rng: random.Random, places: dict[str, list[str]]) -> list[tuple[int, str, str]]:
     """A typical day in (minutes since midnight, what, where), times jittered by a quarter hour."""
-    j = lambda: 15 * rng.randint(-2, 2)                                      # noqa: E731
+    def j() -> int:
+        return 15 * rng.randint(-2, 2)
+
     wake = 6 * 60 + 30 + j()
     cafe, park = rng.choice(places["cafe"]), rng.choice(places["park"])
     pub, shop = rng.choice(places["pub"]), rng.choice(places["shop"])

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from smallville.world.grid import Grid, Tile, in_area
+
+if TYPE_CHECKING:
+    from smallville.scenario.model import MapSpec
 
 
 @dataclass(eq=False)
@@ -45,10 +49,10 @@ class World:
         self._cells: dict[Tile, set[str]] = {}
 
     @classmethod
-    def from_map(cls, spec) -> "World":
+    def from_map(cls, spec: MapSpec) -> World:
         """A world from a scenario's `MapSpec`."""
         grid = Grid(spec.grid, spec.legend)
-        objects = [(o.name, tuple(o.at), o.state) for o in spec.objects]
+        objects = [(o.name, (o.at[0], o.at[1]), o.state) for o in spec.objects]
         return cls(grid, objects, spec.vision, spec.tile_time)
 
     def copy(self) -> "World":
