@@ -125,7 +125,9 @@ class TagMemories(Message):
 class Summarize(Message):
     """The agent summary description (the paper's section 4.3 preamble): who the agent is,
     what it is busy with, how it feels about its recent progress, each from the memories one
-    query retrieved. One request for the paper's three (their answers are independent)."""
+    query retrieved. One request for the paper's three (their answers are independent). The
+    day's plan comes with it, as the released code keeps it beside the agent's identity: a
+    query does not reliably recall it."""
 
     kind: ClassVar[str] = "summarize"
     agent: str
@@ -136,6 +138,7 @@ class Summarize(Message):
     progress: Recalled                          # ... on its feeling about its recent progress
     now: str = ""                               # "Monday, February 13, 2023, 07:00"
     identity: str = ""                          # the fixed line the summary follows: name, age, traits, currently
+    plan: str = ""                              # the day's plan in brief, once made ("Ann Lee's plan for ...: ...")
 
 
 @dataclass(frozen=True)

@@ -66,23 +66,27 @@ def describe(sim, agent: Agent):
     """The agent summary description, from what three queries retrieve (who the agent is,
     what it does these days, how it feels about its progress), after the agent's fixed
     identity line (name, age, traits, what occupies them: the model's paraphrase cannot
-    lose it); kept in `agent.summary` for the prompts of planning, reacting and talking
+    lose it), given the day's plan once made (`agent.yesterday` holds it until the next
+    day's); kept in `agent.summary` for the prompts of planning, reacting and talking
     until the next refresh (each day's plan, each reflection)."""
     name = agent.name
     queries = (f"{name}'s core characteristics", f"{name}'s current daily occupation",
                f"{name}'s feeling about their recent progress in life")
     core, occupation, progress = (recall(sim, agent, q, sim.config.retrieve_k) for q in queries)
     answer = yield sim.ask(agent, rq.Summarize(agent.id, name, agent.background(), core, occupation, progress,
-                                                sim.moment(), agent.identity()))
+                                                sim.moment(), agent.identity(), agent.yesterday))
     agent.summary = " ".join([agent.identity(), *answer.parts()])
 
 
 def plan_day(sim, agent: Agent, day: int):
     """Plan the day: broad strokes from the agent's summary and yesterday, refined to hourly
-    blocks (5-15 minute actions come block by block, `decompose`); remember the plan."""
+    blocks (5-15 minute actions come block by block, `decompose`); remember the plan, then
+    write the day's summary, which knows it. The plan is made from the summary the agent
+    holds (the paper's order); one is written first for a run's first plan."""
     date = sim.date_text(day)
     routine = routine_of(agent)
-    yield from describe(sim, agent)
+    if not agent.summary:
+        yield from describe(sim, agent)
     midnight = sim.midnight(day)
     if sim.config.planning:
         memories = recall(sim, agent, f"{agent.name}'s plans for {date}", sim.config.plan_k)
@@ -100,6 +104,7 @@ def plan_day(sim, agent: Agent, day: int):
     summary = f"{agent.name}'s plan for {date}: " + "; ".join(plan.broad or broad_strokes(sim, agent.plan))
     agent.day_before, agent.yesterday = agent.yesterday, summary
     yield from remember(sim, agent, [summary], "plan", reqs=[req])
+    yield from describe(sim, agent)
 
 
 def replan(sim, agent: Agent, reason: str):
