@@ -1,41 +1,54 @@
 """Time the default one-day run of the_ville, as a user's first command runs it.
 
-    python benchmarks/day_run.py [--scenario scenarios/the_ville.yaml] [--for 1d] [--seed N]
+    python benchmarks/day_run.py [--scenario scenarios/the_ville.yaml] [--for 1d] [--seed N] [--before DIR]
 
-Prints simulated minutes per wall second, memories per agent and brain requests per agent
-per game hour, for the default embedder and, as the baseline measured in the same run,
-for the lexical embedder (no model at all), with the ratio between the two.
+Prints simulated minutes per wall second, the run's CPU time, memories per agent and brain
+requests per agent per game hour, for the default embedder and, as the baseline measured in
+the same run, for the lexical embedder (no model at all), with the ratio between the two.
+Each run is a fresh process. `--before DIR` runs both again with the smallville in DIR (a
+checkout of an earlier version: `git archive COMMIT | tar -x -C DIR`) and prints the ratio of
+its CPU time to this version's (on a shared machine the CPU time is the steadier figure).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import resource
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from smallville.run import run_scenario  # noqa: E402
-from smallville.scenario import load_scenario  # noqa: E402
-from smallville.timefmt import parse_duration  # noqa: E402
 
 
-def measure(scenario, duration: float, seed: int | None, embedder: str) -> dict:
+def measure(scenario_path: str, duration: float, seed: int | None, embedder: str) -> dict:
+    from smallville.run import run_scenario
+    from smallville.scenario import load_scenario
+
+    scenario = load_scenario(scenario_path)
     with tempfile.TemporaryDirectory() as runs:
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.process_time()
         result = run_scenario(scenario, runs_dir=runs, seed=seed, duration=duration, embedder=embedder)
-        wall = time.perf_counter() - began
+        wall, cpu = time.perf_counter() - began, time.process_time() - began_cpu
     agents = len(scenario.agents)
     m = result.manifest
     requests = sum(m.requests.values())
-    return {"embedder": m.embedder["name"], "wall": wall, "sim_min_per_s": duration / 60 / wall,
+    return {"embedder": m.embedder["name"], "wall": wall, "cpu": cpu, "sim_min_per_s": duration / 60 / wall,
             "memories_per_agent": m.counts["memories"] / agents,
             "requests_per_agent_hour": requests / agents / (duration / 3600), "events": m.counts["events"],
-            "conversations": m.counts["conversations"], "reflections": m.counts["reflections"]}
+            "conversations": m.counts["conversations"], "reflections": m.counts["reflections"],
+            "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def child(args, embedder: str, code: str | None) -> dict:
+    """One run in a fresh process (with the smallville in `code`, if given)."""
+    command = [sys.executable, __file__, "--one", embedder, "--scenario", args.scenario, "--for", args.duration]
+    command += (["--seed", str(args.seed)] if args.seed is not None else []) + (["--code", code] if code else [])
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -43,19 +56,33 @@ def main() -> None:
     parser.add_argument("--scenario", default=str(ROOT / "scenarios" / "the_ville.yaml"))
     parser.add_argument("--for", dest="duration", default="1d")
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--before", type=Path, metavar="DIR", help="also run with the smallville in DIR")
+    parser.add_argument("--one", help=argparse.SUPPRESS)                  # the child process: its embedder
+    parser.add_argument("--code", help=argparse.SUPPRESS)                 # the child's smallville, if not this one
     args = parser.parse_args()
-    scenario = load_scenario(args.scenario)
+    sys.path.insert(0, args.code or str(ROOT))
+    from smallville.timefmt import parse_duration
+
     duration = parse_duration(args.duration)
-    print(f"{scenario.name}: {len(scenario.agents)} agents, {args.duration} simulated, offline brain")
-    rows = [measure(scenario, duration, args.seed, e) for e in ("use", "lexical")]
-    print(f"{'embedder':<22}{'wall s':>8}{'sim min/s':>11}{'x real time':>13}{'memories/agent':>16}"
-          f"{'requests/agent/h':>18}{'talks':>7}{'reflections':>13}")
-    for r in rows:
-        print(f"{r['embedder']:<22}{r['wall']:>8.1f}{r['sim_min_per_s']:>11.0f}{r['sim_min_per_s'] * 60:>13.0f}"
+    if args.one:
+        print(json.dumps(measure(args.scenario, duration, args.seed, args.one)))
+        return
+    versions = {"this": None, **({"before": str(args.before.resolve())} if args.before else {})}
+    rows = {(v, e): child(args, e, code) for v, code in versions.items() for e in ("use", "lexical")}
+    print(f"{Path(args.scenario).stem}: {args.duration} simulated, offline brain")
+    print(f"{'version':<8}{'embedder':<22}{'wall s':>8}{'CPU s':>8}{'sim min/s':>11}{'memories/agent':>16}"
+          f"{'requests/agent/h':>18}{'talks':>7}{'reflections':>13}{'peak MiB':>10}")
+    for (v, _), r in rows.items():
+        print(f"{v:<8}{r['embedder']:<22}{r['wall']:>8.1f}{r['cpu']:>8.1f}{r['sim_min_per_s']:>11.0f}"
               f"{r['memories_per_agent']:>16.0f}{r['requests_per_agent_hour']:>18.1f}{r['conversations']:>7}"
-              f"{r['reflections']:>13}")
-    print(f"default / lexical baseline wall time: {rows[0]['wall'] / rows[1]['wall']:.2f}x")
-    print(f"peak memory (RSS): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+              f"{r['reflections']:>13}{r['peak_mib']:>10.0f}")
+    for v in versions:
+        print(f"{v}: default / lexical baseline: wall {rows[v, 'use']['wall'] / rows[v, 'lexical']['wall']:.2f}x, "
+              f"CPU {rows[v, 'use']['cpu'] / rows[v, 'lexical']['cpu']:.2f}x")
+    if args.before:
+        for e in ("use", "lexical"):
+            print(f"{e}: CPU before / this version {rows['before', e]['cpu'] / rows['this', e]['cpu']:.2f}x, "
+                  f"wall {rows['before', e]['wall'] / rows['this', e]['wall']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ no model, no network.
     python benchmarks/llm_brain.py --town 250          # a generated town of 250 agents
     python benchmarks/llm_brain.py --bounds --for 1d
     python benchmarks/llm_brain.py --memory salience   # under the salience memory model
+    python benchmarks/llm_brain.py --town 250 --servers 1,2,4 --cap 8   # one model on several servers
 
 Without --concurrency the brain's default settings hold: the calls in flight are found as
 the run goes (from 32, up to 64).
@@ -20,6 +21,11 @@ clock sends (rounds x latency); with run-ahead, the longest chain of calls that 
 each other (`Chain`: an agent's calls in order, and calls of agents sharing an arena),
 and, looser, the longest chain of calls that certainly wait (an agent's calls in order, and
 a conversation's lines).
+
+--servers 1,2,4 runs the hour (with run-ahead) once for each number of servers, the model
+a list of that many deployments of at most --cap calls in flight each (litellm's Router
+spreads the calls), and prints the wall time, the calls each server answered, and the
+speed-up over one server; the event logs must be the same whatever the number of servers.
 
 --bounds only counts: it runs the window in order at no latency and prints, for each game
 hour, these chains (and the looser one without the links of ratings: importance, or the
@@ -211,6 +217,33 @@ def measure(scenario, duration: float, latency: float, concurrency: int | None, 
             "batches": result.simulation.dispatch.batches, "events": hashlib.sha256(events).hexdigest()}
 
 
+def spread(scenario, duration: float, latency: float, cap: int, counts: list[int], lookahead: float) -> None:
+    """--servers: the run-ahead hour on 1, 2, 4... servers of `cap` calls each."""
+    walls, logs = {}, set()
+    for n in counts:
+        servers = [Server(scenario.seed, latency) for _ in range(n)]
+        try:
+            deployments = [{"model": "openai/bench", "api_base": s.api_base, "max_concurrency": cap} for s in servers]
+            config = LLMConfig(model=deployments, echo_request=True, timeout=30.0, preflight=False,
+                               lookahead=lookahead)
+            with tempfile.TemporaryDirectory() as runs:
+                began = time.perf_counter()
+                result = run_scenario(scenario, runs_dir=runs, duration=duration, brain=config, embedder="lexical")
+                walls[n] = time.perf_counter() - began
+                logs.add(hashlib.sha256((result.path / "events.jsonl").read_bytes()).hexdigest())
+        finally:
+            stats = [s.close() for s in servers]
+        usage = result.manifest.usage
+        calls = usage["total"]["calls"]
+        each = ", ".join(f"{row['calls']}" for row in usage["by_deployment"].values())
+        flight = ", ".join(f"{s['mean_in_flight']:.1f}" for s in stats)
+        print(f"{n} server(s) of {cap} calls: wall {walls[n]:.1f} s for {calls} calls (each server: {each}); "
+              f"in flight on average {usage['in_flight']:.1f} (per server: "
+              f"{flight}); at best {calls * latency / (n * cap):.1f} s; "
+              f"speed-up over one server {walls[counts[0]] / walls[n]:.2f}x")
+    print(f"event logs: {'identical' if len(logs) == 1 else 'DIFFERENT'} over {', '.join(map(str, counts))} servers")
+
+
 def _children_cpu() -> float:
     """CPU seconds of this process's children that have ended (the server, the calls' child)."""
     import resource
@@ -275,6 +308,8 @@ def main() -> None:
     parser.add_argument("--bounds", action="store_true", help="only the chains per game hour (no timing)")
     parser.add_argument("--memory", choices=("paper", "salience"), default=None,
                         help="the memory model (default: the scenario's)")
+    parser.add_argument("--servers", metavar="N,N,...", help="one model on so many servers each (e.g. 1,2,4)")
+    parser.add_argument("--cap", type=int, default=8, help="with --servers: calls in flight per server")
     args = parser.parse_args()
     if args.town:
         from smallville.town import generate_town, write_town
@@ -289,6 +324,13 @@ def main() -> None:
         bounds(scenario, duration, args.concurrency, args.memory)
         return
     hours, agents = duration / 3600, len(scenario.agents)
+    if args.servers:
+        print(f"{scenario.name}: {agents} agents, {args.duration} simulated with run-ahead, server latency "
+              f"{args.latency * 1000:.0f} ms, at most {args.cap} calls in flight per server; {os.cpu_count()} cores")
+        warm_up()
+        spread(scenario, duration, args.latency, args.cap, [int(n) for n in args.servers.split(",")],
+               parse_duration(args.lookahead))
+        return
     print(f"{scenario.name}: {agents} agents, {args.duration} simulated, {args.memory or 'the scenario'}'s memory, "
           f"server latency "
           f"{args.latency * 1000:.0f} ms, "

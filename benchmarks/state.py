@@ -186,7 +186,7 @@ def disk(path: Path) -> dict:
         return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
 
     checkpoints = path / "checkpoints"
-    pieces = sum(f.stat().st_size for name in ("memories.jsonl", "embeddings.f32")     # schema 4: in each checkpoint
+    pieces = sum(f.stat().st_size for name in ("memories.jsonl", "embeddings.f32", "recorded.i64")     # each piece
                  for f in checkpoints.glob(f"[0-9]*/{name}"))
     return {"run": size(path), "checkpoints": size(checkpoints), "streams": size(checkpoints / "memory") + pieces}
 

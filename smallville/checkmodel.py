@@ -41,6 +41,7 @@ class Row:
     seconds: float
     note: str = ""                # what was repaired, or the error
     mend: str = ""                # for a kind not usable: the setting that mends it
+    model: str = ""               # the model that answered it
 
     @property
     def usable(self) -> bool:
@@ -70,25 +71,25 @@ class Check:
 
 
 def check_model(scenario, settings, *, seed: int | None = None, embedder: str = "use") -> Check:
-    """Try every request kind of `scenario` once on the model of `settings` (an `LLMConfig`)."""
-    from smallville.brain.llm import LLMBrain
+    """Try every request kind of `scenario` once on the model of `settings` (an `LLMConfig`),
+    or on each kind's own model; every model used is checked (the preflight of each)."""
+    from smallville.brain.bykind import model_brain, notes_of
+    from smallville.brain.ledger import Ledger
     from smallville.estimate import estimate
 
     began = time.perf_counter()
     seed = scenario.seed if seed is None else seed
-    brain = LLMBrain(settings)
+    brain = model_brain(settings, Ledger())
     try:
         brain.preflight()
-        found = brain.describe()
-        notes = [n for n in ((found.get(check) or {}).get("note") for check in ("structured_check", "reasoning_check"))
-                 if n]
+        notes = notes_of(brain.describe())
         asked, missing = moment(scenario, seed, embedder)
         with ThreadPoolExecutor(max(1, len(asked)), thread_name_prefix="smallville-check") as pool:
             sent = [pool.submit(brain.attempt, request) for request, _ in asked]
             day = estimate(scenario, brain.config, duration=DAY, seed=seed, embedder=embedder)   # meanwhile
             tries = [future.result() for future in sent]
         rows = [row_of(t, brain) for t in tries]
-        return Check(settings.model, scenario.name, len(scenario.agents), brain.config.structured, rows,
+        return Check(settings.label, scenario.name, len(scenario.agents), brain.brain_for("").config.structured, rows,
                      day_at_these_rates(day, tries, [a for _, a in asked], brain), notes, missing,
                      time.perf_counter() - began)
     finally:
@@ -158,12 +159,12 @@ def row_of(attempt, brain) -> Row:
     reply, kind = attempt.reply, attempt.request.kind
     tokens = ((reply.prompt_tokens, reply.completion_tokens, reply.reasoning_tokens) if reply is not None
               else (brain.prompt_tokens(attempt.request), 0, 0))
-    row = Row(kind, "valid", *tokens, attempt.max_tokens, round(attempt.seconds, 2))
+    row = Row(kind, "valid", *tokens, attempt.max_tokens, round(attempt.seconds, 2), model=brain.brain_for(kind).name)
     if isinstance(attempt.answer, Failed):
         row.result, row.note = outcome(attempt.answer), attempt.answer.error
-        row.mend = mend(kind, attempt.answer, attempt.max_tokens, brain.config)
+        row.mend = mend(kind, attempt.answer, attempt.max_tokens, brain.brain_for(kind).config)
         return row
-    notes = attempt.notes + repaired(attempt.request, attempt.answer, brain.templates[kind].canned())[1]
+    notes = attempt.notes + repaired(attempt.request, attempt.answer, brain.brain_for(kind).templates[kind].canned())[1]
     if notes:
         row.result, row.note = "repaired", "; ".join(notes)
     return row
@@ -201,21 +202,21 @@ def day_at_these_rates(day, tries, offline_answers, brain) -> dict:
     """The estimate of a day, its completions scaled by kind to what this model wrote (its
     completion tokens over the offline brain's for the same request, reasoning included)."""
     from smallville.brain.calls import import_litellm
-    from smallville.brain.llm import price
     from smallville.brain.prompts import to_model_json
     from smallville.errors import BrainError
 
-    litellm, model = import_litellm(), brain.config.model
+    litellm = import_litellm()
     scale = {}
     for attempt, answer in zip(tries, offline_answers):
+        model = brain.brain_for(attempt.request.kind).config.base_model
         offline = litellm.token_counter(model=model, text=json.dumps(to_model_json(answer), ensure_ascii=False))
         if attempt.reply is not None and attempt.reply.completion_tokens and offline:
             scale[attempt.request.kind] = attempt.reply.completion_tokens / offline
     rows = day.to_dict()["by_kind"]
-    prompt = sum(row["prompt_tokens"] for row in rows.values())
-    completion = round(sum(row["completion_tokens"] * scale.get(kind, 1.0) for kind, row in rows.items()))
-    try:
-        cost = round(price(brain.config, prompt, completion), 4)
+    written = {kind: round(row["completion_tokens"] * scale.get(kind, 1.0)) for kind, row in rows.items()}
+    prompt, completion = sum(row["prompt_tokens"] for row in rows.values()), sum(written.values())
+    try:                                          # each kind at its own model's price
+        cost = round(sum(brain.price(row["prompt_tokens"], written[kind], kind) for kind, row in rows.items()), 4)
     except BrainError:
         cost = None
     return {"hours": DAY / 3600, "requests": sum(row["requests"] for row in rows.values()),

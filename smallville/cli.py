@@ -54,6 +54,17 @@ def _budget_flags(parser: argparse.ArgumentParser, more: bool = False) -> None:
                         help=f"{what}stop before prompt and completion tokens could pass N (exit 3)")
 
 
+def _brain_flags(parser: argparse.ArgumentParser, what: str) -> None:
+    """--brain, --brain-config and --api-base of a run going on with another brain."""
+    parser.add_argument("--brain", metavar="MODEL",
+                        help=f"another brain for {what}: offline, a litellm model name, or llm (the scenario's "
+                             "brain: block); default: the run's own")
+    parser.add_argument("--brain-config", type=Path, metavar="FILE.yaml",
+                        help=f"the settings of another brain for {what} (see docs/llm.md)")
+    parser.add_argument("--api-base", metavar="URL",
+                        help=f"the model's server for {what} (alone: the run's own model at another address)")
+
+
 def _budget(args) -> dict:
     return {"usd": getattr(args, "budget", None), "requests": getattr(args, "max_requests", None),
             "tokens": getattr(args, "max_tokens", None)}
@@ -129,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--for", dest="duration", type=_duration, metavar="DURATION",
                         help="run this much longer than the run's planned end (to extend a completed run)")
     resume.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    _brain_flags(resume, "the part not yet run")
     _budget_flags(resume, more=True)
 
     fork = commands.add_parser("fork", help="start a new run from a run's state at a time, and change history")
@@ -141,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="how long to run after the fork (default: to the parent's end)")
     fork.add_argument("--runs-dir", type=Path, help="where the new run goes (default: beside the parent)")
     fork.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    _brain_flags(fork, "everything after the fork")
     _budget_flags(fork)
 
     inspect = commands.add_parser("inspect", help="an agent's state at a time of a run: place, plan, memories")
@@ -156,6 +169,17 @@ def build_parser() -> argparse.ArgumentParser:
     interview.add_argument("question", metavar="QUESTION")
     interview.add_argument("--at", help="the simulated time (YYYY-MM-DD HH:MM; default: the run's end)")
     interview.add_argument("--json", action="store_true", help="print JSON")
+
+    why = commands.add_parser("why", help="why an agent did what it did, or how news reached it, from a run's files")
+    why.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    why.add_argument("--agent", required=True, help="the agent")
+    when = why.add_mutually_exclusive_group()
+    when.add_argument("--at", help="its last decision at or before this simulated time (YYYY-MM-DD HH:MM)")
+    when.add_argument("--event", type=int, metavar="N", help="the event on line N of events.jsonl (from 1)")
+    when.add_argument("--probe", help="how the news of this scenario probe reached the agent")
+    why.add_argument("--depth", type=int, default=1, metavar="K",
+                     help="follow where the memories came from K steps back (default 1)")
+    why.add_argument("--json", action="store_true", help="print JSON")
 
     _evaluate_parser(commands)
 
@@ -265,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
             return _town(args)
         if args.command == "verify":
             return _verify(args)
+        if args.command == "why":
+            return _why(args)
         if args.command == "metrics":
             return _metrics(args)
         if args.command == "experiment":
@@ -349,20 +375,21 @@ def _continue(args) -> int:
 
     manifest = read_manifest(args.run_dir)
     start = manifest.start
+    brain = {"brain": args.brain, "brain_config": args.brain_config, "api_base": args.api_base}
     if args.command == "resume":
         until = manifest.duration_s + (args.duration or 0.0)
 
         def launch(on_start, on_step):
             return resume_run(args.run_dir, extend=args.duration, on_start=on_start, on_step=on_step,
-                                           budget=_budget(args))
+                              budget=_budget(args), **brain)
     else:
         at = _seconds_since(start, args.at, "--at")
         until = at + args.duration if args.duration else manifest.duration_s
 
         def launch(on_start, on_step):
             return fork_run(args.run_dir, at, seed=args.seed, inject=[tuple(i) for i in args.inject],
-                                         duration=args.duration, runs_dir=args.runs_dir,
-                                         on_start=on_start, on_step=on_step, budget=_budget(args))
+                            duration=args.duration, runs_dir=args.runs_dir, on_start=on_start, on_step=on_step,
+                            budget=_budget(args), **brain)
     result = render.with_progress(launch, start, until, args.quiet)
     return _exit_code(result)
 
@@ -406,6 +433,27 @@ def _ask(args) -> int:
     from smallville import render
 
     render.print_inspection(args.command, out)
+    return 0
+
+
+def _why(args) -> int:
+    """`why`: an account of a decision, or a probe's chain, read from the run's files alone."""
+    import json
+
+    from smallville.run import Run
+    from smallville.why import text
+
+    run = Run.open(args.run_dir)
+    if args.probe is not None:
+        out = run.probe_chain(args.probe, args.agent)
+        lines = text.chain_lines(out)
+    else:
+        if args.at is None and args.event is None:
+            raise UsageError("why: give --at TIME, --event N or --probe NAME")
+        at = _seconds_since(run.start, args.at, "--at") if args.at is not None else None
+        out = run.why(args.agent, at=at, event=args.event, depth=args.depth)
+        lines = text.account_lines(out)
+    print(json.dumps(out, indent=2, ensure_ascii=False) if args.json else "\n".join(lines))
     return 0
 
 

@@ -9,7 +9,9 @@
      |    +-- ExperimentError    an experiment file or its flags cannot be run     (exit 2)
      |    +-- TownExists         writing a generated town would overwrite files   (exit 2)
      |    +-- TownTooLarge       a generated town needs more names or legend
-     |                           characters than there are                        (exit 2)
+     |    |                      characters than there are                        (exit 2)
+     |    +-- NotRecorded        `why` of a run written before recall was
+     |                           recorded: it cannot say what a decision rested on (exit 2)
      +-- RunError                a run folder is damaged, unreadable or of
      |    |                      another version                                  (exit 1)
      |    +-- Unreproduced       `verify`: the re-simulation left the run's record (exit 1)
@@ -81,6 +83,10 @@ class TownExists(UsageError):
 class TownTooLarge(UsageError):
     """A generated town needs more names or map legend characters than there are; the
     message says which and the limit."""
+
+
+class NotRecorded(UsageError):
+    """`why` was asked of a run written before smallville recorded what each request recalled."""
 
 
 class RunError(SmallvilleError):

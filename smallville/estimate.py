@@ -50,6 +50,7 @@ class Estimate:
     cost_known: bool = True
     completion_from: str = "offline answers"
     basis: str = OFFLINE                           # whose behaviour the figures assume: OFFLINE or "pilot"
+    models: dict = field(default_factory=dict)     # request kind -> its own model (the rest go to `model`)
     pilot: dict | None = None                      # the pilot's run, agents and hours (`Pilot.describe`)
     seconds: float = 0.0                           # how long estimating took
     _costs: dict = field(default_factory=dict, repr=False)   # kind -> prompt and completion cost
@@ -87,6 +88,8 @@ class Estimate:
         }
         if self.pilot is not None:
             out["pilot"] = self.pilot
+        if self.models:
+            out["models"] = dict(sorted(self.models.items()))
         if not self.cost_known:
             for row in out["by_kind"].values():
                 row["cost_usd"] = None
@@ -99,7 +102,8 @@ class Estimate:
 
 class Meter(Wrapper):
     """The model, as far as an estimate needs one: the offline brain answers, and each
-    request that reaches it is counted as the LLM brain would send it."""
+    request that reaches it is counted as the LLM brain would send it (to its kind's model,
+    with that model's tokenizer)."""
 
     def __init__(self, inner: Brain, settings, templates, litellm) -> None:
         super().__init__(inner)
@@ -107,18 +111,24 @@ class Meter(Wrapper):
         self.rows: dict[str, dict] = defaultdict(lambda: dict.fromkeys(
             ("requests", "prompt_tokens", "completion_tokens"), 0))
         self.batches: list[int] = []
+        self._endpoints: dict[str, object] = {}
+
+    def endpoint(self, kind: str):
+        """The settings of the model that answers `kind`."""
+        if kind not in self._endpoints:
+            self._endpoints[kind] = self.settings.endpoint(kind)
+        return self._endpoints[kind]
 
     @override
     def answer(self, requests):
         answers = self.inner.answer(requests)
         for request, answer in zip(requests, answers):
-            row = self.rows[request.kind]
+            row, model = self.rows[request.kind], self.endpoint(request.kind)
             row["requests"] += 1
-            messages = self.templates[request.kind].render(request, self.settings.structured,
-                                                           self.settings.echo_request)
-            row["prompt_tokens"] += self.litellm.token_counter(model=self.settings.model, messages=messages)
+            messages = self.templates[request.kind].render(request, model.structured, model.echo_request)
+            row["prompt_tokens"] += self.litellm.token_counter(model=model.base_model, messages=messages)
             text = json.dumps(_model_json(answer), ensure_ascii=False)
-            row["completion_tokens"] += self.litellm.token_counter(model=self.settings.model, text=text)
+            row["completion_tokens"] += self.litellm.token_counter(model=model.base_model, text=text)
         if requests:
             self.batches.append(len(requests))
         return answers
@@ -146,18 +156,14 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
         raise UsageError("estimate needs a model: --brain MODEL (the offline brain costs nothing)")
     began = time.perf_counter()
     litellm = import_litellm()
-    try:
-        litellm.get_llm_provider(settings.model, api_base=settings.api_base)
-    except Exception:
-        raise BrainError(f"unknown brain {settings.model!r}: use a litellm model name such as "
-                         "openai/gpt-4o-mini or ollama/llama3.1") from None
+    _check_models(settings, litellm)
     duration = scenario.duration if duration is None else duration
     seed = scenario.seed if seed is None else seed
     pilot = Pilot.load(from_run) if from_run is not None else None
     meter = Meter(OfflineBrain(seed), settings, load_templates(), litellm)
     stack = assemble(replace(settings, budget={}), seed, model=meter)
     first = _simulate(scenario, stack.brain, meter, embedder, seed, duration)
-    out = Estimate(settings.model, duration)
+    out = Estimate(settings.label, duration, models={k: settings.endpoint(k).label for k in settings.model_kinds()})
     rows, scale = meter.rows, 1.0
     if pilot is not None:
         rows = pilot.project(first, len(scenario.agents), duration / 3600)
@@ -165,7 +171,7 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
         out.basis, out.pilot, out.completion_from = "pilot", pilot.describe(), f"averages of {pilot.path}"
     out.rounds = round(len(meter.batches) * scale)
     for kind, row in rows.items():
-        prompt_cost, completion_cost = prices(settings, row["prompt_tokens"], row["completion_tokens"])
+        prompt_cost, completion_cost = prices(meter.endpoint(kind), row["prompt_tokens"], row["completion_tokens"])
         if prompt_cost is None:
             out.cost_known = False
             prompt_cost = completion_cost = 0.0
@@ -176,6 +182,19 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
         out.wall_s = sum(math.ceil(n / limit) for n in meter.batches) * latency * scale
     out.seconds = time.perf_counter() - began
     return out
+
+
+def _check_models(settings, litellm) -> None:
+    """Every model the settings name is one litellm knows (a list's deployments, each kind's)."""
+    from smallville.brain.deployments import targets_of
+
+    for endpoint in [settings.endpoint()] + [settings.endpoint(k) for k in settings.model_kinds()]:
+        for target in targets_of(endpoint):
+            try:
+                litellm.get_llm_provider(target.model, api_base=target.api_base)
+            except Exception:
+                raise BrainError(f"unknown brain {target.model!r}: use a litellm model name such as "
+                                 "openai/gpt-4o-mini or ollama/llama3.1") from None
 
 
 def _simulate(scenario, brain, meter: Meter, embedder: str, seed: int, duration: float) -> dict:

@@ -9,6 +9,7 @@ that may be absent with `get`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,9 @@ PLAN, ACTION, MOVE, OBJECT, MEMORY, REFLECT = "plan", "action", "move", "object"
 TALK_START, SAY, TALK_END, RELATIONSHIP = "talk_start", "say", "talk_end", "relationship"
 REPLAN, SLEEP, WAKE, EVENT, LEARNED, SPAWN = "replan", "sleep", "wake", "event", "learned", "spawn"
 BRAIN_FALLBACK, BRAIN_REPAIR, BRAIN_REFUSED = "brain_fallback", "brain_repair", "brain_refused"
+RECALL = "recall"
+DECISIONS = (PLAN, ACTION, REPLAN, SAY, TALK_START, REFLECT, MEMORY)
+"""The kinds whose event may name the request it came of (`req`: the agent's request number)."""
 
 _JSON_TYPES = {"str": (str,), "int": (int,), "number": (int, float), "bool": (bool,), "list": (list,),
                "null": (type(None),)}
@@ -29,10 +33,16 @@ class Field:
     name: str
     type: str
     optional: bool = False
+    types: tuple[Any, ...] = dataclasses.field(init=False, repr=False, compare=False)    # from `type`
+    takes_bool: bool = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        types = tuple(t for name in self.type.split("/") for t in _JSON_TYPES[name])
+        object.__setattr__(self, "types", types)      # checked for every event written: worked out once
+        object.__setattr__(self, "takes_bool", bool in types)
 
     def accepts(self, value: Any) -> bool:
-        types = tuple(t for name in self.type.split("/") for t in _JSON_TYPES[name])
-        return isinstance(value, types) and (bool in types or not isinstance(value, bool))
+        return isinstance(value, self.types) and (self.takes_bool or not isinstance(value, bool))
 
     def empty(self) -> Any:
         """What a reader takes for this field when it is absent."""
@@ -52,10 +62,10 @@ class Kind:
     agent: str
     fields: tuple[Field, ...]
     meaning: str
+    names: tuple[str, ...] = dataclasses.field(init=False, repr=False, compare=False)     # the fields'
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(f.name for f in self.fields)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "names", tuple(f.name for f in self.fields))
 
     def field(self, name: str) -> Field:
         for f in self.fields:
@@ -74,20 +84,20 @@ def _kind(name: str, agent: str, fields: str, meaning: str) -> Kind:
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    _kind(PLAN, "who", "date str, blocks list", "the day's plan, in blocks [start, end, activity, area]"),
-    _kind(ACTION, "who", "action str, area str, object str/null, until str", "an action begins"),
+    _kind(PLAN, "who", "date str, blocks list, req int?", "the day's plan, in blocks [start, end, activity, area]"),
+    _kind(ACTION, "who", "action str, area str, object str/null, until str, req int?", "an action begins"),
     _kind(MOVE, "who", "from list, to list, area str, tiles int, arrive str", "a walk begins"),
     _kind(OBJECT, "who changed it", "object str, area str, state str", "an object's state changed"),
     _kind(MEMORY, "whose", "id int/null, kind str, importance int, text str, links list?, speaker str?, "
-                           "listener str?, line str?, salience number?, source str?, emotion str?",
+                           "listener str?, line str?, salience number?, source str?, emotion str?, req int?",
           "a memory was stored (a chat line: who said it to whom; salience model: its I, source and "
           "emotion, and id null when it stays only in the working memory)"),
-    _kind(REFLECT, "who", "importance number, questions list", "enough happened: the questions reflected on"),
-    _kind(TALK_START, "who began", "with str, area str", "a conversation begins"),
-    _kind(SAY, "speaker", "to str, text str", "a line of a conversation"),
+    _kind(REFLECT, "who", "importance number, questions list, req int?", "enough happened: the questions reflected on"),
+    _kind(TALK_START, "who began", "with str, area str, req int?", "a conversation begins"),
+    _kind(SAY, "speaker", "to str, text str, req int?", "a line of a conversation"),
     _kind(TALK_END, "who began", "with str, lines int, reason str", "a conversation ends"),
     _kind(RELATIONSHIP, "whose view", "with str, talks int, view str", "a view of another, after a talk"),
-    _kind(REPLAN, "who", "reason str, actions list", "the rest of a block is planned again"),
+    _kind(REPLAN, "who", "reason str, actions list, req int?", "the rest of a block is planned again"),
     _kind(SLEEP, "who", "area str, until str", "the agent goes to sleep"),
     _kind(WAKE, "who", "area str", "the agent wakes up"),
     _kind(EVENT, "null, or the agent of a whisper", "what str, where str?, present list?, whisper bool?, "
@@ -97,6 +107,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     _kind(BRAIN_FALLBACK, "who asked", "kind str, key str, error str", "the model failed: a safe default"),
     _kind(BRAIN_REPAIR, "who asked", "kind str, key str, repairs list", "an answer was repaired to fit"),
     _kind(BRAIN_REFUSED, "who asked", "kind str, ceiling int", "over the hourly request ceiling: a safe default"),
+    _kind(RECALL, "who asked", "req int, request str, key str, queries list",
+          "what retrieval brought back for a request: each query with its memories' ids and scores"),
 )}
 
 
@@ -105,20 +117,22 @@ def data(kind: str, /, **values: Any) -> dict[str, Any]:
     given with a trailing `_` (`with_`, `from_`); an optional field given None is left out.
     An unknown kind or field, a missing field or a value of the wrong type: ValueError."""
     spec = _spec(kind)
-    given = {name.removesuffix("_"): value for name, value in values.items()}
-    unknown = [name for name in given if name not in spec.names]
-    if unknown:
-        raise ValueError(f"a {kind} event has no field {unknown[0]!r}")
+    given = {(name[:-1] if name[-1] == "_" else name): value for name, value in values.items()}
     out = {}
     for f in spec.fields:
         value = given.get(f.name)
-        if f.optional and value is None:
-            continue
-        if f.name not in given:
-            raise ValueError(f"a {kind} event needs its field {f.name!r}")
-        if not f.accepts(value):
+        if value is None:
+            if f.optional:
+                continue
+            if f.name not in given:
+                raise ValueError(f"a {kind} event needs its field {f.name!r}")
+        if not (isinstance(value, f.types) and (f.takes_bool or value.__class__ is not bool)):
             raise ValueError(f"a {kind} event's {f.name!r} is {f.type}, not {value!r}")
         out[f.name] = value
+    if len(out) != len(given):
+        unknown = [name for name in given if name not in spec.names]
+        if unknown:
+            raise ValueError(f"a {kind} event has no field {unknown[0]!r}")
     return out
 
 
@@ -164,6 +178,7 @@ def said(event: dict[str, Any]) -> Said | None:
 
 
 def _spec(kind: str) -> Kind:
-    if kind not in KINDS:
+    spec = KINDS.get(kind)
+    if spec is None:
         raise ValueError(f"no event kind {kind!r}")
-    return KINDS[kind]
+    return spec

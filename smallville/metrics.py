@@ -5,8 +5,10 @@ a `RunMetrics`: plain dicts and lists (JSON-ready), with `.flat()` for one row o
 `.to_pandas()` when pandas is installed. Four families, after the paper's evaluation:
 
 - diffusion: for each scenario probe, who knew it at the start and at the end, when each agent
-  learned it and from whom (the chain of conversations back to the seed holder), and a curve of
-  knowers per simulated hour;
+  learned it and from whom (the chain of conversations back to the seed holder, from the chat
+  memories' recorded speakers), a curve of knowers per simulated hour, the chains' `depth` (the
+  most tellings in one) and `recalled_share`, the share of tellings whose teller was shown the
+  news by retrieval (`smallville.why.spread`; None for a log without recall records);
 - network: who knows of whom (relationships in the scenario) and who has talked with whom,
   as undirected pairs, and the density edges / (n (n - 1) / 2) at the start and at the end;
 - coordination: for each scenario event that happens somewhere (a party), who was told of it
@@ -26,6 +28,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from smallville.errors import ExtraMissing
+from smallville.why.spread import spread
+from smallville.why.trail import Trail
 from smallville.events import (ACTION, LEARNED, MEMORY, MOVE, PLAN, REFLECT, RELATIONSHIP, REPLAN, SPAWN,
                                TALK_START, said)
 
@@ -58,6 +62,8 @@ class RunMetrics:
             row[f"{name}_known_end"] = len(d["end"])
             row[f"{name}_known_end_fraction"] = round(len(d["end"]) / n, 4)
             row[f"{name}_longest_chain"] = max((len(c) - 1 for c in d["chains"].values()), default=0)
+            row[f"{name}_chain_depth"] = d.get("depth")
+            row[f"{name}_recalled_share"] = d.get("recalled_share")
             hours = [x["t"] / 3600 for x in d["learned"] if x["agent"] not in d["start"]]
             row[f"{name}_median_hours_to_learn"] = round(_median(hours), 3) if hours else None
         net = self.network
@@ -138,7 +144,9 @@ def _diffusion(events: list[dict], probes: dict, by_name: dict, end_t: float) ->
     first_spawn = next((i for i, e in enumerate(events) if e["kind"] == SPAWN), None)
     memories = {(e["agent"], e["data"]["id"]): e for e in events if e["kind"] == MEMORY}
     result = {}
+    trail = Trail.of(events)
     for probe in probes:
+        told = spread(trail, probe, probes[probe])
         learned, source = [], {}
         start: list[str] = []
         for i, e in enumerate(events):
@@ -167,7 +175,8 @@ def _diffusion(events: list[dict], probes: dict, by_name: dict, end_t: float) ->
         hours = int(math.ceil(end_t / 3600)) if end_t else 0
         curve = [[h, sum(1 for r in learned if r["agent"] in start or r["t"] <= h * 3600)] for h in range(hours + 1)]
         result[probe] = {"start": sorted(start), "end": sorted(r["agent"] for r in learned), "learned": learned,
-                         "chains": chains, "curve": curve}
+                         "chains": chains, "curve": curve, "depth": told["depth"], "tellings": told["tellings"],
+                         "recalled_share": told["recalled_share"]}
     return result
 
 
@@ -421,11 +430,14 @@ def print_metrics(m: RunMetrics, console=None) -> None:
                   f"status {info.get('status')}")
     n = len(info.get("agents", []))
     table = Table(title="Diffusion of information")
-    for col in ("probe", "known at start", "known at end", "of", "longest chain"):
+    for col in ("probe", "known at start", "known at end", "of", "chain depth", "told via recall",
+                "longest chain"):
         table.add_column(col)
     for name, d in m.diffusion.items():
         longest = max(d["chains"].values(), key=len, default=[])
-        table.add_row(name, str(len(d["start"])), str(len(d["end"])), str(n),
+        share = d.get("recalled_share")
+        table.add_row(name, str(len(d["start"])), str(len(d["end"])), str(n), str(d.get("depth", "")),
+                      f"{share:.0%} of {d['tellings']}" if share is not None else "-",
                       " <- ".join(longest) if longest else "")
     print_table(console, table)
     for name, d in m.diffusion.items():

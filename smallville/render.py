@@ -44,15 +44,14 @@ def with_progress(launch, start, duration: float, quiet: bool, console: Console 
         task = progress.add_task("starting", total=duration)
 
         def on_start(session: Session) -> None:
+            from smallville.brain.bykind import notes_of
+
             seen["session"], sim, manifest = session, session.sim, session.run.manifest
             if not quiet:
                 console.print(opening(manifest, session.run.path, brain_name(manifest.brain or {}), sim.embedder.name),
                               markup=False, highlight=False)
-            described = sim.brain.describe()
-            for check in ("structured_check", "reasoning_check"):
-                note = (described.get(check) or {}).get("note")
-                if note:                        # the preflight chose another mode, or found the model reasoning
-                    console.print(note, markup=False, highlight=False)
+            for note in notes_of(sim.brain.describe()):    # another mode chosen, a model found reasoning
+                console.print(note, markup=False, highlight=False)
 
         def on_step(now: float) -> None:
             progress.update(task, completed=now, description=f"simulated {format_sim(start, now)}"
@@ -196,12 +195,14 @@ def print_estimate(est: dict, scenario, latency: float, concurrency: int, consol
                         f"(estimated offline in {est['seconds']:.1f} s)")
     for col in ("request", "requests", "prompt tok", "completion tok", "cost USD"):
         table.add_column(col, justify="left" if col == "request" else "right")
+    models = est.get("models", {})
 
     def usd(value) -> str:
         return "unknown" if value is None else f"{value:.4f}"
 
     for kind, row in est["by_kind"].items():
-        table.add_row(kind, f"{row['requests']:,}", f"{row['prompt_tokens']:,}", f"{row['completion_tokens']:,}",
+        name = f"{kind} ({models[kind]})" if kind in models else kind       # a kind on a model of its own
+        table.add_row(name, f"{row['requests']:,}", f"{row['prompt_tokens']:,}", f"{row['completion_tokens']:,}",
                       usd(row["cost_usd"]))
     table.add_row("total", f"{est['requests']:,}", f"{est['prompt_tokens']:,}", f"{est['completion_tokens']:,}",
                   usd(est["cost_usd"]), style="bold")
@@ -234,11 +235,13 @@ def print_check(check, console: Console | None = None) -> None:
     for note in check.notes:
         console.print(note, markup=False, highlight=False)
     table = Table(title=f"{check.model} on a moment of {check.scenario} ({check.structured})")
+    several = len({row.model for row in check.rows}) > 1        # kinds on models of their own
     for col in ("request", "result", "prompt tok", "completion tok", "max tok", "reasoning tok", "seconds", "note"):
         table.add_column(col, justify="left" if col in ("request", "result", "note") else "right")
     for row in check.rows:
         style = "green" if row.usable else "red"
-        table.add_row(row.kind, Text(row.result, style=style), f"{row.prompt_tokens:,}", f"{row.completion_tokens:,}",
+        kind = f"{row.kind} ({row.model})" if several else row.kind
+        table.add_row(kind, Text(row.result, style=style), f"{row.prompt_tokens:,}", f"{row.completion_tokens:,}",
                       f"{row.max_tokens:,}", f"{row.reasoning_tokens:,}", f"{row.seconds:.1f}", _brief(row.note))
     print_table(console, table)
     if check.missing:

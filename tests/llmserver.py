@@ -29,6 +29,7 @@ import hashlib
 import json
 import random
 import re
+import socket
 import threading
 import time
 import zlib
@@ -96,6 +97,7 @@ class LLMServer:
         self.max_enum = MAX_ENUM                       # `strict`: enum values a schema may have in all
         self.headers: list[dict] = []                  # each request's, names lower-cased (HTTP ignores their case)
         self._srv: ThreadingHTTPServer | None = None
+        self.connections: set = set()                  # open client connections (kept alive between calls)
         self.gate = threading.Condition()              # hold(): answers go out on release()
         self.holding: str | None = None
         self.held = 0                                  # chat requests held so far
@@ -156,6 +158,16 @@ class LLMServer:
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True     # headers and body go out at once, no 40 ms ACK delay
 
+            def setup(self):
+                super().setup()
+                with server.lock:
+                    server.connections.add(self.connection)
+
+            def finish(self):
+                with server.lock:
+                    server.connections.discard(self.connection)
+                super().finish()
+
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with server.lock:
@@ -210,12 +222,20 @@ class LLMServer:
         self.stop()
 
     def stop(self) -> None:
+        """Stop serving, as a server whose process ended: its open connections are dropped too."""
         self.released.set()
         self.release()                      # no handler left waiting
         if self._srv is not None:
             self._srv.shutdown()
             self._srv.server_close()
             self._srv = None
+        with self.lock:
+            dropped, self.connections = list(self.connections), set()
+        for connection in dropped:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:                 # closed meanwhile
+                pass
 
     def mean_in_flight(self, since: float | None = None) -> float:
         """Calls in flight on average, over the time from `since` (or the first call) to

@@ -110,7 +110,8 @@ def test_public_api_and_plots_need_no_experiment():
 
     assert sorted(experiment.__all__) == sorted([
         "ABLATIONS", "FINISHED", "MATH_THREADS", "SUMMARY_COLUMNS", "Condition", "Experiment", "ExperimentError",
-        "ExperimentResult", "Rows", "gather", "is_completed", "load_experiment", "load_results", "plot_experiment",
+        "ExperimentResult", "Rows", "compare_pairs", "gather", "is_completed", "load_experiment", "load_results",
+        "plot_experiment",
         "print_summary", "run_experiment", "run_status", "slot_name", "summarize"])
     assert all(hasattr(experiment, name) for name in experiment.__all__)
     tree = ast.parse(Path(plots.__file__).read_text(encoding="utf-8"))

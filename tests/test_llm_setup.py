@@ -122,7 +122,7 @@ def test_the_calls_in_flight_grow_while_answers_come_and_halve_on_a_rate_limit(s
     ledger = Ledger()
     brain = make_brain(LLMConfig(model="openai/local", api_base=server.api_base, backoff=0, preflight=False,
                                  concurrency_start=2, concurrency_ceiling=16), 1, ledger=ledger)
-    throttle = ledger.throttle
+    (throttle,) = ledger.throttles.values()
 
     def batch(n: int, tag: str):
         return brain.answer([rq.RateImportance(f"a{i}", "Ann", (f"{tag} {i}",)) for i in range(n)])

@@ -241,3 +241,138 @@ def test_the_view_after_a_talk_counts_no_talks():
     chat = ("Ann Lee said to Bob Roy: Hi Bob!",) * 4
     notes = ask(OfflineBrain(0), rq.AfterTalk("ann", "Ann Lee", "bob", "Bob Roy", "", lines, chat))
     assert notes.view.startswith("someone Ann has talked with") and not any(c.isdigit() for c in notes.view)
+
+
+def test_own_news_is_said_in_the_first_person_whatever_its_wording():
+    """A fact that names the speaker is said by them in the first person, however it is
+    worded; whoever hears it passes it on as news of them, and not to those it names."""
+    cases = (("Sam Moore", "Sam and his neighbour Adam Smith argue about philosophy over coffee once a week.",
+              "My neighbour Adam Smith and I argue about philosophy over coffee once a week."),
+             ("Ayesha Khan", "Ayesha's thesis argues that Shakespeare's comedies use wordplay.",
+              "My thesis argues that Shakespeare's comedies use wordplay."),
+             ("Sam Moore", "Yuriko Yamamoto helped Sam and Jennifer with their tax return last year.",
+              "Yuriko Yamamoto helped Jennifer and me with our tax return last year."),
+             ("Rajiv Patel", "Rajiv has a crush on Abigail Chen but has never told her.", "I have a crush on Abigail Chen."),
+             ("Latoya Williams", "Latoya loves talking politics and reads the local news every morning.",
+              "I love talking politics."),
+             ("Klaus Mueller", "Maria thinks Klaus Mueller's research on gentrification is fascinating.",
+              "Maria thinks my research on gentrification is fascinating."),
+             ("Eddy Lin", "Eddy likes walking around Johnson Park when he is stuck on a melody.",
+              "I like walking around Johnson Park when I'm stuck on a melody."),
+             ("Jennifer Moore", "Jennifer wishes Sam would spend more quiet time at home now that he is retired.",
+              "I wish Sam would spend more quiet time at home now that he is retired."),
+             ("Carlos Gomez", "Giorgio and Carlos Gomez had a loud argument in the hallway of their building.",
+              "Giorgio and I had a loud argument in the hallway of our building."),
+             ("Sam Moore", "Sam Moore and their neighbour Adam Smith argue about philosophy.",   # heard back
+              "My neighbour Adam Smith and I argue about philosophy."),
+             ("Isabella Rodriguez",     # her own thought, heard back from someone she told it to
+              "Isabella Rodriguez thinks they should tell their regulars about the party while they serve them.",
+              "I think I should tell my regulars about the party while I serve them."))
+    for name, fact, line in cases:
+        spoken = ask(OfflineBrain(0), rq.Speak("a", name, "z", "Zoe Day", "", (), said((fact, 8, "seed")), ())).text
+        assert spoken == f"Hi Zoe! Guess what? {line}", name
+    heard = ("Sam Moore said to Zoe Day: Hi Zoe! Guess what? My neighbour Adam Smith and I argue about philosophy "
+             "over coffee once a week.")
+    memories = said((heard, 8, "chat"))
+    told = ask(OfflineBrain(0, gossip=1.0), rq.Speak("z", "Zoe Day", "c", "Cy Lee", "", (), memories, ())).text
+    assert told == ("Hi Cy! Did you hear? Sam Moore and their neighbour Adam Smith argue about philosophy over "
+                    "coffee once a week.")
+    for named in ("Adam Smith", "Sam Moore"):         # news of the listener is not news to them
+        line = ask(OfflineBrain(0, gossip=1.0), rq.Speak("z", "Zoe Day", "x", named, "", (), memories, ())).text
+        assert "philosophy" not in line
+
+
+def test_a_plan_is_not_news():
+    """The hours of a plan, one's own or another's, even one an agent thought mattered, are not
+    told: "Guess what? My plan for Monday ..." is no news."""
+    plan = "Carlos Gomez's plan for Monday, February 13, 2023: writing poetry at 10:30; the party at 17:00"
+    for memory in ((plan, 8, "seed"), (f"Carlos thinks this matters: {plan}", 8, "reflection")):
+        for name in ("Carlos Gomez", "Ann Lee"):
+            line = ask(OfflineBrain(0, gossip=1.0), rq.Speak("a", name, "z", "Zoe Day", "", (), said(memory), ())).text
+            assert line == "Hi Zoe! How is your day going?", (name, line)
+
+
+def test_fillers_between_steps_say_no_one_s_name():
+    """The brain knows no one's pronouns: "checking messages", never "checking Bob's phone"."""
+    steps = {s.description for seed in range(40)
+             for s in ask(OfflineBrain(seed), rq.Decompose("bob", "Bob Roy", "reading", "Home", 600, 720, (), ())).steps}
+    assert steps - {"reading"}, "no filler was drawn"
+    assert not any("Bob" in s or "'s " in s for s in steps), steps
+
+
+def test_the_question_of_how_the_days_went_is_answered_not_restated():
+    """With too few people in the latest memories an agent asks how it has been spending its
+    days; the insights answer that, and none of them holds the question."""
+    memories = dated("Ann Lee is painting (using the easel)", "Ann Lee is painting", "Ann Lee is idling",
+                     "Ann Lee is reading", "the easel is in use by Ann Lee")
+    brain = OfflineBrain(0)
+    questions = ask(brain, rq.ReflectQuestions("ann", "Ann Lee", memories, 1)).questions
+    assert questions == ("How has Ann been spending the days?",)
+    insights = ask(brain, rq.Insights("ann", "Ann Lee", questions[0], memories)).insights
+    texts = [i.text for i in insights]
+    assert texts[:2] == ["Ann has often been reading lately", "Ann has often been painting lately"], texts
+    assert not any("How has" in t or "has been a part of" in t for t in texts)
+
+
+def test_the_notes_after_a_talk_name_the_news_in_a_few_words():
+    """The thought after a talk names the news told in a few words, one's own as "my ...";
+    an appointment someone else told of becomes the memo, one's own does not."""
+    def notes(name, other, line):
+        lines = ((other, f"Hi! {line}"), (name, "Oh, I didn't know that."))
+        return ask(OfflineBrain(0), rq.AfterTalk("a", name, "b", other, "", lines, ()))
+
+    heard = notes("Maria Lopez", "Latoya Williams", "Did you hear? Latoya Williams loves talking politics.")
+    assert heard.thought == "I want to keep Latoya's news in mind when I plan my day" and heard.memo == ""
+    party = notes("Maria Lopez", "Isabella Rodriguez", "Guess what? " + OWN_PARTY)
+    assert party.thought == "I want to keep Isabella's party in mind when I plan my day"
+    assert party.memo == "I should keep in mind: " + PARTY.replace("Isabella is", "Isabella Rodriguez is")
+    mine = ask(OfflineBrain(0), rq.AfterTalk("i", "Isabella Rodriguez", "m", "Maria Lopez", "",
+                                             (("Isabella Rodriguez", "Hi Maria! Guess what? " + OWN_PARTY),), ()))
+    assert mine.thought == "I told Maria about my party" and mine.memo == ""
+
+
+def test_the_summary_says_what_the_day_s_plan_holds():
+    """The day's plan comes with the request (a query need not recall it); before it is made,
+    a plan recalled stands in, and without either the summary says nothing of the days."""
+    older = (("yesterday 07:00", "Ann Lee's plan for Monday, February 13, 2023: reading at 7:00"),)
+    today = "Ann Lee's plan for Tuesday, February 14, 2023: painting at 6:30"
+
+    def occupation(recalled, plan):
+        return ask(OfflineBrain(0), rq.Summarize("ann", "Ann Lee", "", (), recalled, (), "", "", plan)).occupation
+
+    assert occupation(older, today) == "Lately Ann's days go: painting at 6:30."
+    assert occupation(older, "") == "Lately Ann's days go: reading at 7:00."
+    assert occupation((), "") == ""
+
+
+def test_each_day_s_summary_is_written_after_its_plan():
+    """An agent plans from the summary it holds (the run's first plan from one written just
+    before it), then writes the day's summary, which says what the plan holds."""
+    from conftest import CAFE_TRIO
+
+    from smallville.embed import make_embedder
+    from smallville.scenario import load_scenario
+    from smallville.sim import Simulation
+
+    class Noting(OfflineBrain):
+        def __init__(self):
+            super().__init__(1)
+            self.noted = []
+
+        def answer(self, requests):
+            answers = super().answer(requests)
+            self.noted += [(r, a) for r, a in zip(requests, answers) if r.kind == "summarize"
+                           or r.kind == "plan_day" and not r.start]
+            return answers
+
+    brain = Noting()
+    Simulation(load_scenario(CAFE_TRIO), brain, make_embedder("lexical"), seed=1).run(25 * 3600)
+    for agent in ("isabella_rodriguez", "maria_lopez", "klaus_mueller"):
+        mine = [(r, a) for r, a in brain.noted if r.agent == agent]
+        kinds = [r.kind for r, _ in mine]
+        assert kinds[:3] == ["summarize", "plan_day", "summarize"] and kinds.count("plan_day") == 2, kinds
+        for i, (request, plan) in enumerate(mine):
+            if request.kind == "plan_day":
+                _, summary = mine[i + 1]
+                assert "; ".join(plan.broad) in summary.occupation, summary
+                assert request.persona and (i == 1 or "Lately" in request.persona)

@@ -66,7 +66,7 @@ def test_the_summary_is_asked_each_day_and_after_each_reflection_and_reaches_the
         asked = brain.of("summarize", agent.id)
         reflections = sum(1 for r in sim.log.records if r["kind"] == "reflect" and r["agent"] == agent.id)
         plans = sum(1 for r in sim.log.records if r["kind"] == "plan" and r["agent"] == agent.id)
-        assert len(asked) == plans + reflections                    # cached in between
+        assert len(asked) == 1 + plans + reflections    # one for the run's first plan, one after each; cached between
         request = asked[0][0]
         assert request.identity == agent.identity() and request.persona == agent.background()
         assert request.core and request.occupation and request.now.startswith("Monday, February 13, 2023, ")
@@ -132,7 +132,9 @@ class Replanning(Listening):
 
 
 def test_a_reaction_plans_the_rest_of_the_day_again_and_keeps_what_was_done():
-    sim, brain = run(TINY, 8 * 3600, Replanning(0))
+    # Whether Ann and Bob notice each other in eight hours turns on their walks: the first seed in which they do.
+    sim, brain = next((sim, brain) for sim, brain in (run(TINY, 8 * 3600, Replanning(s)) for s in range(10))
+                      if brain.of("react"))
     [(request, _)] = [(r, a) for r, a in brain.of("plan_day") if r.start]
     agent = sim.agents[request.agent]
     assert request.reason == "a brass band is playing outside" and request.current

@@ -119,3 +119,20 @@ def test_a_torn_record_of_embeddings_is_read_as_far_as_both_files_go(tmp_path):
     again.close()
     assert (tmp_path / "texts.jsonl").read_text().splitlines() == ['"one"', '"two"', '"three"']
     assert (tmp_path / "vectors.f32").stat().st_size == 3 * 16 * 4
+
+
+def test_a_request_key_is_the_hash_of_its_canonical_json_and_is_worked_out_once():
+    """Keys name answers in every record written before: the sha256 of the request's
+    canonical JSON (nested messages and tuples as to_dict gives them), whatever the kind."""
+    import hashlib
+    import json
+
+    from smallville.brain import requests as rq
+
+    day = rq.DayPlan((rq.Block(420, 480, "waking up", "home"), rq.Block(480, 540, "café au lait", "")))
+    asked = [rq.RateImportance("a1", "Ann Lee", ("saw Bob", "ünïcode")),
+             rq.Interview("a1", "Ann Lee", "a painter", "How are you?", ((0, "saw Bob"), (3, "x"))), day]
+    for request in asked:
+        canonical = json.dumps(request.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        expected = hashlib.sha256(canonical.encode()).hexdigest()[:16]
+        assert rq.request_key(request) == expected == rq.request_key(request)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from conftest import CAFE_TRIO, ROOT, THE_VILLE
 
@@ -71,11 +72,16 @@ def test_checkpoints_are_whole_documented_json(whole):
     assert folders == ["000003600", "000007200", "000010800", "000014400", "000018000", "000021600",
                        "000025200", "000028800"]
     head = json.loads((whole / "checkpoints" / "000010800" / "head.json").read_text())
-    assert head["schema"] == 5 and head["t"] == 10800 and head["time"] == "2023-02-13 10:00:00"
+    assert head["schema"] == 6 and head["t"] == 10800 and head["time"] == "2023-02-13 10:00:00"
     assert head["memory"]["from"] == 7200 and head["memory"]["count"] == [
         s["memories"] for s in load_state(whole, Head.of(head))["agents"].values()]
-    assert {"memories.jsonl", "embeddings.f32", "parts.jsonl", "accessed.npz", "head.json"} == {
+    assert {"memories.jsonl", "embeddings.f32", "recorded.i64", "parts.jsonl", "accessed.npz", "head.json"} == {
         p.name for p in (whole / "checkpoints" / "000010800").iterdir()}
+    piece = whole / "checkpoints" / "000010800"
+    lines = np.fromfile(piece / "recorded.i64", dtype="<i8")             # each embedding stored once:
+    assert len(lines) == sum(head["memory"]["rows"]) - sum(                 # the piece names its line in the
+        json.loads((whole / "checkpoints" / "000007200" / "head.json").read_text())["memory"]["rows"])
+    assert len(lines) and (lines >= 0).all() and (piece / "embeddings.f32").stat().st_size == 0   # run's record
     state = load_state(whole, Head.of(head))
     assert set(state["agents"]) == {"isabella_rodriguez", "klaus_mueller", "maria_lopez"}
     maria = state["agents"]["maria_lopez"]

@@ -226,7 +226,9 @@ def test_inspect_shows_what_the_event_log_says(trio):
 
 
 def as_written_by_schema(run, schema: int) -> None:
-    """Rewrite a run's checkpoints as an older smallville wrote them: schema 4, the digest of
+    """Rewrite a run's checkpoints as an older smallville wrote them: schema 5, every
+    distinct embedding of a piece written whole in its `embeddings.f32`, none referring to
+    the run's record of embeddings; schema 4, also the digest of
     the whole state's JSON; schema 3, also each agent's
     memory stream in `memory/ID/` (saved where the last checkpoint is), the digest of the
     whole state's JSON, and the rest as now;
@@ -245,6 +247,10 @@ def as_written_by_schema(run, schema: int) -> None:
         read().save(str(run / "checkpoints" / "memory" / agent))
     for head, state, times in zip(heads, states, accessed):
         folder = run / "checkpoints" / f"{int(head.t):09d}"
+        whole_rows(run, folder, head.memory["dim"])
+        if schema == 5:
+            (folder / "head.json").write_text(json.dumps({**head.data, "schema": 5}))
+            continue
         if schema == 4:
             (folder / "head.json").write_text(json.dumps({**head.data, "schema": 4, "digest": digest(state, 4)}))
             continue
@@ -264,22 +270,51 @@ def as_written_by_schema(run, schema: int) -> None:
         np.savez(folder / "accessed.npz", **dict(zip(state["agents"], times)))
 
 
+def whole_rows(run, folder, dim: int) -> None:
+    """Write a piece's embeddings as schema 5 did: each row whole, where schema 6 names the
+    line of the run's record that holds it."""
+    import numpy as np
+
+    from smallville.checkpoint import streams
+    from smallville.embed.record import EmbeddingRecord
+    from smallville.memory.vectors import unit_rows
+
+    lines = np.fromfile(folder / streams.LINES, dtype="<i8")
+    rows = np.empty((len(lines), dim), dtype="<f4")
+    rows[lines < 0] = np.fromfile(folder / streams.ROWS, dtype="<f4").reshape(-1, dim)
+    rows[lines >= 0] = unit_rows(EmbeddingRecord(run / "embeddings", dim).rows_at(lines[lines >= 0]))
+    (folder / streams.ROWS).write_bytes(rows.tobytes())
+    (folder / streams.LINES).unlink()
+
+
 def test_a_run_written_by_the_previous_version_goes_on_from_its_checkpoints(trio, tmp_path):
     runs = {}
-    for name, schema in (("now", 5), ("old", 2), ("old3", 3), ("old4", 4)):
+    for name, schema in (("now", 6), ("old", 2), ("old3", 3), ("old4", 4), ("old5", 5)):
         runs[name] = tmp_path / name
         subprocess.run(["cp", "-r", str(trio), str(runs[name])], check=True)
-        if schema < 5:
+        if schema < 6:
             as_written_by_schema(runs[name], schema)
         longer = smallville("resume", runs[name], "--for", "1h", "--quiet")
         assert longer.returncode == 0, longer.stderr
-    for old in ("old", "old3", "old4"):
+    for old in ("old", "old3", "old4", "old5"):
         assert (runs[old] / "events.jsonl").read_bytes() == (runs["now"] / "events.jsonl").read_bytes()
         assert smallville("verify", runs[old]).returncode == 0
-    assert [c.schema for c in checkpoints(runs["old"])] == [2, 2, 2, 2, 5]
-    assert [c.schema for c in checkpoints(runs["old3"])] == [3, 3, 3, 3, 5]
-    assert [c.schema for c in checkpoints(runs["old4"])] == [4, 4, 4, 4, 5]
+    assert [c.schema for c in checkpoints(runs["old"])] == [2, 2, 2, 2, 6]
+    assert [c.schema for c in checkpoints(runs["old3"])] == [3, 3, 3, 3, 6]
+    assert [c.schema for c in checkpoints(runs["old4"])] == [4, 4, 4, 4, 6]
+    assert [c.schema for c in checkpoints(runs["old5"])] == [5, 5, 5, 5, 6]
     assert checkpoints(runs["old4"])[-1].memory["from"] == checkpoints(runs["old4"])[-2].t
+    assert checkpoints(runs["old5"])[-1].memory["from"] == checkpoints(runs["old5"])[-2].t
+    looked = [smallville("inspect", runs[name], "--agent", "maria_lopez", "--at", "2023-02-13 09:30", "--json")
+              for name in ("now", "old5")]
+    assert looked[0].returncode == 0 and looked[0].stdout == looked[1].stdout and "memories" in looked[0].stdout
+    forks = {}
+    for name in ("now", "old5"):
+        forks[name] = tmp_path / f"forks-{name}"
+        forked = smallville("fork", runs[name], "--at", "2023-02-13 09:30", "--runs-dir", forks[name], "--quiet")
+        assert forked.returncode == 0, forked.stderr
+    (fork_now,), (fork_old,) = forks["now"].iterdir(), forks["old5"].iterdir()
+    assert (fork_old / "events.jsonl").read_bytes() == (fork_now / "events.jsonl").read_bytes()
     assert checkpoints(runs["old3"])[-1].memory["from"] is None      # after schema 3: the streams whole
     assert checkpoints(runs["now"])[-1].memory["from"] == checkpoints(runs["now"])[-2].t
 

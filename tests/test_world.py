@@ -150,3 +150,17 @@ def test_ville_paths_unchanged():
     for _ in range(25):
         a, b = rng.choice(tiles), rng.choice(tiles)
         assert grid.path(a, b) == _reference_path(grid, a, b)
+
+
+def test_a_memory_tells_of_every_place_it_names_as_a_plain_search_finds_them():
+    """Places are found in a text in one pass; the answer is what testing each name finds,
+    for names that overlap, nest, differ in case or are shorter than the filing key."""
+    from smallville.world.mentions import Mentions
+
+    names = ["Hobbs Cafe", "Cafe", "Oak Hill College", "Oak", "Ox", "The Rose and Crown Pub", "Pub", "Harvey Oak Supply"]
+    texts = ["isabella is at hobbs cafe", "the ox and the oak hill college", "nothing here", "ox",
+             "the rose and crown pub, harvey oak supply store and a pub", "cafeteria", "", "oa"]
+    mentions = Mentions(names)
+    for text in texts:
+        assert mentions.found_in(text) == {n for n in names if n.lower() in text}
+    assert mentions.found_in("harvey oak supply") == {"Harvey Oak Supply", "Oak"}

@@ -48,11 +48,16 @@ def settings_of(brain: dict | None, more: dict | None = None, spent=None) -> LLM
         return LLMConfig()
     known = set(LLMConfig.__dataclass_fields__)
     config = LLMConfig().merged({k: v for k, v in recorded.items() if k in known}, "the run's manifest")
+    return with_budget(config, more, spent)
+
+
+def with_budget(config: LLMConfig, more: dict | None, spent=None) -> LLMConfig:
+    """`config` whose budget allows `more` ({"usd", "requests", "tokens"}) on top of `spent`."""
     more = {k: v for k, v in (more or {}).items() if v is not None}
-    if more:
-        config = replace(config, budget={**config.budget,
-                                         **{k: (getattr(spent, k) if spent else 0) + v for k, v in more.items()}})
-    return config
+    if not more:
+        return config
+    return replace(config, budget={**config.budget, **{k: (getattr(spent, k) if spent else 0) + v
+                                                       for k, v in more.items()}})
 
 
 def assemble(settings: LLMConfig, seed: int, *, ledger: Ledger | None = None, cache: str | Path | None = None,
@@ -88,9 +93,9 @@ def _live(settings: LLMConfig, seed: int, ledger: Ledger, cache, spent, model, c
     from smallville.brain.wrappers import RatingMemo, Retrying, WithFallbacks
 
     if model is None:
-        from smallville.brain.llm import LLMBrain
+        from smallville.brain.bykind import model_brain
 
-        model = LLMBrain(settings, ledger, child=settings.calls_in_child(agents))
+        model = model_brain(settings, ledger, child=settings.calls_in_child(agents))
         closers.append(model.close)
     inner = model
     if settings.budget:

@@ -92,6 +92,7 @@ class Failed:
     reason: str
     error: str
     retry_after: float | None = None     # seconds the server asked us to wait (HTTP Retry-After)
+    deployment: str | None = None        # the deployment of a model's list that failed (deployments.py)
 
     @property
     def retryable(self) -> bool:

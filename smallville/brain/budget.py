@@ -105,26 +105,27 @@ class Budgeted(Wrapper):
         from smallville.brain.llm import PROBE_TOKENS
 
         return self.inner.preflight(gate=lambda messages: self._admitted(
-            1, lambda: self.inner.count_tokens(messages), PROBE_TOKENS))
+            1, lambda: [(self.inner.count_tokens(messages), PROBE_TOKENS, None)]))
 
     @override
     def answer(self, requests: Sequence[rq.Message]):
         if not requests:
             return []
-        with self._admitted(len(requests), lambda: sum(self.inner.prompt_tokens(r) for r in requests),
-                            sum(self.inner.max_tokens_for(r) for r in requests)):
+        with self._admitted(len(requests), lambda: [(self.inner.prompt_tokens(r), self.inner.max_tokens_for(r),
+                                                     r.kind) for r in requests]):
             return self.inner.answer(requests)
 
     @contextmanager
-    def _admitted(self, calls: int, prompt_tokens, completion: int):
+    def _admitted(self, calls: int, sizes):
         """Calls that may go out once the budget has room for the most they could cost:
-        their prompts' tokens (`prompt_tokens()`, counted only if a limit needs them) and
-        `completion`, the `max_tokens` of them all."""
+        `sizes()` (counted only if a limit needs them) gives each call's prompt tokens, its
+        `max_tokens` and its kind (a kind's model has its own price)."""
         worst = Spend(calls)
         limits = self.budget.limits
         if "tokens" in limits or "usd" in limits:
-            prompt = prompt_tokens()
-            worst = Spend(calls, prompt + completion, self.inner.price(prompt, completion) if "usd" in limits else 0.0)
+            each = sizes()
+            usd = sum(self.inner.price(p, c, kind) for p, c, kind in each) if "usd" in limits else 0.0
+            worst = Spend(calls, sum(p + c for p, c, _ in each), usd)
         self.budget.reserve(worst)
         try:
             yield

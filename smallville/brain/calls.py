@@ -21,7 +21,7 @@ import time
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from itertools import count
 
 from smallville.brain.answertext import split
@@ -49,31 +49,58 @@ class Reply:
     completion_tokens: int
     cost: float | None
     reasoning_tokens: int = 0
+    deployment: str | None = None       # the deployment of a model's list that answered (deployments.py)
 
 
 UNPRICED: set[str] = set()     # models litellm has said it knows no price for
 
 
-def call(litellm, kwargs: dict, secrets: list[str], price: bool) -> Reply | Failed:
-    """One `litellm.completion(**kwargs)`, as a `Reply`, or as a `Failed` whose message
-    holds none of `secrets`. `price`: ask litellm for the cost if the response lacks it."""
+def call(litellm, kwargs: dict, secrets: list[str], price: bool, routers: dict | None = None) -> Reply | Failed:
+    """One `litellm.completion(**kwargs)`, or a Router's completion when `kwargs["model"]`
+    names one of `routers` (a model of several deployments), as a `Reply`, or as a `Failed`
+    whose message holds none of `secrets`. `price`: ask litellm for the cost if the response
+    lacks it."""
+    router = (routers or {}).get(kwargs["model"])
     try:
-        response = litellm.completion(**kwargs)
+        response = (router or litellm).completion(**kwargs)
     except Exception as exc:  # every provider raises its own types
-        return classify(exc, secrets)
+        failed = classify(exc, secrets)
+        return replace(failed, deployment=getattr(exc, "failed_deployment_id", None)) if router else failed
     choice = response.choices[0]
     usage = getattr(response, "usage", None)
-    cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
-    if cost is None and price and kwargs["model"] not in UNPRICED:
-        try:
-            cost = litellm.completion_cost(completion_response=response, model=kwargs["model"])
-        except Exception:  # a model litellm has no price for: not asked again (a sixth of a call's CPU)
-            UNPRICED.add(kwargs["model"])
+    hidden = getattr(response, "_hidden_params", None) or {}
+    model = (hidden.get("litellm_model_name") if router else None) or kwargs["model"]
+    cost = cost_of(litellm, response, model, hidden.get("response_cost"), price)
     completion = int(getattr(usage, "completion_tokens", 0) or 0)
     text = split(choice.message.content, getattr(choice.message, "reasoning_content", None))
     return Reply(text.answer, getattr(choice, "finish_reason", "") or "",
                  int(getattr(usage, "prompt_tokens", 0) or 0), completion, None if cost is None else float(cost),
-                 reasoning_tokens(litellm, kwargs["model"], usage, text.reasoning, completion))
+                 reasoning_tokens(litellm, model, usage, text.reasoning, completion),
+                 hidden.get("model_id") if router else None)
+
+
+def cost_of(litellm, response, model: str, cost: float | None, price: bool) -> float | None:
+    """A response's cost as litellm priced it; None for a model litellm has no price for (a
+    Router prices those at 0). `price`: ask litellm if the response says nothing."""
+    if model in UNPRICED:
+        return None
+    try:
+        if cost is None and price:
+            return litellm.completion_cost(completion_response=response, model=model)
+        if cost == 0:
+            litellm.cost_per_token(model=model, prompt_tokens=1, completion_tokens=1)
+    except Exception:  # a model litellm has no price for: not asked again (a sixth of a call's CPU)
+        UNPRICED.add(model)
+        return None
+    return cost
+
+
+def routers_of(specs: dict[str, dict]) -> dict:
+    """litellm's Routers, by the model group each serves (deployments.router_spec gives them)."""
+    if not specs:
+        return {}
+    litellm = import_litellm()
+    return {group: litellm.Router(**spec) for group, spec in specs.items()}
 
 
 def reasoning_tokens(litellm, model: str, usage, reasoning: str, completion: int) -> int:
@@ -87,14 +114,16 @@ def reasoning_tokens(litellm, model: str, usage, reasoning: str, completion: int
 
 
 class InProcess:
-    """Calls made by litellm in this process; no error message holds any of `secrets`."""
+    """Calls made by litellm in this process, through the Routers of `routers` (specs by
+    model group) for models of several deployments; no error message holds any of `secrets`."""
 
-    def __init__(self, secrets: list[str]) -> None:
+    def __init__(self, secrets: list[str], routers: dict[str, dict] | None = None) -> None:
         self.litellm = import_litellm()
         self.secrets = secrets
+        self.routers = routers_of(routers or {})
 
     def __call__(self, kwargs: dict, price: bool) -> Reply | Failed:
-        return call(self.litellm, kwargs, self.secrets, price)
+        return call(self.litellm, kwargs, self.secrets, price, self.routers)
 
     def close(self) -> None:
         """Nothing to end."""
@@ -106,7 +135,8 @@ class ChildCalls:
     imports litellm while this process goes on; it ignores Ctrl-C (the run handles it) and
     ends when this is closed or forgotten, or this process goes away. Calls it can no
     longer make come back `Failed` ("connection"), as from a server that went away. No
-    error message holds any of `secrets` (given to the child once, through its stdin)."""
+    error message holds any of `secrets` (given to the child once, through its stdin);
+    `route` tells it the Routers of a model of several deployments before its first call."""
 
     def __init__(self, threads: int, timeout: float, secrets: list[str]) -> None:
         self.patience = 2 * timeout + 60.0       # a child that says nothing for this long is taken as gone
@@ -118,6 +148,10 @@ class ChildCalls:
         self._numbers = count()
         threading.Thread(target=self._link.read, name="smallville-calls-reader", daemon=True).start()
         self._forget = weakref.finalize(self, self._link.end)
+
+    def route(self, routers: dict[str, dict]) -> None:
+        """The Routers by model group (`routers_of`'s specs, keys and all: through the pipe only)."""
+        self._link.write(json.dumps({"routers": routers}))
 
     def __call__(self, kwargs: dict, price: bool) -> Reply | Failed:
         n = next(self._numbers)
@@ -212,17 +246,19 @@ class _Link:
 def serve(threads: int) -> None:
     """The child: after a first line of secrets (the strings no message may show), calls
     read from stdin as JSON lines `[n, kwargs, price]`, each answered on stdout as
-    `[n, reply or failed]` when it is done, `threads` at a time."""
+    `[n, reply or failed]` when it is done, `threads` at a time; a line `{"routers": ...}`
+    makes the Routers the calls after it may name (`routers_of`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the run's to handle, not ours
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)                                   # anything printed goes to stderr, not the channel
     secrets = json.loads(sys.stdin.readline() or "[]")
     litellm = import_litellm()
+    routers: dict = {}
     lock = threading.Lock()
 
     def work(n: int, kwargs: dict, price: bool) -> None:
         try:
-            out = call(litellm, kwargs, secrets, price)
+            out = call(litellm, kwargs, secrets, price, routers)
         except BaseException as exc:  # never leave the parent waiting
             out = Failed("server", scrub(f"{type(exc).__name__}: {one_line(exc)}", secrets))
         with lock:
@@ -231,7 +267,11 @@ def serve(threads: int) -> None:
 
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="smallville-call") as pool:
         for line in sys.stdin:
-            pool.submit(work, *json.loads(line))
+            message = json.loads(line)
+            if isinstance(message, dict):
+                routers.update(routers_of(message["routers"]))
+            else:
+                pool.submit(work, *message)
 
 
 # ---- failures as one line ---------------------------------------------------------------
@@ -275,7 +315,10 @@ def one_line(exc: BaseException) -> str:
 
 def retry_after(exc: BaseException) -> float | None:
     """The wait a refusing server asked for (its Retry-After header: seconds or an HTTP
-    date), if any."""
+    date), or a Router whose deployments all cool down (its `cooldown_time`), if any."""
+    cooling = getattr(exc, "cooldown_time", None)
+    if isinstance(cooling, (int, float)) and not isinstance(cooling, bool):
+        return max(0.0, float(cooling))
     for headers in (getattr(exc, "litellm_response_headers", None),
                     getattr(getattr(exc, "response", None), "headers", None)):
         value = headers.get("retry-after") if headers else None

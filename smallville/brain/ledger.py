@@ -1,7 +1,9 @@
 """What a brain's requests cost: requests, model calls, retries, fallbacks, tokens, cost,
 counted per request kind and per agent. Shared by the LLM brain and its wrappers.
 `reasoning_tokens` are the part of `completion_tokens` a model spent reasoning; `cut` counts
-the calls whose answer was cut off at `max_tokens`."""
+the calls whose answer was cut off at `max_tokens`. Calls are also counted per model (a kind
+may have its own), with the kinds each answered, and per deployment of a model of several
+(deployments.py): each call went to one, so the deployments' figures add up to the calls'."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from collections import defaultdict
 
 FIGURES = ("requests", "calls", "retries", "fallbacks", "reused", "cached",
            "prompt_tokens", "completion_tokens", "reasoning_tokens", "cut", "cost")
+CALL_FIGURES = ("calls", "failed", "prompt_tokens", "completion_tokens", "reasoning_tokens", "cut", "cost")
+"""What is counted per model and per deployment: calls (`failed`: of them, those that got no reply)."""
 
 
 class Ledger:
@@ -19,21 +23,33 @@ class Ledger:
         self._lock = threading.Lock()
         self.by_kind: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(FIGURES, 0))
         self.by_agent: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(FIGURES, 0))
+        self.by_model: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(CALL_FIGURES, 0))
+        self.by_deployment: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(CALL_FIGURES, 0))
+        self.answered_by: dict[str, set[str]] = defaultdict(set)     # request kind -> the models it was sent to
         self.cost_known = True
         self.busy_s = 0.0          # summed duration of model calls
         self.batch_s = 0.0         # wall time spent answering batches that made calls
         self.batches = 0
         self.span = [float("inf"), float("-inf")]   # first call's start, last call's end
-        self.throttle = None       # the LLM brain's, whose limit the usage reports
+        self.throttles: dict = {}  # the LLM brains' (by model), whose limits the usage reports
 
-    def add(self, kind: str, agent: str | None, **figures: float) -> None:
+    def add(self, kind: str, agent: str | None, *, model: str | None = None, deployment: str | None = None,
+            failed: int = 0, **figures: float) -> None:
         """Count `figures` for a request kind and the agent who asked (None: no agent,
-        as for the preflight's calls)."""
+        as for the preflight's calls); a call's also for the `model` it went to and its
+        `deployment` (`failed`: it got no reply)."""
         with self._lock:
             for name, value in figures.items():
                 self.by_kind[kind][name] += value
                 if agent is not None:
                     self.by_agent[agent][name] += value
+            if model is not None:
+                self.answered_by[kind].add(model)
+            for table, key in ((self.by_model, model), (self.by_deployment, deployment)):
+                if key is not None:
+                    for name, value in {**figures, "failed": failed}.items():
+                        if name in CALL_FIGURES:
+                            table[key][name] += value
 
     def add_time(self, busy: float = 0.0, batch: float = 0.0, began: float | None = None) -> None:
         with self._lock:
@@ -60,11 +76,16 @@ class Ledger:
         """Add the counts of another session's usage (a manifest's `usage`, `to_dict`'s
         form) to these: a resumed run's usage adds up."""
         with self._lock:
-            for mine, theirs in ((self.by_kind, usage.get("by_kind", {})), (self.by_agent, usage.get("by_agent", {}))):
+            for mine, theirs, names in ((self.by_kind, usage.get("by_kind", {}), FIGURES),
+                                        (self.by_agent, usage.get("by_agent", {}), FIGURES),
+                                        (self.by_model, usage.get("by_model", {}), CALL_FIGURES),
+                                        (self.by_deployment, usage.get("by_deployment", {}), CALL_FIGURES)):
                 for key, row in theirs.items():
                     for name, value in row.items():
-                        if name in FIGURES:
+                        if name in names:
                             mine[key][name] += value
+            for kind, models in usage.get("answered_by", {}).items():
+                self.answered_by[kind].update(models)
             self.batches += usage.get("rounds", 0)
             self.cost_known = self.cost_known and usage.get("cost_known", True)
 
@@ -80,8 +101,15 @@ class Ledger:
                "by_agent": {k: clean(v) for k, v in sorted(self.by_agent.items())},
                "rounds": self.batches,      # batches (retry rounds included) that went to the model
                "in_flight": self.in_flight()}
-        if self.throttle is not None:
-            out["concurrency"] = self.throttle.describe()
+        for name, table in (("by_model", self.by_model), ("by_deployment", self.by_deployment)):
+            if table:
+                out[name] = {k: clean(v) for k, v in sorted(table.items())}
+        if self.answered_by:
+            out["answered_by"] = {k: sorted(v) for k, v in sorted(self.answered_by.items())}
+        if len(self.throttles) == 1:
+            out["concurrency"] = next(iter(self.throttles.values())).describe()
+        elif self.throttles:
+            out["concurrency"] = {label: t.describe() for label, t in sorted(self.throttles.items())}
         if agents and hours:
             scale = 1.0 / (agents * hours)
             out["per_agent_hour"] = {

@@ -19,33 +19,31 @@ from smallville.brain.answertext import escape_controls
 from smallville.brain.base import Brain, Failed, override
 from smallville.brain.calls import ChildCalls, InProcess, Reply, import_litellm
 from smallville.brain.config import LLMConfig
+from smallville.brain.deployments import Deployment, router_spec, targets_of
 from smallville.brain.keys import api_key_for
 from smallville.brain.ledger import Ledger
-from smallville.brain.prompts import (
-    STRUCTURED_MODES,
-    AnswerError,
-    check_reply,
-    load_templates,
-)
-from smallville.brain.throttle import Throttle
+from smallville.brain.prompts import STRUCTURED_MODES, AnswerError, check_reply, load_templates
+from smallville.brain.throttle import Pool, Throttle
 from smallville.errors import BrainError
 
 
 def price(config, prompt: int, completion: int) -> float:
     """USD for so many tokens of the model of `config`: the configured price, else
-    litellm's price map; a `BrainError` when neither knows the model."""
+    litellm's price map (a deployment list's first model's); a `BrainError` when neither
+    knows the model."""
     if config.price_prompt is not None or config.price_completion is not None:
         return prompt * (config.price_prompt or 0.0) + completion * (config.price_completion or 0.0)
     try:
-        cost_in, cost_out = import_litellm().cost_per_token(model=config.model, prompt_tokens=prompt,
+        cost_in, cost_out = import_litellm().cost_per_token(model=config.base_model, prompt_tokens=prompt,
                                                             completion_tokens=completion)
     except Exception:
-        raise BrainError(f"no price known for model {config.model!r}: set price_prompt and price_completion "
+        raise BrainError(f"no price known for model {config.base_model!r}: set price_prompt and price_completion "
                          "(USD per token) in the brain settings to use --budget") from None
     return float(cost_in) + float(cost_out)
 
 
 REASONING_TOKENS = 2048     # room for reasoning, by default, for a model that reasons (docs/llm.md)
+GROUP = "deployments"       # the model group a list's Router serves (calls name it as their model)
 
 
 @dataclass(frozen=True)
@@ -63,36 +61,62 @@ class Attempt:
 
 
 class LLMBrain(Brain):
-    """Answers requests with a model litellm can call; see the module docstring."""
+    """Answers requests with a model litellm can call (a list of deployments through litellm's
+    Router: deployments.py); see the module docstring."""
 
-    def __init__(self, config: LLMConfig, ledger: Ledger | None = None, *, child: bool = False) -> None:
+    def __init__(self, config: LLMConfig, ledger: Ledger | None = None, *, child: bool = False,
+                 name: str | None = None) -> None:
         self.config = config
-        self.name = config.model
+        self.name = name or config.label
         self.ledger = ledger or Ledger()
+        self.targets = targets_of(config)                  # where calls may go: the model, or each deployment
         self._pool: ThreadPoolExecutor | None = None      # (none yet if setting up fails)
         # With `child`, calls are made from a child process (calls.py). It starts first: it
         # imports litellm while this process does the same.
-        secrets = secrets_in_environment(config.api_key)    # the placeholder key is no secret
+        secrets = secrets_in_environment(*(os.environ.get(t.api_key_env or "") for t in self.targets))
         self.calls = ChildCalls(config.concurrency_limit, config.timeout, secrets) if child else None
         try:
             self._litellm = import_litellm()
-            try:
-                self._litellm.get_llm_provider(config.model, api_base=config.api_base)
-            except Exception:
-                raise BrainError(f"unknown brain {config.model!r}: use offline, or a litellm model name such as "
-                                 "openai/gpt-4o-mini or ollama/llama3.1") from None
-            self.api_key = api_key_for(config.model, config.api_base, config.api_key_env)
+            self.keys = {t.label: self._key(t) for t in self.targets}     # (the placeholder key is no secret)
+            routers = {GROUP: self._router()} if config.deployments else {}
         except BaseException:
             self.close()
             raise
-        self.calls = self.calls or InProcess(secrets)
+        if self.calls is not None and routers:
+            self.calls.route(routers)
+        self.calls = self.calls or InProcess(secrets, routers)
         self.templates = load_templates()
-        self.throttle = Throttle(config.concurrency_first, config.concurrency_limit, adaptive=config.adaptive)
-        self.ledger.throttle = self.throttle
+        self.throttle = self._throttle()
+        self.ledger.throttles[self.name] = self.throttle
         self._pool = ThreadPoolExecutor(max_workers=config.concurrency_limit, thread_name_prefix="smallville-llm")
         self.answered = 0              # valid answers so far: an unreachable model has none
         self.mode_note: dict | None = None     # the structured-output mode the preflight chose, and why
         self.reasoning, self.reasoning_from = self._reasoning_room()
+
+    def _key(self, target: Deployment) -> str | None:
+        """The key calls to `target` send; an unknown model or a missing key is said now."""
+        what = "model" if target.label == self.name else f"deployment {target.label!r}: model"
+        try:
+            self._litellm.get_llm_provider(target.model, api_base=target.api_base)
+        except Exception:
+            raise BrainError(f"unknown brain {target.model!r}: use offline, or a litellm model name such as "
+                             "openai/gpt-4o-mini or ollama/llama3.1") from None
+        return api_key_for(target.model, target.api_base, target.api_key_env, what=what)
+
+    def _router(self) -> dict:
+        """The Router of a model of several deployments, as `calls.routers_of` makes it."""
+        c = self.config
+        return router_spec(GROUP, self.targets, self.keys, routing=c.routing, cooldown=c.cooldown,
+                           allowed_fails=c.allowed_fails, timeout=c.timeout)
+
+    def _throttle(self) -> Throttle | Pool:
+        """The calls in flight: one limit for a model, one for each deployment of a list."""
+        c = self.config
+        if not c.deployments:
+            return Throttle(c.concurrency_first, c.concurrency_limit, adaptive=c.adaptive)
+        ceiling = max(c.concurrency_start, c.concurrency_ceiling)
+        return Pool({t.label: Throttle(t.max_concurrency or c.concurrency_start, t.max_concurrency or ceiling,
+                                       adaptive=t.max_concurrency is None) for t in self.targets})
 
     @override
     def describe(self) -> dict:
@@ -113,7 +137,7 @@ class LLMBrain(Brain):
         if self.config.reasoning_tokens is not None:
             return self.config.reasoning_tokens, "setting"
         try:
-            marked = bool(self._litellm.supports_reasoning(model=self.config.model))
+            marked = bool(self._litellm.supports_reasoning(model=self.config.base_model))
         except Exception:  # a model litellm does not know
             marked = False
         return (REASONING_TOKENS, "litellm") if marked else (0, "none")
@@ -141,15 +165,20 @@ class LLMBrain(Brain):
             self.ledger.add_time(batch=time.perf_counter() - began)
         return answers
 
+    def brain_for(self, kind: str) -> LLMBrain:
+        """The LLM brain that answers requests of `kind`: this one (bykind.ByKind has several)."""
+        return self
+
     def prompt_tokens(self, request: rq.Message) -> int:
         """The tokens of the prompt `request` is sent as, by the model's tokenizer."""
         return self.count_tokens(self.templates[request.kind].render(request, self.config.structured,
                                                                      self.config.echo_request))
 
     def count_tokens(self, messages: list[dict]) -> int:
-        return int(self._litellm.token_counter(model=self.config.model, messages=messages))
+        return int(self._litellm.token_counter(model=self.config.base_model, messages=messages))
 
-    def price(self, prompt: int, completion: int) -> float:
+    def price(self, prompt: int, completion: int, kind: str | None = None) -> float:
+        """USD for so many tokens (of any kind: this model answers them all)."""
         return price(self.config, prompt, completion)
 
     @override
@@ -169,14 +198,15 @@ class LLMBrain(Brain):
         that cannot take the mode is found now rather than paid for all run long. The mode
         found is used from then on (`config.structured`); the line returned says which and
         why when it is not the one configured. Each call is counted in the ledger, and
-        goes through `gate` (the budget) if given."""
+        goes through `gate` (the budget) if given. Every deployment of a list is checked, and
+        the mode is one they all take."""
         if not self.config.preflight:
             return None
         modes = STRUCTURED_MODES[STRUCTURED_MODES.index(self.config.structured):]
         why: list[str] = []
         fallback = None                          # the first mode the server took, if none was followed
         for mode in modes:
-            outcome = self._probe(mode, gate)
+            outcome = next((o for o in (self._probe(mode, gate, t) for t in self.targets) if o is not None), None)
             if outcome is None:
                 return self._use(mode, why)
             if outcome.startswith("refused"):
@@ -189,8 +219,8 @@ class LLMBrain(Brain):
             self.mode_note["note"] = (f"structured output: {fallback} (no mode's answer followed the schema: "
                                       f"{'; '.join(why)}); expect retries and fallbacks")
             return self.mode_note["note"]
-        where = self.config.api_base or "its default endpoint"
-        raise BrainError(f"model {self.config.model!r} at {where} takes no structured-output mode: {'; '.join(why)}")
+        where = " or ".join(t.api_base or "its default endpoint" for t in self.targets)
+        raise BrainError(f"model {self.name!r} at {where} takes no structured-output mode: {'; '.join(why)}")
 
     def _use(self, mode: str, why: list[str]) -> str | None:
         configured = self.config.structured
@@ -202,10 +232,10 @@ class LLMBrain(Brain):
                                   f"(set structured: {mode} in the brain settings to skip the check)")
         return self.mode_note["note"]
 
-    def _probe(self, mode: str, gate) -> str | None:
-        """None if the server answers the probe in `mode` as its schema says; else what
-        went wrong (`refused: ...` for a server that rejects the mode). Transient faults are
-        retried; anything else (no connection, a refused key, an unknown model) is a
+    def _probe(self, mode: str, gate, target: Deployment) -> str | None:
+        """None if the server of `target` answers the probe in `mode` as its schema says; else
+        what went wrong (`refused: ...` for a server that rejects the mode). Transient faults
+        are retried; anything else (no connection, a refused key, an unknown model) is a
         `BrainError` at once."""
         messages = [{"role": "system", "content": "You answer in JSON."},
                     {"role": "user", "content": PROBE_PROMPT + (
@@ -221,10 +251,10 @@ class LLMBrain(Brain):
                 time.sleep(self.config.backoff * 2 ** (attempt - 1))
             attempt += 1
             with gate(messages) if gate else nullcontext():     # a budget that cannot pay stops here
-                reply = self._complete(messages, fmt, max_tokens=PROBE_TOKENS + self.reasoning)
+                reply = self._complete(messages, fmt, max_tokens=PROBE_TOKENS + self.reasoning, target=target)
                 if isinstance(reply, Failed):
                     last = reply
-                    self.ledger.add("preflight", None, calls=1)
+                    self._account_failed(None, reply)
                 else:
                     self._account(None, reply)
             if isinstance(reply, Failed):
@@ -243,8 +273,8 @@ class LLMBrain(Brain):
                 return None
             except AnswerError as exc:
                 return str(exc)
-        where = self.config.api_base or "its default endpoint"
-        raise BrainError(f"model {self.config.model!r} at {where} cannot answer: {last}")
+        where = target.api_base or "its default endpoint"
+        raise BrainError(f"model {target.model!r} at {where} cannot answer: {last}")
 
     # ---- one request ----------------------------------------------------------------
 
@@ -262,12 +292,12 @@ class LLMBrain(Brain):
                                    self.config.setting(request.kind, "temperature", template.temperature))
             took = time.perf_counter() - began
             if isinstance(reply, Failed):
-                self.ledger.add(request.kind, request.agent, calls=1)
+                self._account_failed(request, reply)
                 self.ledger.add_time(busy=took, began=began)
                 if reply.reason == "rate_limit" or reply.retry_after is not None:
-                    ticket.rate_limited()
+                    ticket.rate_limited(reply.deployment)
                 return Attempt(request, reply, None, room, took)
-            ticket.answered()
+            ticket.answered(reply.deployment)
         self.ledger.add_time(busy=took, began=began)
         self._account(request, reply)
         answer, notes = self._parse(request, reply)
@@ -298,18 +328,23 @@ class LLMBrain(Brain):
         return int(answer) + int(self.config.setting(request.kind, "reasoning_tokens", self.reasoning))
 
     def _complete(self, messages: list[dict], response_format: dict | None, max_tokens: int,
-                  temperature: float = 0.0) -> Reply | Failed:
+                  temperature: float = 0.0, target: Deployment | None = None) -> Reply | Failed:
+        """One call: to `target`, or where the model's calls go (a list's Router picks)."""
         c = self.config
-        kwargs: dict[str, Any] = dict(model=c.model, messages=messages, temperature=temperature,
+        kwargs: dict[str, Any] = dict(model=GROUP, messages=messages, temperature=temperature,
                                       max_tokens=max_tokens, timeout=c.timeout, max_retries=0, **c.extra)
-        if c.api_base:
-            kwargs["api_base"] = c.api_base
-        if self.api_key:
-            kwargs["api_key"] = self.api_key
+        target = target or (None if c.deployments else self.targets[0])
+        if target is not None:
+            kwargs["model"] = target.model
+            if target.api_base:
+                kwargs["api_base"] = target.api_base
+            if self.keys[target.label]:
+                kwargs["api_key"] = self.keys[target.label]
         if response_format:
             kwargs["response_format"] = response_format
         priced = c.price_prompt is None and c.price_completion is None and self.ledger.cost_known
-        return self.calls(kwargs, priced)
+        out = self.calls(kwargs, priced)
+        return replace(out, deployment=target.label) if target is not None and c.deployments else out
 
     def _account(self, request: rq.Message | None, reply: Reply) -> None:
         c = self.config
@@ -322,7 +357,15 @@ class LLMBrain(Brain):
             cost = reply.cost or 0.0
         self.ledger.add(request.kind if request else "preflight", request.agent if request else None, calls=1,
                         prompt_tokens=prompt, completion_tokens=completion, cost=cost,
-                        reasoning_tokens=reply.reasoning_tokens, cut=int(reply.finish_reason == "length"))
+                        reasoning_tokens=reply.reasoning_tokens, cut=int(reply.finish_reason == "length"),
+                        model=self.name, deployment=reply.deployment)
+
+    def _account_failed(self, request: rq.Message | None, failed: Failed) -> None:
+        """A call that got no reply; one a list's Router sent nowhere (every deployment
+        cooling down) is no call."""
+        sent = failed.deployment is not None or not self.config.deployments
+        self.ledger.add(request.kind if request else "preflight", request.agent if request else None,
+                        calls=int(sent), failed=int(sent), model=self.name, deployment=failed.deployment)
 
 
 def cut_off(reply: Reply) -> str:
@@ -355,8 +398,9 @@ def names_format(error: str) -> bool:
                                          "grammar", "structured output", "guided"))
 
 
-def secrets_in_environment(extra: str | None = None) -> list[str]:
-    """Values of environment variables that look like keys, never to be written anywhere."""
+def secrets_in_environment(*extra: str | None) -> list[str]:
+    """Values of environment variables that look like keys, and `extra` (the values of the
+    variables `api_key_env` names), never to be written anywhere."""
     names = ("KEY", "TOKEN", "SECRET")
     found = [v for k, v in os.environ.items() if any(n in k.upper() for n in names) and len(v) >= 6]
-    return sorted(set(found + ([extra] if extra else [])), key=len, reverse=True)
+    return sorted(set(found + [e for e in extra if e]), key=len, reverse=True)

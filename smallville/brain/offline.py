@@ -24,12 +24,12 @@ from smallville.brain.text import (
     OWN_MARK,
     SHARE_MARK,
     first_name,
-    first_person,
     mentions_sleep,
     names_in,
     progressive,
     shared_fact,
 )
+from smallville.brain.voice import first_person, names
 
 # Word stems and the importance they lend a memory (the highest match wins).
 _WEIGHTS: tuple[tuple[str, int], ...] = (
@@ -51,10 +51,13 @@ _SHAREABLE = ("seed", "chat", "thought", "reflection")
 ON_MIND = " has been thinking about this: "      # a summary's last sentence: what is on the agent's mind
 _ON_MIND = re.compile(re.escape(ON_MIND) + r"(.+?)\.?$")
 # What was talked about, seen or heard around, rather than news itself ("Ann talked with Bob
-# about Isabella's party", the insights below): not passed on, nor taken for what matters.
+# about Isabella's party", the insights below), and the hours of someone's plan: not passed
+# on, nor taken for what matters.
 _HEARSAY = re.compile(r"\b(?:talked|talking) with .+ about |\bhas been hearing about |\boften sees |"
-                      r"\bhas been a part of ")
-_FILLERS = ("taking a short break", "checking {me}'s phone", "tidying up {me}'s things", "looking over {me}'s notes")
+                      r"\bhas been a part of |\bhas often been |'s plan (?:for|until) ")
+# Between the steps of an activity. The brain knows no one's pronouns, so none says whose.
+_FILLERS = ("taking a short break", "checking messages", "tidying up a little", "looking over some notes")
+_ABOUT = "What do I think about "             # a reflection question on someone or something
 
 
 def _the(label: str) -> str:
@@ -149,10 +152,10 @@ class OfflineBrain(Brain):
         return rq.Tags(tuple(tag(t, k, req.name, req.sources, req.emotions) for t, k in zip(req.texts, req.kinds)))
 
     def _summarize(self, req: rq.Summarize, rng: random.Random) -> rq.Summary:
-        """Who they are from their file; what they do from their latest plan; what is on
-        their mind from the weightiest memory on their progress."""
+        """Who they are from their file; what they do from the day's plan (else a plan
+        recalled); what is on their mind from the weightiest memory on their progress."""
         me = first_name(req.name)
-        plan = next((m for _, m in req.occupation if "'s plan for " in m), "")
+        plan = req.plan or next((m for _, m in req.occupation if "'s plan for " in m), "")
         occupation = f"Lately {me}'s days go: {plan.split(': ', 1)[1]}." if ": " in plan else ""
         weighty = sorted((-rate(m), i, m) for i, (_, m) in enumerate(req.progress)
                          if rate(m) >= 5 and not _HEARSAY.search(shared_fact(m)))
@@ -209,7 +212,7 @@ class OfflineBrain(Brain):
             elif roll < 0.9 or minutes == total:
                 steps.append(rq.Step(minutes, req.activity))
             else:
-                steps.append(rq.Step(minutes, rng.choice(_FILLERS).format(me=first_name(req.name))))
+                steps.append(rq.Step(minutes, rng.choice(_FILLERS)))
             left -= minutes
         return rq.Actions(tuple(steps))
 
@@ -243,7 +246,7 @@ class OfflineBrain(Brain):
                 continue                                # small talk, not news
             own = first_person(fact, req.name)          # one's own news is said in the first person
             told = fact in said or (own is not None and any(own in line for line in lines))
-            if (kind in _SHAREABLE and importance >= 4 and not told and not fact.startswith(listener)
+            if (kind in _SHAREABLE and importance >= 4 and not told and not names(fact, req.listener_name)
                     and not fact.startswith("I ")):         # one's own thoughts and memos are not news
                 news.append((-importance, i, fact))
         news.sort()
@@ -266,22 +269,28 @@ class OfflineBrain(Brain):
     def _tells(self, req: rq.Speak, fact: str, importance: int) -> bool:
         """One's own important news is always told. Other news is passed on more often the
         more it matters: with gossip g, importance 4 -> g/7 of the time, 10 -> g."""
-        if importance >= 6 and fact.startswith(first_name(req.name) + " "):
+        if importance >= 6 and names(fact, req.name):
             return True
         draw = random.Random(f"{self.seed}:{req.agent}:{req.listener}:{len(req.earlier)}:{fact}").random()
         return draw < self.gossip * (importance - 3) / 7
 
     def _after_talk(self, req: rq.AfterTalk, rng: random.Random) -> rq.TalkNotes:
-        """The news told (if any) is the topic; a promise to go somewhere becomes the memo."""
+        """The news told (if any) is the topic; an appointment of someone else's becomes the memo;
+        the thought names the news in a few words, one's own as "my ..."."""
         me, other = first_name(req.name), first_name(req.other_name)
         told = [shared_fact(f"{who} said to someone: {line}") for who, line in req.lines
                 if SHARE_MARK in line or OWN_MARK in line]
         topic = _topic(told[0]) if told else "how their days are going"
         summary = f"{me} talked with {other} about {topic}" + (f": {told[0].rstrip('.')}." if told else "")
-        engagement = next((f for f in told if _TIME.search(f) and any(m in f.lower() for m in _MONTHS)), "")
+        engagement = next((f for f in told if _TIME.search(f) and any(m in f.lower() for m in _MONTHS)
+                           and not names(f, req.name)), "")
         memo = f"{MEMO_MARK}{engagement}" if engagement else ""
-        thought = (f"I want to keep {topic} in mind when I plan my day" if told
-                   else f"It was nice to catch up with {other}")
+        if not told:
+            thought = f"It was nice to catch up with {other}"
+        elif names(told[0], req.name):
+            thought = f"I told {other} about " + re.sub(rf"^{re.escape(me)}['’]s ", "my ", topic)
+        else:
+            thought = f"I want to keep {topic} in mind when I plan my day"
         view = (f"someone {me} has talked with, most recently about {topic}" if req.view == ""
                 or req.view.startswith("someone ") else f"{req.view.split('; ')[0]}; they last talked about {topic}")
         return rq.TalkNotes(summary, thought, memo, view, topic)
@@ -289,21 +298,23 @@ class OfflineBrain(Brain):
     # ---- reflection -----------------------------------------------------------------
 
     def _reflect_questions(self, req: rq.ReflectQuestions, rng: random.Random) -> rq.Questions:
+        """The people and places that recur most in the latest memories; when there are too few,
+        how the agent has been spending its days."""
         counts = Counter(n for _, text in req.memories for n in {m.removesuffix("'s") for m in names_in(text)}
                          if n != req.name)
         topics = [n for n, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][: req.count]
-        questions = [f"What do I think about {t}?" for t in topics]
+        questions = [f"{_ABOUT}{t}?" for t in topics]
         if len(questions) < req.count:
-            questions.append(f"How has {first_name(req.name)} been spending the days?")
+            questions.append(_days_question(req.name))
         return rq.Questions(tuple(questions[: req.count]))
 
     def _insights(self, req: rq.Insights, rng: random.Random) -> rq.InsightList:
         """Up to three insights the agent does not hold yet (`req.known`), drawn from the
-        evidence on the question's topic: what matters most in it, what the agent has
-        talked about with or about the topic, what it sees the topic doing; else that the
-        topic has been a part of its days."""
+        evidence on the question's topic (the agent itself, asked how it spends its days):
+        what matters most in it, what the agent has talked about with or about the topic, what
+        it sees the topic doing; else that the topic has been a part of its days."""
         me = first_name(req.name)
-        topic = req.question.removeprefix("What do I think about ").rstrip("?")
+        topic = req.question.removeprefix(_ABOUT).rstrip("?") if req.question.startswith(_ABOUT) else req.name
         evidence = [text for _, text in req.evidence]
         about = tuple(i for i, e in enumerate(evidence) if topic in e) or tuple(range(len(evidence)))
         known = set(req.known)
@@ -312,18 +323,10 @@ class OfflineBrain(Brain):
             if rate(evidence[i]) >= 5 and not _HEARSAY.search(shared_fact(evidence[i])):
                 found.setdefault(f"{me} thinks this matters: {shared_fact(evidence[i])}", []).append(i)
         for i in reversed(about):                 # the latest first
-            text = evidence[i]
-            if _CHAT.search(text):
-                news = shared_fact(text) if SHARE_MARK in text or OWN_MARK in text else ""
-                subject = _topic(news) if news else "how the days are going"
-                between = text.split(": ", 1)[0]     # "Ann Lee said to Maria Lopez"
-                said = (f"{me} has talked with {first_name(topic)} about {subject}" if topic in between
-                        else f"{me} has been hearing about {topic} in talks about {subject}")
+            said = _insight_of(evidence[i], topic, req.name)
+            if said:
                 found.setdefault(said, []).append(i)
-            elif " is " in text and text.startswith(topic) and topic != req.name:
-                doing = text.split(" is ", 1)[1].split(" (")[0]
-                found.setdefault(f"{me} often sees {first_name(topic)} {doing}", []).append(i)
-        if about:
+        if about and topic != req.name:
             found.setdefault(f"{topic} has been a part of {me}'s days lately", list(about))
         new = [rq.Insight(text, tuple(cites[:5])) for text, cites in found.items() if text not in known]
         return rq.InsightList(tuple(new[:3]))
@@ -356,6 +359,34 @@ class OfflineBrain(Brain):
         return rule_verdict(req)
 
 
+def _days_question(name: str) -> str:
+    """The reflection question an agent asks of itself when no one recurs in its memories."""
+    return f"How has {first_name(name)} been spending the days?"
+
+
+def _insight_of(text: str, topic: str, name: str) -> str:
+    """What one piece of evidence says of `topic` (a person, a place, or the agent `name`
+    itself): who talked with whom about what, what someone is seen doing; else ""."""
+    me = first_name(name)
+    if _CHAT.search(text):
+        news = shared_fact(text) if SHARE_MARK in text or OWN_MARK in text else ""
+        subject = _topic(news) if news else "how the days are going"
+        between = text.split(": ", 1)[0]         # "Ann Lee said to Maria Lopez"
+        other = next((n for n in between.split(" said to ") if n != name), "")
+        if topic == name and other:
+            return f"{me} has talked with {first_name(other)} about {subject}"
+        return (f"{me} has talked with {first_name(topic)} about {subject}" if topic in between
+                else f"{me} has been hearing about {topic} in talks about {subject}")
+    if " is " not in text or not text.startswith(topic):
+        return ""
+    doing = text.split(" is ", 1)[1].split(" (")[0]
+    if topic != name:
+        return f"{me} often sees {first_name(topic)} {doing}"
+    if rate(text) > 1 and not doing.startswith(("walking to ", "talking with ", "idling", "waking up")):
+        return f"{me} has often been {doing} lately"
+    return ""
+
+
 def _broad(blocks: list[rq.Block]) -> tuple[str, ...]:
     """The day's blocks in broad strokes: runs of one activity, the two shortest neighbours
     joined until there are at most eight."""
@@ -372,15 +403,18 @@ def _broad(blocks: list[rq.Block]) -> tuple[str, ...]:
 
 
 def _topic(fact: str) -> str:
-    """A few words for what a piece of news is about, as a passer-by would catch it:
-    `Ann Lee is planning a birthday party at ...` -> `Ann's party`, other news of a person
-    -> `Ann's news`."""
+    """A few words for what a piece of news is about, as a passer-by would catch it, never a
+    sentence: `Ann Lee is planning a birthday party at ...` -> `Ann's party`, other news of a
+    person -> `Ann's news`, `The fair at the park has started` -> `the fair`, else `the news`."""
     clause = re.split(r",? (?:at|on|from|in|and) ", fact.rstrip("."), maxsplit=1)[0]
-    named = re.match(r"^([A-Z][\w'’]*)(?: [A-Z][\w'’]*)* (?:is|was|will be) (.+)$", clause)
-    if not named:
-        return " ".join(clause.split()[:4])
-    thing = re.match(r"^\w+ing (?:a|an|the) (?:.+ )?(\w+)$", named.group(2))
-    return f"{named.group(1)}'s {thing.group(1) if thing else 'news'}"
+    thing = re.match(r"^(?:The|A|An) (?:[\w'’-]+ )*?([a-z]+)(?: (?:is|was|has|have|are|were|will)\b|$)", clause)
+    if thing:
+        return f"the {thing.group(1)}"
+    person = re.match(r"^([A-Z][\w-]*)(?:['’]s)?(?: [A-Z][\w'’-]*)* ", clause)
+    if not person:
+        return "the news"
+    named = re.match(r"^[A-Z][\w'’-]*(?: [A-Z][\w'’-]*)* (?:is|was|will be) \w+ing (?:a|an|the) (?:.+ )?(\w+)$", clause)
+    return f"{person.group(1)}'s {named.group(1) if named else 'news'}"
 
 
 def _hourly(start: int, end: int, activity: str, where: str) -> list[rq.Block]:

@@ -174,7 +174,9 @@ class Caching(Wrapper):
         self.ledger = ledger or Ledger()
         settings = {k: v for k, v in inner.describe().items()
                     if k not in ("max_concurrency", "concurrency_start", "concurrency_ceiling", "timeout", "retries",
-                                 "backoff", "preflight", "structured_check")}
+                                 "backoff", "preflight", "structured_check", "routing", "cooldown", "allowed_fails")}
+        if isinstance(settings.get("model"), list):      # a list of deployments is one brain, wherever they are
+            settings["model"] = sorted({d["model"] for d in settings["model"]})
         self.fingerprint = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
         directory = Path(directory)
         try:

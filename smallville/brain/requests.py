@@ -10,11 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
+from functools import cache, cached_property
 from typing import Any, ClassVar
-
-
-def _canonical(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 class Message:
@@ -30,6 +27,13 @@ class Message:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, **{f.name: _plain(getattr(self, f.name)) for f in fields(self)}}
+
+    @cached_property
+    def canonical_key(self) -> str:
+        """`request_key`, worked out once per message: the engine (a `recall` event names it),
+        the recorder and the offline brain each ask it of the same request."""
+        text = json.dumps(self, default=_shallow, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
@@ -56,8 +60,20 @@ def _tupled(value: Any) -> Any:
 
 
 def request_key(request: Message) -> str:
-    """Identity of a request: sha256 of its canonical JSON, 16 hex digits."""
-    return hashlib.sha256(_canonical(request.to_dict()).encode()).hexdigest()[:16]
+    """Identity of a request: sha256 of its canonical JSON, 16 hex digits (worked out once per
+    request: `Message.canonical_key`)."""
+    return request.canonical_key
+
+
+def _shallow(message: Message) -> dict[str, Any]:
+    """`message.to_dict()` one level deep: json encodes tuples as lists itself, and comes back
+    here for a nested message, so the whole is the same JSON as `to_dict`'s."""
+    return {"kind": message.kind, **{name: getattr(message, name) for name in _field_names(type(message))}}
+
+
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
 
 
 # ---- requests -------------------------------------------------------------------------
@@ -109,7 +125,9 @@ class TagMemories(Message):
 class Summarize(Message):
     """The agent summary description (the paper's section 4.3 preamble): who the agent is,
     what it is busy with, how it feels about its recent progress, each from the memories one
-    query retrieved. One request for the paper's three (their answers are independent)."""
+    query retrieved. One request for the paper's three (their answers are independent). The
+    day's plan comes with it, as the released code keeps it beside the agent's identity: a
+    query does not reliably recall it."""
 
     kind: ClassVar[str] = "summarize"
     agent: str
@@ -120,6 +138,7 @@ class Summarize(Message):
     progress: Recalled                          # ... on its feeling about its recent progress
     now: str = ""                               # "Monday, February 13, 2023, 07:00"
     identity: str = ""                          # the fixed line the summary follows: name, age, traits, currently
+    plan: str = ""                              # the day's plan in brief, once made ("Ann Lee's plan for ...: ...")
 
 
 @dataclass(frozen=True)

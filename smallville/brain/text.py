@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from smallville.brain.voice import third_person
+
 _IRREGULAR = {"be": "being", "see": "seeing", "lie": "lying", "die": "dying", "tie": "tying"}
 _NAME = re.compile(r"\b[A-Z][a-z'’]+(?: [A-Z][a-z'’]+)+\b")
 SHARE_MARK = "Did you hear? "          # before news about others
@@ -11,7 +13,6 @@ OWN_MARK = "Guess what? "              # before one's own news, told in the firs
 MEMO_MARK = "I should keep in mind: "  # before what a memo keeps
 _FRAME = re.compile(r"^(?:.+? said to .+?: |.+? thinks this matters: |I should keep in mind: )")
 _SAID = re.compile(r"([A-Z][\w'’]*(?: [A-Z][\w'’]*)*) said to ")
-_PERSONS = (("is ", "I'm "), ("has ", "I've "), ("will ", "I'll "), ("was ", "I was "))
 
 
 def gerund(verb: str) -> str:
@@ -82,42 +83,20 @@ def names_in(text: str) -> list[str]:
 def shared_fact(text: str) -> str:
     """The fact a memory carries, without the frames the offline brain puts around facts
     (`X said to Y: ... Did you hear? FACT`, `X thinks this matters: FACT`), in the third
-    person (`X said to Y: Guess what? I'm ...` carries `X is ...`)."""
-    speaker = ""
+    person (`X said to Y: Guess what? I'm ...`, X's own news, carries `X is ...`)."""
+    speaker, own = "", False
     while True:
         for mark in (SHARE_MARK, OWN_MARK):
             if mark in text:
                 before, text = text.split(mark, 1)
                 said = _SAID.findall(before)
-                speaker = said[-1] if said else speaker
+                speaker, own = (said[-1] if said else speaker), mark == OWN_MARK
         said = _SAID.match(text)
         stripped = _FRAME.sub("", text, count=1)
         if stripped == text:
-            return third_person(text.strip(), speaker)
+            return third_person(text.strip(), speaker) if own else text.strip()
         speaker = said.group(1) if said else speaker
         text = stripped
-
-
-def first_person(fact: str, name: str) -> str | None:
-    """`name`'s own news told by them: `Isa Roy is planning a party, and she ...` -> `I'm
-    planning a party.` (its first clause); None when it does not begin `NAME is/has/will/was`."""
-    for who in (name + " ", first_name(name) + " "):
-        if fact.startswith(who):
-            rest = fact[len(who):]
-            for third, first in _PERSONS:
-                if rest.startswith(third):
-                    clause = re.split(r",? and ", rest[len(third):], maxsplit=1)[0].rstrip(" .")
-                    return f"{first}{clause}."
-    return None
-
-
-def third_person(fact: str, speaker: str) -> str:
-    """A line in the first person as a fact about its `speaker` (the inverse of `first_person`)."""
-    if speaker:
-        for third, first in _PERSONS:
-            if fact.startswith(first):
-                return f"{speaker} {third}{fact[len(first):]}"
-    return fact
 
 
 def first_name(name: str) -> str:

@@ -78,8 +78,73 @@ class _Ticket:
     def __exit__(self, *exc) -> None:
         self.throttle._exit()
 
-    def answered(self) -> None:
+    def answered(self, label: str | None = None) -> None:
         self.throttle._answered()
 
-    def rate_limited(self) -> None:
+    def rate_limited(self, label: str | None = None) -> None:
         self.throttle._rate_limited(self.started_in)
+
+
+class Pool:
+    """The calls in flight to a model of several deployments (deployments.py): each deployment
+    has a limit of its own, found as a lone server's is (a `Throttle` of each: its answers
+    raise it, its rate limits halve it), and at most the sum of their limits are in flight at
+    once. Which deployment a call goes to, litellm's Router decides as it is made, so a
+    ticket is told afterwards: `ticket.answered(label)` or `ticket.rate_limited(label)`."""
+
+    def __init__(self, throttles: dict[str, Throttle]) -> None:
+        self.throttles = throttles
+        self._in_flight = 0
+        self._cond = threading.Condition()
+
+    def slot(self) -> _PoolTicket:
+        return _PoolTicket(self)
+
+    def limit(self) -> int:
+        return sum(int(t.limit) for t in self.throttles.values())
+
+    def _enter(self) -> dict[str, int]:
+        with self._cond:
+            self._cond.wait_for(lambda: self._in_flight < self.limit())
+            self._in_flight += 1
+            return {label: t._round for label, t in self.throttles.items()}
+
+    def _exit(self) -> None:
+        with self._cond:
+            self._in_flight -= 1
+            self._cond.notify()
+
+    def _answered(self, label: str | None) -> None:
+        if label in self.throttles:
+            self.throttles[label]._answered()
+            with self._cond:
+                self._cond.notify_all()
+
+    def _rate_limited(self, label: str | None, rounds: dict[str, int]) -> None:
+        if label in self.throttles:
+            self.throttles[label]._rate_limited(rounds[label])
+
+    def describe(self) -> dict:
+        each = {label: t.describe() for label, t in self.throttles.items()}
+        return {"adaptive": any(t.adaptive for t in self.throttles.values()), "limit": self.limit(),
+                "reached": sum(d["reached"] for d in each.values()), "cuts": sum(d["cuts"] for d in each.values()),
+                "ceiling": sum(t.ceiling for t in self.throttles.values()), "deployments": each}
+
+
+class _PoolTicket:
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+        self.rounds: dict[str, int] = {}
+
+    def __enter__(self) -> _PoolTicket:
+        self.rounds = self.pool._enter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.pool._exit()
+
+    def answered(self, label: str | None = None) -> None:
+        self.pool._answered(label)
+
+    def rate_limited(self, label: str | None = None) -> None:
+        self.pool._rate_limited(label, self.rounds)

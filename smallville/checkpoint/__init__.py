@@ -9,7 +9,8 @@ each writing only what changed since the one before.
       T/accessed.npz        the memories' last-access times: every one, or those changed
                             since the last checkpoint that has every one
       T/memories.jsonl,     what the memory streams gained since the previous checkpoint,
-      T/embeddings.f32      all agents' in two files (`smallville.checkpoint.streams`)
+      T/recorded.i64,       all agents' (`smallville.checkpoint.streams`); an embedding the
+      T/embeddings.f32      run's record holds is referred to by its line there
 
 The state (`Simulation.get_state()`) is stored as parts that refer to each other by
 `[T, offset, length]` (bytes of `T/parts.jsonl`): the root part is the state with each
@@ -23,7 +24,8 @@ at most three deep, however many came before it.
 A checkpoint folder is written under a temporary name and renamed into place when whole,
 so a crash during a save leaves the previous checkpoints intact; a checkpoint refers only
 to earlier ones, which are never removed before it (`resume` removes later ones). `T` is
-the simulated second, zero-padded (`000007200`). Schema 4 (the same, but the digest of the
+the simulated second, zero-padded (`000007200`). Schema 5 (every embedding whole in
+`T/embeddings.f32`), schema 4 (the same, but the digest of the
 whole state's JSON), schema 3 (also each agent's stream in `memory/ID/`,
 `smallville.memory.storage`) and schema 2 (the whole state in `T/state.json`, every
 last-access time in `T/accessed.npz`) are still read.
@@ -44,13 +46,14 @@ from smallville.checkpoint import streams
 from smallville.checkpoint.hashing import digest
 from smallville.checkpoint.head import Head
 from smallville.checkpoint.parts import PARTS, Reader, Saved, Writer, folder_name, starts, text
+from smallville.embed.record import RecordedEmbedder
 from smallville.errors import RunError
 
 __all__ = ["CHECKPOINT_SCHEMA", "Head", "checkpoints", "digest", "fault_point", "folder_name", "last_checkpoint",
            "load_state", "restore", "write_checkpoint"]
 
-CHECKPOINT_SCHEMA = 5
-READABLE = (2, 3, 4, 5)                      # schemas `restore` reads
+CHECKPOINT_SCHEMA = 6
+READABLE = (2, 3, 4, 5, 6)                      # schemas `restore` reads
 HEAD, ACCESSED, WHOLE_STATE = "head.json", "accessed.npz", "state.json"
 
 
@@ -71,8 +74,12 @@ def _save_streams(sim, folder: Path, before: Saved | None) -> dict:
             base, anchor = (before.t, before.memories, before.rows), False
         else:
             base = before.anchor
+    record = sim.embedder if isinstance(sim.embedder, RecordedEmbedder) else None
+    if record is not None:
+        record.sync()                           # what the streams' pieces refer to is on disk first
     memory = streams.write([agent.stream for agent in sim.agents.values()], folder,
-                           base and (base[0], [base[1][a] for a in sim.agents], [base[2][a] for a in sim.agents]))
+                           base and (base[0], [base[1][a] for a in sim.agents], [base[2][a] for a in sim.agents]),
+                           record)
     return {**memory, "anchor": True} if anchor else memory
 
 
@@ -127,7 +134,7 @@ def _write(sim, run_dir: Path, files: dict[str, int]) -> Path:
         out.flush()
         os.fsync(out.fileno())
     arrays, head["accessed"] = writer.accessed([sim.agents[a].stream.last_accessed() for a in state["agents"]])
-    _write_synced(tmp / ACCESSED, lambda f: np.savez(f, **arrays))
+    _write_synced(tmp / ACCESSED, lambda f: np.savez_compressed(f, **arrays))     # (times repeat: a sixth the size)
     _write_synced(tmp / HEAD, lambda f: f.write(text(head).encode("utf-8")))
     _sync_folder(tmp)                           # its files' names, before the rename names it
     shutil.rmtree(final, ignore_errors=True)

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-TEXTS, VECTORS = "texts.jsonl", "vectors.f32"
+FOLDER, TEXTS, VECTORS = "embeddings", "texts.jsonl", "vectors.f32"     # RUN_DIR/FOLDER/TEXTS, ...
 
 
 class EmbeddingRecord:
@@ -35,6 +35,8 @@ class EmbeddingRecord:
         self._where: dict[bytes, int] | None = None     # a text's JSON line -> its row on disk (read when first needed)
         self._texts_bytes = 0
         self._count = 0
+        self._added: dict[str, int] = {}                # a text written since opening -> its line
+        self._next = 0                                  # the line the next text written goes to
         self._files = None
         self._pid = os.getpid()                 # a forked copy (run-ahead) never writes the run's files
 
@@ -42,7 +44,8 @@ class EmbeddingRecord:
         """The recorded embedding of `text`, if the record has one."""
         row = self.rows.get(text)
         if row is None:
-            at = self._index().get(json.dumps(text, ensure_ascii=False).encode("utf-8"))
+            where = self._index()
+            at = where.get(json.dumps(text, ensure_ascii=False).encode("utf-8")) if where else None
             if at is not None:
                 row = self.rows[text] = np.fromfile(self.folder / VECTORS, dtype="<f4", count=self.dim,
                                                     offset=at * self.dim * 4)
@@ -85,7 +88,31 @@ class EmbeddingRecord:
         out_vectors.flush()
         out_texts.write(data)
         out_texts.flush()
+        for i, text in enumerate(texts):
+            self._added.setdefault(text, self._next + i)
+        self._next += len(texts)
         self.keep(texts, vectors)
+
+    def line_of(self, text: str) -> int | None:
+        """The line (and row) of the record that holds `text`'s embedding, if it has one."""
+        line = self._added.get(text)
+        if line is None:
+            where = self._index()
+            line = where.get(json.dumps(text, ensure_ascii=False).encode("utf-8")) if where else None
+        return line
+
+    def rows_at(self, lines: np.ndarray) -> np.ndarray:
+        """The recorded rows at `lines`, read from the file (a restore's, which knows no texts)."""
+        if not len(lines):
+            return np.zeros((0, self.dim or 0), dtype=np.float32)
+        table = np.memmap(self.folder / VECTORS, dtype="<f4", mode="r").reshape(-1, self.dim)
+        return np.asarray(table[np.asarray(lines, dtype=np.int64)], dtype=np.float32)
+
+    def sync(self) -> None:
+        """Put what was written on disk (a checkpoint that refers to it comes next)."""
+        for f in self._files or ():
+            f.flush()
+            os.fsync(f.fileno())
 
     def _open(self, dim: int) -> None:
         """Open both files for appending, cut back to what the record holds."""
@@ -95,6 +122,7 @@ class EmbeddingRecord:
         if not (self.folder / "dim").exists():
             (self.folder / "dim").write_text(str(self.dim))
         self._files = (_cut(self.folder / VECTORS, self._count * self.dim * 4), _cut(self.folder / TEXTS, self._texts_bytes))
+        self._next = self._count
 
     def close(self) -> None:
         for f in self._files or ():
@@ -123,6 +151,21 @@ class RecordedEmbedder:
         known = self.record.dim or next((b.dim for b in self.bases if b.dim), None)
         return known or self.inner.dim
 
+    def recorded(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Where the run's own record holds each text's embedding: its line (-1: not there),
+        and the rows at those lines (zeros for -1). A checkpoint refers to these lines rather
+        than write the embeddings again; what it refers to is put on disk first (`sync`)."""
+        lines = np.full(len(texts), -1, dtype=np.int64)
+        rows = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            line = self.record.line_of(text)
+            if line is not None:
+                lines[i], rows[i] = line, self.record.get(text)
+        return lines, rows
+
+    def sync(self) -> None:
+        self.record.sync()
+
     def _known(self, text: str) -> np.ndarray | None:
         row = self.record.get(text)
         for base in self.bases:
@@ -133,6 +176,10 @@ class RecordedEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
+        if len(texts) == 1:                     # the usual call: one memory stored
+            row = self._known(texts[0])
+            if row is not None:
+                return row[None, :]
         rows = [self._known(t) for t in texts]
         todo = list(dict.fromkeys(t for t, r in zip(texts, rows) if r is None))
         if todo:

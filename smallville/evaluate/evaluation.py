@@ -54,7 +54,7 @@ def evaluate(paths: list[Path], *, at: str | None = None, questions: str | Path 
     protocol = load_protocol(questions)
     t = _time(subjects, at)
     brains = Brains(Ledger(), None if dry_run else (cache or out / "cache"), budget, dry_run)
-    result = Evaluation(out, subjects[0].run.when(t)[:16], judge=judge_settings.model if judge_settings else None)
+    result = Evaluation(out, subjects[0].run.when(t)[:16], judge=judge_settings.label if judge_settings else None)
     record = None
     try:
         if not dry_run:
@@ -66,7 +66,7 @@ def evaluate(paths: list[Path], *, at: str | None = None, questions: str | Path 
             say(f"interviewing {s.name} ({s.condition}) at {result.at}")
             asked, known[s.name] = interviews.prepare(s, protocol, t, vectors)
             settings = brain_settings or _own_settings(s.run)
-            names[s.name] = settings.model
+            names[s.name] = settings.label
             by_brain.setdefault(_key(settings, s.run.seed_now), (settings, s.run.seed_now, []))[2].extend(asked)
         result.seconds["restore"] = time.perf_counter() - began
         for settings, run_seed, asked in by_brain.values():
@@ -79,7 +79,7 @@ def evaluate(paths: list[Path], *, at: str | None = None, questions: str | Path 
             _jsonl(out / "interviews.jsonl", [a.row for a in result.asked])
         if judge_settings is not None:
             result.matches = judge.matches(result.asked, seed)
-            say(f"judging {len(result.matches):,} comparisons with {judge_settings.model}")
+            say(f"judging {len(result.matches):,} comparisons with {judge_settings.label}")
             if result.matches:
                 verdicts = brains.brain(judge_settings, seed, record).answer([m.request for m in result.matches])
                 judge.settle(result.matches, verdicts)
@@ -167,7 +167,7 @@ class Brains:
         from smallville.estimate import Meter
 
         meter = Meter(OfflineBrain(seed), settings, load_templates(), import_litellm())
-        self.meters.setdefault(settings.model, []).append((settings, meter))
+        self.meters.setdefault(settings.label, []).append((settings, meter))
         return meter
 
     def estimate(self) -> dict:
@@ -177,14 +177,14 @@ class Brains:
 
         out: dict = {}
         for model, meters in self.meters.items():
-            for settings, meter in meters:
+            for _, meter in meters:
                 for kind, row in meter.rows.items():
                     into = out.setdefault(f"{model} {kind}", {"model": model, "kind": kind, "requests": 0,
                                                                "prompt_tokens": 0, "completion_tokens": 0,
                                                                "cost_usd": 0.0})
                     for k in ("requests", "prompt_tokens", "completion_tokens"):
                         into[k] += row[k]
-                    prompt, completion = prices(settings, row["prompt_tokens"], row["completion_tokens"])
+                    prompt, completion = prices(meter.endpoint(kind), row["prompt_tokens"], row["completion_tokens"])
                     into["cost_usd"] = None if prompt is None or into["cost_usd"] is None else \
                         into["cost_usd"] + prompt + completion
         return out

@@ -78,6 +78,51 @@ def summarize(rows: list[dict]) -> Rows:
     return summary
 
 
+def compare_pairs(rows: list[dict]) -> Rows:
+    """Each pair of conditions (in order: `a`, `b`) compared seed by seed: for every numeric
+    metric the mean and (sample) standard deviation of `b - a` over the seeds both have. In
+    an experiment with `branch:` the two runs of a seed share their history up to the branch,
+    so a difference is the condition's, not chance's before it."""
+    order = list(dict.fromkeys(r["condition"] for r in rows))
+    by = {(r["condition"], r["seed"]): r for r in rows}
+    out = Rows()
+    for i, a in enumerate(order):
+        for b in order[i + 1:]:
+            seeds = [s for (c, s) in by if c == a and (b, s) in by]
+            row: dict = {"a": a, "b": b, "seeds": len(seeds)}
+            for key in (by[a, seeds[0]] if seeds else {}):
+                diffs = [by[b, s].get(key) - by[a, s].get(key) for s in seeds if _number_pair(by[a, s], by[b, s], key)]
+                if key in ("condition", "seed", "run") or len(diffs) < len(seeds) or not diffs:
+                    continue
+                mean = sum(diffs) / len(diffs)
+                std = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)) if len(diffs) > 1 else 0.0
+                row[f"{key}_diff_mean"], row[f"{key}_diff_std"] = round(mean, 4), round(std, 4)
+            out.append(row)
+    return out
+
+
+def _number_pair(a: dict, b: dict, key: str) -> bool:
+    return all(isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool) for r in (a, b))
+
+
+def print_pairs(pairs: list[dict], console=None) -> None:
+    """The pairwise comparison of the summary's measures: `b - a`, mean ± standard deviation over seeds."""
+    from smallville.metrics import SUMMARY_COLUMNS
+    from smallville.tables import Table, make_console, print_table
+
+    console = console or make_console()
+    keys = list(dict.fromkeys(k.removesuffix("_diff_mean") for r in pairs for k in r if k.endswith("_diff_mean")
+                              and any(k.removesuffix("_diff_mean").endswith(c) for c in SUMMARY_COLUMNS)))
+    table = Table(title="Pairs, seed by seed: b - a, mean ± standard deviation")
+    table.add_column("metric")
+    for r in pairs:
+        table.add_column(f"{r['b']} - {r['a']} ({r['seeds']})", justify="right")
+    for k in keys:
+        table.add_row(k.replace("_", " "), *(f"{r[k + '_diff_mean']:+.2f} ± {r[k + '_diff_std']:.2f}"
+                                             if k + "_diff_mean" in r else "" for r in pairs))
+    print_table(console, table)
+
+
 def print_summary(summary: list[dict], console=None) -> None:
     from smallville.tables import Table, make_console, print_table
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from smallville.csvfile import write_csv
-from smallville.experiment.results import FINISHED, Rows, gather, is_completed, print_summary, summarize
+from smallville.experiment.results import (FINISHED, Rows, compare_pairs, gather, is_completed, print_pairs,
+                                           print_summary, summarize)
 from smallville.errors import ExperimentError
 from smallville.experiment.spec import Experiment, slot_name
 
@@ -45,7 +46,7 @@ def _same_run(run_dir: Path, job: dict) -> bool:
         recorded = read_manifest(run_dir).experiment or {}
     except SmallvilleError:
         return False
-    return all(recorded.get(k) == job[k] for k in ("knobs", "brain", "duration", "embedder"))
+    return all(recorded.get(k) == job.get(k) for k in ("knobs", "brain", "duration", "embedder", "branch", "inject"))
 
 
 def _run_one(job: dict) -> dict:
@@ -59,13 +60,16 @@ def _run_one(job: dict) -> dict:
     if partial.exists():
         shutil.rmtree(partial)
     began = time.perf_counter()
+    recorded = {k: job[k] for k in ("condition", "seed", "knobs", "brain", "duration", "embedder")}
+    recorded.update({k: job[k] for k in ("branch", "inject") if job.get(k) is not None})
     try:
-        result = run_scenario(load_scenario(job["scenario"]), folder=partial, seed=job["seed"],
-                              duration=job["duration"], brain=job["brain"], embedder=job["embedder"],
-                              config=SimConfig.from_dict(job["knobs"]), budget=job.get("budget"),
-                              experiment={"name": job["experiment"], "condition": job["condition"],
-                                          "seed": job["seed"], "knobs": job["knobs"], "brain": job["brain"],
-                                          "duration": job["duration"], "embedder": job["embedder"]})
+        if job.get("branch"):
+            result = _fork_one(job, partial, {"name": job["experiment"], **recorded})
+        else:
+            result = run_scenario(load_scenario(job["scenario"]), folder=partial, seed=job["seed"],
+                                  duration=job["duration"], brain=job["brain"], embedder=job["embedder"],
+                                  config=SimConfig.from_dict(job["knobs"]), budget=job.get("budget"),
+                                  experiment={"name": job["experiment"], **recorded})
     except Exception as exc:            # noqa: BLE001 - reported, the experiment goes on
         return {"slot": slot, "status": "failed", "error": f"{type(exc).__name__}: {exc}",
                 "seconds": round(time.perf_counter() - began, 3)}
@@ -76,6 +80,52 @@ def _run_one(job: dict) -> dict:
             shutil.rmtree(final)
         os.replace(result.path, final)
     return {"slot": slot, "status": status, "seconds": round(time.perf_counter() - began, 3)}
+
+
+def _fork_one(job: dict, folder: Path, experiment: dict):
+    """A branched condition's run: its parent forked at the branch's time onto the condition's
+    brain (settings over the parent's) with its thoughts, to the experiment's end."""
+    from smallville.brain.assembly import settings_of
+    from smallville.run import Run, fork_run
+    from smallville.timefmt import parse_duration
+
+    branch, parent = job["branch"], Run.open(job["parent"])
+    if parent.manifest.status not in FINISHED:
+        raise ExperimentError(f"its parent run {parent.path} did not complete")
+    try:
+        at = parent.seconds(branch["at"])
+    except ValueError:
+        at = parse_duration(branch["at"])
+    brain = job["brain"]
+    if isinstance(brain, dict):                 # brain settings over the parent's
+        brain = settings_of(parent.manifest.brain_at(at)).merged(brain, f"condition {job['condition']}: brain")
+    duration = job["duration"] - at if job["duration"] else None
+    return fork_run(parent.path, at, seed=job["fork_seed"], inject=[tuple(i) for i in job.get("inject") or ()],
+                    duration=duration, brain=brain, folder=folder, budget=job.get("budget"), experiment=experiment)
+
+
+def _jobs(exp: Experiment, out: Path, budget: dict | None) -> tuple[list[list[dict]], list[str]]:
+    """The runs to make, in phases (a branch's parents before the runs that fork them), and
+    the slots done already."""
+    branch = exp.branch or {}
+    phases: list[list[dict]] = [[], []]
+    skipped, redone = [], set()
+    for cond, seed in sorted(exp.slots(), key=lambda slot: slot[0].name != branch.get("condition")):
+        slot = slot_name(cond.name, seed)
+        job = {"out": str(out.resolve()), "slot": slot, "scenario": str(Path(exp.scenario).resolve()), "seed": seed,
+               "duration": exp.duration, "brain": cond.brain, "embedder": exp.embedder,
+               "knobs": cond.knobs, "experiment": exp.name, "condition": cond.name, "budget": budget}
+        parent = None
+        if branch and cond.name != branch["condition"]:
+            parent = branch["run"] or str(out.resolve() / slot_name(branch["condition"], seed))
+            job.update(branch={"from": branch["from"], "at": branch["at"]}, parent=parent,
+                       fork_seed=seed if branch["run"] else None, inject=[list(i) for i in cond.inject] or None)
+        if parent not in redone and is_completed(out / slot) and _same_run(out / slot, job):
+            skipped.append(slot)
+            continue
+        redone.add(str(out.resolve() / slot))
+        phases[parent is not None].append(job)
+    return [p for p in phases if p], skipped
 
 
 def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | None = None, quiet: bool = False,
@@ -99,16 +149,8 @@ def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | N
     out.mkdir(parents=True, exist_ok=True)
     workers = workers or exp.workers or 1
     console = console or make_console(stderr=True)
-    jobs, skipped = [], []
-    for cond, seed in exp.slots():
-        slot = slot_name(cond.name, seed)
-        job = {"out": str(out.resolve()), "slot": slot, "scenario": str(Path(exp.scenario).resolve()), "seed": seed,
-               "duration": exp.duration, "brain": cond.brain, "embedder": exp.embedder,
-               "knobs": cond.knobs, "experiment": exp.name, "condition": cond.name, "budget": budget}
-        if is_completed(out / slot) and _same_run(out / slot, job):
-            skipped.append(slot)
-            continue
-        jobs.append(job)
+    phases, skipped = _jobs(exp, out, budget)
+    jobs = [job for phase in phases for job in phase]
     if not quiet:
         console.print(f"[bold]{exp.name}[/]: {len(exp.conditions)} conditions x {len(exp.seeds)} seeds "
                       f"= {len(exp.conditions) * len(exp.seeds)} runs of {exp.scenario}; {len(skipped)} done already, "
@@ -129,25 +171,10 @@ def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | N
                 console.print(f"  [{style}]{report['status']}[/] {report['slot']} ({report['seconds']:.1f} s)"
                               + (f": {report['error']}" if report.get("error") else ""))
 
-        if executor == "ray":
-            if jobs:
-                for report in _run_ray(jobs, workers, address):
-                    finished(report)
-        elif workers <= 1 or len(jobs) <= 1:
-            for job in jobs:
-                progress.update(task, description=job["slot"])
-                finished(_run_one(job))
-        else:
-            import multiprocessing
-
-            # One math thread per worker: several workers each running multi-threaded BLAS and
-            # OpenMP on the same cores slowed runs down about sevenfold.
-            for var in MATH_THREADS:
-                os.environ.setdefault(var, "1")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = [pool.submit(_run_one, job) for job in jobs]
-                for future in as_completed(futures):
-                    finished(future.result())
+        for phase in phases:                    # a branch's parents first
+            for report in _dispatch(phase, executor, workers, address,
+                                    lambda job: progress.update(task, description=job["slot"])):
+                finished(report)
     rows = gather(exp, out)
     rated = {}
     if exp.evaluate is not None and rows:
@@ -159,11 +186,41 @@ def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | N
         row.update(rated.get(row["condition"], {}))
     write_csv(out / "results.csv", rows)
     write_csv(out / "summary.csv", summary)
+    pairs = compare_pairs(Rows(r for r in rows if r["status"] == "completed")) if exp.branch else None
+    if pairs is not None:
+        write_csv(out / "pairs.csv", pairs)
     if not quiet:
         print_summary(summary, console)
-        console.print(f"results: {out / 'results.csv'}, summary: {out / 'summary.csv'}")
+        if pairs:
+            print_pairs(pairs, console)
+        console.print(f"results: {out / 'results.csv'}, summary: {out / 'summary.csv'}"
+                      + (f", pairs: {out / 'pairs.csv'}" if pairs is not None else ""))
     failed = [r["slot"] for r in done if r["status"] not in FINISHED]
     return ExperimentResult(out, rows, summary, [r["slot"] for r in done], skipped, failed)
+
+
+def _dispatch(jobs: list[dict], executor: str, workers: int, address: str | None, starting):
+    """Each job's report as it finishes: as Ray tasks, one after another here (`starting(job)`
+    first), or in a local pool of `workers` processes."""
+    if not jobs:
+        return
+    if executor == "ray":
+        yield from _run_ray(jobs, workers, address)
+    elif workers <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            starting(job)
+            yield _run_one(job)
+    else:
+        import multiprocessing
+
+        # One math thread per worker: several workers each running multi-threaded BLAS and
+        # OpenMP on the same cores slowed runs down about sevenfold.
+        for var in MATH_THREADS:
+            os.environ.setdefault(var, "1")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(_run_one, job) for job in jobs]
+            for future in as_completed(futures):
+                yield future.result()
 
 
 def _run_ray(jobs: list[dict], workers: int, address: str | None):

@@ -14,11 +14,15 @@ ABLATIONS = {"memory": "retrieval", "retrieval": "retrieval", "reflection": "ref
 
 @dataclass
 class Condition:
-    """A named set of knobs (SimConfig fields) and the brain its runs use (None: offline)."""
+    """A named set of knobs (SimConfig fields) and the brain its runs use (None: offline). In
+    an experiment with `branch:`, a condition differs only after the branch's time: its
+    `brain` (None: the parent's; a model name, `offline`, or a mapping of brain settings
+    over the parent's) and the thoughts it `inject`s (agent id, thought)."""
 
     name: str
-    brain: str | None
+    brain: str | dict | None
     knobs: dict
+    inject: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -35,6 +39,7 @@ class Experiment:
     workers: int = 1
     source: Path | None = None
     evaluate: dict | None = None              # the `evaluate:` block (smallville.evaluate.experiment)
+    branch: dict | None = None                # the `branch:` block, read (see `_branch_block`)
 
     def slots(self) -> list[tuple[Condition, int]]:
         return [(c, s) for c in self.conditions for s in self.seeds]
@@ -55,7 +60,7 @@ def load_experiment(path: str | Path) -> Experiment:
     if not isinstance(data, dict):
         raise ExperimentError(f"{path}: an experiment file is a mapping (name, scenario, seeds, conditions)")
     known = {"name", "scenario", "duration", "seeds", "embedder", "brain", "workers", "out", "base", "conditions",
-             "grid", "description", "evaluate"}
+             "grid", "description", "evaluate", "branch"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ExperimentError(f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
@@ -79,20 +84,62 @@ def load_experiment(path: str | Path) -> Experiment:
         raise ExperimentError(f"{path}: `grid:` maps a knob to a non-empty list of values")
     points = [dict(zip(grid, values)) for values in itertools.product(*grid.values())] if grid else [{}]
     conditions = []
+    branched = data.get("branch") is not None
     for cname, spec in conditions_data.items():
         if spec is not None and not isinstance(spec, dict):
             raise ExperimentError(f"{path}: condition {cname!r}: expected a mapping of knobs")
         for point in points:
             label = str(cname) + "".join(f"_{k}{_short(v)}" for k, v in point.items())
             merged = {**base, **(spec or {}), **point}
-            conditions.append(_condition(label, merged, data.get("brain"), path))
+            conditions.append(_condition(label, merged, data.get("brain"), path, branched))
     names = [c.name for c in conditions]
     if len(set(names)) != len(names):
         raise ExperimentError(f"{path}: two conditions share a name")
     out = Path(data["out"]) if data.get("out") else Path("runs") / "experiments" / name
     workers = int(data.get("workers") or 1)
     evaluate = _evaluate_block(data.get("evaluate"), path)
-    return Experiment(name, scenario, duration, seeds, conditions, out, data.get("embedder"), workers, path, evaluate)
+    branch = _branch_block(data.get("branch"), path, conditions)
+    return Experiment(name, scenario, duration, seeds, conditions, out, data.get("embedder"), workers, path, evaluate,
+                      branch)
+
+
+def _branch_block(block, path: Path, conditions: list[Condition]) -> dict | None:
+    """`branch: {from: RUN_OR_CONDITION, at: TIME}`: every condition's runs start from the same
+    recorded prefix, up to `at` (a date-time, or a duration since the start), and differ
+    only after it. From a condition of the experiment: its run of each seed is the parent
+    of the others' (which keep the seed); from a run folder: every condition forks it, each
+    seed the fork's seed from `at` on. Only a brain, brain settings and injected thoughts
+    may differ after the branch: knobs shape the prefix too."""
+    from smallville.timefmt import parse_datetime, parse_duration
+
+    if block is None:
+        return None
+    if not isinstance(block, dict) or set(block) != {"from", "at"}:
+        raise ExperimentError(f"{path}: branch: expected {{from: RUN_OR_CONDITION, at: TIME}}")
+    at = str(block["at"])
+    try:
+        parse_datetime(at)
+    except ValueError:
+        try:
+            parse_duration(at)
+        except ValueError:
+            raise ExperimentError(f"{path}: branch.at {at!r}: a simulated date-time (2023-02-13 09:00) or a "
+                                  "duration since the start (2h)") from None
+    names = {c.name: c for c in conditions}
+    source = str(block["from"])
+    if source in names:
+        parent, run = names[source], None
+    else:
+        parent, run = None, next((p for p in (Path(source), path.parent / source) if (p / "manifest.json").is_file()),
+                                 None)
+        if run is None:
+            raise ExperimentError(f"{path}: branch.from {source!r}: neither a condition of this experiment "
+                                  f"({', '.join(names)}) nor a run folder")
+    for c in conditions:
+        if c.knobs and (parent is None or c.knobs != parent.knobs):
+            raise ExperimentError(f"{path}: condition {c.name!r}: knobs cannot differ after a branch (they shape the "
+                                  "prefix too); a branched condition sets brain or inject")
+    return {"from": source, "at": at, "condition": source if parent else None, "run": str(run) if run else None}
 
 
 EVALUATE_KEYS = ("judge", "at", "questions", "judge_config", "judge_api_base", "brain", "api_base", "seed")
@@ -139,13 +186,17 @@ def _short(v) -> str:
     return "-".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
 
 
-def _condition(name: str, spec: dict, default_brain, path: Path) -> Condition:
+def _condition(name: str, spec: dict, default_brain, path: Path, branched: bool = False) -> Condition:
     from smallville.sim.engine import SimConfig
 
     allowed = {f.name for f in fields(SimConfig)}
     knobs, brain = {}, spec.get("brain", default_brain)
+    inject = _inject(spec.get("inject"), name, path, branched)
+    if isinstance(brain, dict) and not branched:
+        raise ExperimentError(f"{path}: condition {name!r}: brain: a model name (brain settings, a mapping, go "
+                              "with branch:, over the parent's)")
     for key, value in spec.items():
-        if key == "brain":
+        if key in ("brain", "inject"):
             continue
         if key == "ablate":
             for part in value if isinstance(value, list) else [value]:
@@ -162,7 +213,21 @@ def _condition(name: str, spec: dict, default_brain, path: Path) -> Condition:
         SimConfig.from_dict(knobs)
     except (TypeError, ValueError) as exc:
         raise ExperimentError(f"{path}: condition {name!r}: {exc}") from None
+    if branched:                              # None: the parent's brain; "offline" switches to it
+        return Condition(name, brain if isinstance(brain, dict) or brain is None else str(brain), knobs, inject)
     return Condition(name, None if brain in (None, "offline") else str(brain), knobs)
+
+
+def _inject(value, name: str, path: Path, branched: bool) -> tuple[tuple[str, str], ...]:
+    """A condition's thoughts put into heads at the branch: `{agent: thought}` or `[[agent, thought]]`."""
+    if value is None:
+        return ()
+    if not branched:
+        raise ExperimentError(f"{path}: condition {name!r}: inject goes with branch: (the thoughts come at its time)")
+    pairs = list(value.items()) if isinstance(value, dict) else value
+    if not isinstance(pairs, list) or any(not isinstance(p, (list, tuple)) or len(p) != 2 for p in pairs):
+        raise ExperimentError(f"{path}: condition {name!r}: inject: {{agent: thought}} or [[agent, thought], ...]")
+    return tuple((str(a), str(t)) for a, t in pairs)
 
 
 def slot_name(condition: str, seed: int) -> str:

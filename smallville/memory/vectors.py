@@ -109,3 +109,14 @@ class VectorTable:
             for j, key in enumerate(self._hash(matrix[lo: lo + HASH_BLOCK])):
                 keys.setdefault(key, lo + j)
         self._keys = keys
+
+
+def unit_rows(rows: np.ndarray) -> np.ndarray:
+    """Each row scaled to unit length as a stream stores an embedding it is given (in float64,
+    then float32), bit for bit: `np.vecdot` takes each row's dot with itself by the same BLAS
+    call `v @ v` makes, and the square root, division and rounding are exact operations. So a
+    checkpoint can refer to an embedder's recorded row instead of writing the stored one."""
+    v = np.asarray(rows, dtype=np.float64)
+    if not len(v):
+        return np.zeros(v.shape, dtype=np.float32)
+    return (v / np.sqrt(np.vecdot(v, v))[:, None]).astype(np.float32)

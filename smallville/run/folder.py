@@ -9,9 +9,10 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
+from smallville.embed.record import FOLDER as EMBEDDINGS
+
 EVENTS = "events.jsonl"
 RECORD = "answers.jsonl"
-EMBEDDINGS = "embeddings"
 
 
 def write_json_atomic(path: Path, data: dict) -> None:

@@ -107,18 +107,27 @@ def _ceiling(replayed: Run | None) -> int | None:
 
 
 def resume_run(run_dir: str | Path, *, extend: float | None = None, on_start=None, on_step=None,
-               checkpoint_every: float = 3600.0, budget: dict | None = None) -> RunResult:
+               checkpoint_every: float = 3600.0, budget: dict | None = None, brain=None,
+               brain_config: str | Path | None = None, api_base: str | None = None) -> RunResult:
     """Continue a run from its last checkpoint to its end (or `extend` seconds past it).
     `budget` ({"usd", "requests", "tokens"}) allows that much more spending than the run
-    has spent so far (a run stopped by its budget goes on with more)."""
+    has spent so far (a run stopped by its budget goes on with more). `brain`, `brain_config`
+    and `api_base` put another brain in for the part not yet run (see `brain_switch`)."""
     run = Run.open(run_dir)
     if run.manifest.status == "completed" and not extend:
         raise UsageError(f"{run.path} has completed; to go on, give how much longer: "
                          f"smallville resume {run.path} --for 1d")
     until = run.manifest.duration_s + (extend or 0.0)
     start = _own_start(run, until)
-    cut = _cut_back(run, start)
-    stack = _resumed_stack(run, budget)
+    switch = brain_switch(run, brain, brain_config, api_base)
+    stack = _resumed_stack(run, budget, switch)          # (a new brain's preflight: before anything is cut)
+    try:
+        cut = _cut_back(run, start)
+    except BaseException:
+        stack.close()
+        raise
+    if switch is not None:
+        run.manifest.switch_brain(start.t if start else 0.0, stack.brain.describe())
     _note_resume(run, until, start, cut)
     with Session(run, stack, run.embedder(), start=start) as session:
         if run.fork:
@@ -148,17 +157,51 @@ def _cut_back(run: Run, start: StartPoint | None) -> dict:
     return {"events": events, "answers": answers, "torn": torn_event + torn_answer}
 
 
-def _resumed_stack(run: Run, budget: dict | None):
-    """The run's brain again, its budget raised by `budget` over what it has spent."""
-    from smallville.brain.assembly import assemble, settings_of
-    from smallville.sim.runahead import fetching_ahead
+def _resumed_stack(run: Run, budget: dict | None, switch=None):
+    """The run's brain again (or `switch`, the settings of another), its budget raised by
+    `budget` over what the run has spent."""
+    from smallville.brain.assembly import assemble, settings_of, with_budget
     from smallville.brain.budget import Spend
 
     spent = Spend.from_dict(run.manifest.spend)
-    settings = settings_of(run.manifest.brain, budget, spent)
+    settings = settings_of(run.manifest.brain, budget, spent) if switch is None else with_budget(switch, budget, spent)
     if budget and not settings.is_offline:
         run.manifest.brain["budget"] = settings.budget          # the manifest keeps the limits for the next resume
-    return fetching_ahead(assemble(settings, run.seed_now, spent=spent, agents=len(run.manifest.agents)))
+    return _going(assemble(settings, run.seed_now, spent=spent, agents=len(run.manifest.agents)), switch is not None)
+
+
+def _going(stack, check: bool):
+    """A stack that answers a run going on, fetching ahead; `check`: a brain new to the run,
+    whose preflight (an unreachable model, a mode its server refuses) comes first."""
+    from smallville.sim.runahead import fetching_ahead
+
+    if check:
+        try:
+            stack.brain.preflight()
+        except BaseException:
+            stack.close()
+            raise
+    return fetching_ahead(stack)
+
+
+def brain_switch(run: Run, brain=None, brain_config: str | Path | None = None, api_base: str | None = None):
+    """The settings of the brain a resume or fork of `run` goes on with instead of the run's
+    own (None: its own): `brain` (a model name, `offline`, `llm`, or an `LLMConfig`) and
+    `brain_config` (a YAML file) read as `run` reads them, over the scenario's `brain:`
+    block; `api_base` alone moves the run's own model to another server."""
+    from smallville.brain import LLMConfig
+    from smallville.brain.assembly import settings_of
+    from smallville.brain.config import load_config
+
+    if isinstance(brain, LLMConfig):
+        if brain_config is not None or api_base is not None:
+            raise UsageError("brain is an LLMConfig, the whole settings: give it without brain_config or api_base")
+        return brain
+    if brain is None and brain_config is None:
+        own = settings_of(run.manifest.brain)
+        return None if api_base is None else own.merged({"api_base": api_base}, "--api-base")
+    return load_config(scenario=run.scenario.brain, file=brain_config, flags={"model": brain, "api_base": api_base},
+                       scenario_path=str(run.scenario.path))
 
 
 def _note_resume(run: Run, until: float, start: StartPoint | None, cut: dict) -> None:
@@ -178,25 +221,32 @@ def _note_resume(run: Run, until: float, start: StartPoint | None, cut: dict) ->
 
 def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject: list[tuple[str, str]] = (),
              duration: float | None = None, runs_dir: str | Path | None = None, on_start=None, on_step=None,
-             checkpoint_every: float = 3600.0, budget: dict | None = None) -> RunResult:
+             checkpoint_every: float = 3600.0, budget: dict | None = None, brain=None,
+             brain_config: str | Path | None = None, api_base: str | None = None, folder: str | Path | None = None,
+             experiment: dict | None = None) -> RunResult:
     """A new run that shares `run_dir`'s history up to `at` (seconds since its start), then
-    goes its own way: with another seed, and thoughts injected into agents' heads. It
-    starts from the parent's checkpoint nearest before `at`, whose logs it copies, and
-    simulates on to `at` with the parent's recorded answers."""
-    from smallville.brain.assembly import assemble, settings_of
-    from smallville.sim.runahead import fetching_ahead
+    goes its own way: with another seed, thoughts injected into agents' heads, and another
+    brain (`brain`, `brain_config`, `api_base`: see `brain_switch`). It starts from the
+    parent's checkpoint nearest before `at`, whose logs it copies, and simulates on to `at`
+    with the parent's recorded answers. It goes to a new folder in `runs_dir` (default:
+    beside the parent) or to `folder`; `experiment` is recorded in its manifest."""
+    from smallville.brain.assembly import assemble, settings_of, with_budget
 
     parent = Run.open(run_dir)
     _check_fork(parent, at, inject)
     start = parent.start_point(at)
     source, offsets = (start.run, start.head.files) if start else (parent.path, {})
+    switch = brain_switch(parent, brain, brain_config, api_base)
+    own = _going(assemble(settings_of(parent.manifest.brain_at(at), budget) if switch is None else
+                          with_budget(switch, budget), seed if seed is not None else parent.seed_now,
+                          agents=len(parent.manifest.agents)), switch is not None)
     history = assemble(settings_of(parent.manifest.brain), parent.seed_now, replay=(source, offsets.get(RECORD, 0)))
-    own = fetching_ahead(assemble(settings_of(parent.manifest.brain, budget),
-                                  seed if seed is not None else parent.seed_now, agents=len(parent.manifest.agents)))
     until = at + duration if duration else parent.manifest.duration_s
     fork = Fork(at, parent.when(at), seed, tuple(tuple(i) for i in inject), parent.manifest.run_id,
                 str(parent.path), start.head.time if start else None)
-    run = _new_fork(parent, fork, (source, offsets), until, runs_dir)
+    run = _new_fork(parent, fork, (source, offsets), until, _fork_dir(parent, fork, runs_dir, folder), experiment)
+    if switch is not None:
+        run.manifest.switch_brain(at, own.brain.describe())
     with Session(run, history, run.embedder(), start=start) as session:
         session.fork(fork, own)
         return session.go_to(until, checkpoint_every=checkpoint_every, on_start=on_start, on_step=on_step)
@@ -214,15 +264,24 @@ def _check_fork(parent: Run, at: float, inject) -> None:
             raise UsageError(f"--inject: unknown agent {agent_id!r}; the run has {', '.join(sorted(ids))}")
 
 
-def _new_fork(parent: Run, fork: Fork, history: tuple[Path, dict], until: float, runs_dir) -> Run:
-    """The fork's folder: its manifest, the scenario's copy, and the shared `history`: the
-    logs of a run folder up to their lengths at the checkpoint the fork starts from."""
-    path = new_run_dir(Path(runs_dir) if runs_dir else parent.path.parent, f"{parent.path.name}-fork",
+def _fork_dir(parent: Run, fork: Fork, runs_dir, folder) -> Path:
+    """The fork's new folder: `folder`, or one in `runs_dir` (default: beside the parent)."""
+    if folder is not None:
+        Path(folder).mkdir(parents=True)
+        return Path(folder)
+    return new_run_dir(Path(runs_dir) if runs_dir else parent.path.parent, f"{parent.path.name}-fork",
                        fork.seed if fork.seed is not None else parent.manifest.seed)
+
+
+def _new_fork(parent: Run, fork: Fork, history: tuple[Path, dict], until: float, path: Path,
+              experiment: dict | None) -> Run:
+    """The fork's folder `path`: its manifest, the scenario's copy, and the shared `history`:
+    the logs of a run folder up to their lengths at the checkpoint the fork starts from."""
     p = parent.manifest
-    manifest = Manifest(run_id=path.name, scenario=p.scenario, seed=p.seed, brain=p.brain, embedder=p.embedder,
-                        agents=p.agents, sim_start=p.sim_start, sim_end=parent.when(until), duration_s=until,
-                        fork=fork.to_dict(), wall={"started": datetime.now().isoformat(timespec="seconds")})
+    manifest = Manifest(run_id=path.name, scenario=p.scenario, seed=p.seed, brain=p.brain_at(fork.t),
+                        brains=[b for b in p.brains if b["t"] <= fork.t], embedder=p.embedder, agents=p.agents,
+                        sim_start=p.sim_start, sim_end=parent.when(until), duration_s=until, fork=fork.to_dict(),
+                        experiment=experiment, wall={"started": datetime.now().isoformat(timespec="seconds")})
     write_json_atomic(path / "manifest.json", manifest.to_dict())
     keep_scenario(parent.scenario, path / "scenario")
     source, offsets = history

@@ -26,7 +26,7 @@ class Manifest:
     run_id: str
     scenario: dict                      # path, name, sha256
     seed: int
-    brain: dict                         # the brain's settings (`describe()`)
+    brain: dict                         # the brain's settings (`describe()`): the one that answers now
     embedder: dict                      # name, dim, api_base (never a key)
     agents: list[str]
     sim_start: str
@@ -40,6 +40,7 @@ class Manifest:
     config: dict | None = None          # the SimConfig knobs
     experiment: dict | None = None
     fork: dict | None = None
+    brains: list[dict] = field(default_factory=list)   # a run that changed brains: each from its time on
     resumed: list[dict] = field(default_factory=list)
     sim_reached: str | None = None
     counts: dict | None = None
@@ -52,7 +53,8 @@ class Manifest:
     error: str | None = None
     extra: dict = field(default_factory=dict)
 
-    ORDER = ("schema", "run_id", "status", "scenario", "seed", "brain", "embedder", "agents", "sim_start", "sim_end",
+    ORDER = ("schema", "run_id", "status", "scenario", "seed", "brain", "brains", "embedder", "agents", "sim_start",
+             "sim_end",
              "duration_s", "sim_reached", "smallville_version", "python", "config", "experiment", "fork", "resumed",
              "counts", "probes", "requests", "usage", "answers", "spend", "budget_stop", "error", "wall")
 
@@ -69,6 +71,17 @@ class Manifest:
         known = {f.name for f in fields(cls)} - {"extra"}
         return cls(**{k: v for k, v in data.items() if k in known},
                    extra={k: v for k, v in data.items() if k not in known})
+
+    def brain_at(self, t: float) -> dict:
+        """The brain that answered at `t` seconds since the start (the last to take over by then)."""
+        return next((b["brain"] for b in reversed(self.brains) if b["t"] <= t), self.brain)
+
+    def switch_brain(self, t: float, brain: dict) -> None:
+        """From `t` seconds since the start on, `brain` answers: it becomes the run's `brain`,
+        and `brains` says which answered when ({"t", "at", "brain"} each, in order)."""
+        earlier = [b for b in self.brains if b["t"] < t] or [{"t": 0.0, "at": self.sim_start, "brain": self.brain}]
+        self.brains = earlier + [{"t": t, "at": self.when(t), "brain": brain}]
+        self.brain = brain
 
     # ---- simulated time ---------------------------------------------------------------
 

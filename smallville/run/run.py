@@ -199,6 +199,24 @@ class Run:
             raise
         return sim
 
+    # ---- provenance -------------------------------------------------------------------
+
+    def why(self, agent: str, at: float | None = None, event: int | None = None, depth: int = 1) -> dict:
+        """Why `agent` did what it did at log line `event` (1-based), or in its last decision at
+        or before `at` seconds: the request, the memories it was shown with their scores, and
+        where each came from, followed back `depth` steps (`smallville.why`). From the run's
+        files alone: nothing is restored or asked."""
+        from smallville.why import explain
+
+        return explain(self, agent, at=at, event=event, depth=depth)
+
+    def probe_chain(self, probe: str, agent: str) -> dict:
+        """How the news of the scenario's probe `probe` reached `agent`: the conversations from
+        its source, with times (`smallville.why.probe_chain`)."""
+        from smallville.why import probe_chain
+
+        return probe_chain(self, probe, agent)
+
     def cut_back(self, t: float) -> None:
         """Cut a run that stopped during the instant `t` back to the instant's start: the
         logs lose the instant's lines, and a checkpoint at `t` (made by simulating from the

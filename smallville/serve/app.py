@@ -4,6 +4,7 @@ that only reads run folders under the served one (interviews aside), and the pag
 Routes: `/` the runs; `/run?id=RUN` a run's page; `/api/runs`; `/api/town?run=RUN` its map
 and agents; `/api/feed?run=RUN&offset=N` its events from byte N on, as server-sent events,
 following the log while the run goes; `/api/agent?run=RUN&agent=ID&t=T` the agent panel;
+`/api/why?run=RUN&agent=ID&t=T` why the agent did what it did last by T (`Run.why`);
 `POST /api/interview` `{run, agent, t, question}`.
 """
 
@@ -129,7 +130,7 @@ class Handler(BaseHTTPRequestHandler):
         routes = {"/": lambda: self._page("index.html"), "/run": lambda: self._page("run.html"),
                   "/api/runs": lambda: self._json(self.server.runs.summaries()),
                   "/api/town": lambda: self._town(query), "/api/feed": lambda: self._feed(query),
-                  "/api/agent": lambda: self._agent(query)}
+                  "/api/agent": lambda: self._agent(query), "/api/why": lambda: self._why(query)}
         self._route(routes.get(url.path))
 
     def do_POST(self) -> None:
@@ -183,13 +184,30 @@ class Handler(BaseHTTPRequestHandler):
             raise BadRequest(f"t must be seconds since the run's start, not {text!r}")
         return t
 
-    def _agent(self, query: dict) -> None:
+    def _moment(self, query: dict) -> tuple[Path, float] | None:
+        """The run and time a query names; None, with a 400 sent, for a time that is none."""
         path = self._run(query)
         try:
-            t = self._time(query.get("t"))
+            return path, self._time(query.get("t"))
         except BadRequest as exc:
-            return self._error(400, str(exc))
-        self._json(self.server.minds.panel(path, t, query.get("agent") or ""))
+            self._error(400, str(exc))
+            return None
+
+    def _agent(self, query: dict) -> None:
+        if (at := self._moment(query)) is not None:
+            self._json(self.server.minds.panel(*at, query.get("agent") or ""))
+
+    def _why(self, query: dict) -> None:
+        """Why the agent did what it did last, as of `t` (`Run.why`): read from the run's files."""
+        from smallville.errors import SmallvilleError
+        from smallville.run import Run
+
+        if (at := self._moment(query)) is None:
+            return
+        try:
+            self._json(Run.open(at[0]).why(query.get("agent") or "", at=at[1]))
+        except SmallvilleError as exc:
+            self._json({"error": str(exc)})
 
     def _interview(self) -> None:
         kind = (self.headers.get("Content-Type") or "").split(";")[0].strip()

@@ -73,13 +73,14 @@ class PlanBlock(NamedTuple):
 
 class Action(NamedTuple):
     """One 5-15 minute action in absolute simulated seconds, with the object it uses (if
-    any) and the room it happens in ("": wherever the agent is)."""
+    any), the room it happens in ("": wherever the agent is) and the request it came of."""
 
     start: float
     end: float
     description: str
     object: str | None
     area: str = ""
+    req: int | None = None      # the request (the agent's number) whose answer it is, if any
 
 
 @dataclass(frozen=True)

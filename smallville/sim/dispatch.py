@@ -53,6 +53,10 @@ class Dispatcher:
         self._pending.append((agent, self._seq[agent], request, event))
         return event
 
+    def sequence(self, agent: str) -> int:
+        """How many requests `agent` has made: the number of its latest."""
+        return self._seq[agent]
+
     def _flush(self, _: Any) -> None:
         batch = sorted(self._pending, key=lambda p: (p[0], p[1]))
         self._pending = []

@@ -23,6 +23,7 @@ from smallville.sim import life, recall
 from smallville.sim.agent import Agent, Conversation, Doing, Phase
 from smallville.sim.dispatch import Dispatcher
 from smallville.sim.log import EventLog
+from smallville.sim.recalls import RecallNotes
 from smallville.timefmt import moment
 from smallville.world import World
 from smallville.world.grid import normalize_area, room_open_to
@@ -129,6 +130,8 @@ class Simulation:
             events.BRAIN_REPAIR, agent, kind=request.kind, key=request_key(request), repairs=list(notes))
         self.brain = brain
         self.embedder = embedder
+        self.recalls = RecallNotes()     # what each agent retrieved for the request it is about to make
+        self._because: int | None = None    # the request a memory being stored came of (`store`)
         self.counts: Counter[str] = Counter()
         self.places = self.world.grid.places
         self.object_names = frozenset(t.name for t in self.world.things)   # what "X is idle" may be about
@@ -289,13 +292,30 @@ class Simulation:
         talk.done.succeed()
 
     def ask(self, agent: Agent, request: Message) -> simpy.Event:
-        return self.dispatch.ask(agent.id, request)
+        """The brain's answer to `request`, as an event; what the agent retrieved for it is
+        logged first (a `recall` event naming the request's number, `asked`)."""
+        event = self.dispatch.ask(agent.id, request)
+        recalled = self.recalls.take(agent.id)
+        if recalled:
+            self.emit(events.RECALL, agent.id, req=self.asked(agent), request=request.kind,
+                      key=request_key(request), queries=recalled)
+        return event
+
+    def asked(self, agent: Agent) -> int:
+        """The number of the agent's latest request (1 for its first): what a decision's
+        event names as the request it came of."""
+        return self.dispatch.sequence(agent.id)
 
     def store(self, agent: Agent, text: str, kind: str, importance, links=(), created=None,
-              said: events.Said | None = None) -> int | None:
+              said: events.Said | None = None, req: int | None = None) -> int | None:
         """Store one memory as the memory model does (`importance`: the rating it asked for):
-        its id in the agent's stream, or None when the model did not keep it."""
-        return self.memory.store(self, agent, text, kind, importance, links, created, said)
+        its id in the agent's stream, or None when the model did not keep it. `req`: the
+        agent's request whose answer the memory is (a plan, a thought, an insight)."""
+        self._because = req
+        try:
+            return self.memory.store(self, agent, text, kind, importance, links, created, said)
+        finally:
+            self._because = None
 
     def keep(self, agent: Agent, text: str, kind: str, importance: int, links=(), created=None,
              said: events.Said | None = None, **tags) -> int:
@@ -310,9 +330,9 @@ class Simulation:
             agent.since_reflection += importance
             agent.since_count += 1
         self.emit(events.MEMORY, agent.id, id=mid, kind=kind, importance=importance, text=text,
-                  links=list(links) or None, **(asdict(said) if said else {}), **tags)
+                  links=list(links) or None, **(asdict(said) if said else {}), **tags, req=self._because)
         low = text.lower()
-        agent.places.update(p for p in self.places if p.lower() in low)     # places it is told of
+        agent.places.update(self.world.grid.mentions.found_in(low))     # places it is told of
         for probe in self.scenario.probes:
             if probe.name not in agent.knows and all(w in low for w in probe.match):
                 agent.knows.add(probe.name)
@@ -322,13 +342,17 @@ class Simulation:
     def retrieve(self, agent: Agent, query: str, k: int):
         if not self.config.retrieval:
             return []
-        return self.memory.retrieve(self, agent, query, k)
+        hits = self.memory.retrieve(self, agent, query, k)
+        self.recalls.note(agent.id, [query], [hits])
+        return hits
 
     def retrieve_many(self, agent: Agent, queries: list[str], k: int) -> list[list]:
         """`retrieve` for several queries of one moment: one hit list per query."""
         if not self.config.retrieval:
             return [[] for _ in queries]
-        return self.memory.retrieve_many(self, agent, queries, k)
+        found = self.memory.retrieve_many(self, agent, queries, k)
+        self.recalls.note(agent.id, queries, found)
+        return found
 
     def dated(self, memories) -> tuple:
         """Memories as requests carry them, (when, text), dated as seen from now (`recall.dated`)."""

@@ -65,23 +65,27 @@ def describe(sim, agent: Agent):
     """The agent summary description, from what three queries retrieve (who the agent is,
     what it does these days, how it feels about its progress), after the agent's fixed
     identity line (name, age, traits, what occupies them: the model's paraphrase cannot
-    lose it); kept in `agent.summary` for the prompts of planning, reacting and talking
+    lose it), given the day's plan once made (`agent.yesterday` holds it until the next
+    day's); kept in `agent.summary` for the prompts of planning, reacting and talking
     until the next refresh (each day's plan, each reflection)."""
     name = agent.name
     queries = (f"{name}'s core characteristics", f"{name}'s current daily occupation",
                f"{name}'s feeling about their recent progress in life")
     core, occupation, progress = (recall(sim, agent, q, sim.config.retrieve_k) for q in queries)
     answer = yield sim.ask(agent, rq.Summarize(agent.id, name, agent.background(), core, occupation, progress,
-                                                sim.moment(), agent.identity()))
+                                                sim.moment(), agent.identity(), agent.yesterday))
     agent.summary = " ".join([agent.identity(), *answer.parts()])
 
 
 def plan_day(sim, agent: Agent, day: int):
     """Plan the day: broad strokes from the agent's summary and yesterday, refined to hourly
-    blocks (5-15 minute actions come block by block, `decompose`); remember the plan."""
+    blocks (5-15 minute actions come block by block, `decompose`); remember the plan, then
+    write the day's summary, which knows it. The plan is made from the summary the agent
+    holds (the paper's order); one is written first for a run's first plan."""
     date = sim.date_text(day)
     routine = routine_of(agent)
-    yield from describe(sim, agent)
+    if not agent.summary:
+        yield from describe(sim, agent)
     midnight = sim.midnight(day)
     if sim.config.planning:
         memories = recall(sim, agent, f"{agent.name}'s plans for {date}", sim.config.plan_k)
@@ -90,14 +94,16 @@ def plan_day(sim, agent: Agent, day: int):
                                                asked=max(0, int((sim.env.now - midnight) // 60))))
     else:
         plan = routine_plan(routine)
+    req = sim.asked(agent) if sim.config.planning else None
     agent.plan = plan_blocks(sim, midnight, plan.blocks)
     agent.plan_day = day
     agent.block = None
     sim.emit(events.PLAN, agent.id, date=date, blocks=[[sim.clock(b.start), sim.clock(b.end), b.activity, b.where]
-                                                       for b in agent.plan])
+                                                       for b in agent.plan], req=req)
     summary = f"{agent.name}'s plan for {date}: " + "; ".join(plan.broad or broad_strokes(sim, agent.plan))
     agent.day_before, agent.yesterday = agent.yesterday, summary
-    yield from remember(sim, agent, [summary], "plan")
+    yield from remember(sim, agent, [summary], "plan", reqs=[req])
+    yield from describe(sim, agent)
 
 
 def replan(sim, agent: Agent, reason: str):
@@ -182,22 +188,24 @@ def decompose(sim, agent: Agent, block: PlanBlock):
         agent.id, agent.name, block.activity, block.where or area, int((now - day0) // 60),
         int((block.end - day0) // 60), objects, memories, reason, tuple(elsewhere), agent.identity(), sim.moment(),
         tuple(minutes(b) for b in agent.plan[max(0, i - 1):i]), tuple(minutes(b) for b in agent.plan[i + 1:i + 2])))
+    req = sim.asked(agent)
     agent.queue.clear()
     t = now
     for step in answer.steps:
         end = min(t + step.minutes * 60, block.end)
         room, thing = elsewhere.get(step.object, (area, step.object))
-        agent.queue.append(Action(t, end, step.description, thing, room))
+        agent.queue.append(Action(t, end, step.description, thing, room, req))
         t = end
         if t >= block.end:
             break
     if reason:
         sim.count("replans")
         sim.emit(events.REPLAN, agent.id, reason=reason, actions=[[sim.clock(a.start), a.description]
-                                                                 for a in agent.queue])
+                                                                 for a in agent.queue], req=req)
     if agent.queue:
         steps = "; ".join(f"{sim.clock(a.start)} {a.description}" for a in agent.queue)
-        yield from remember(sim, agent, [f"{agent.name}'s plan until {sim.clock(block.end)}: {steps}"], "plan")
+        yield from remember(sim, agent, [f"{agent.name}'s plan until {sim.clock(block.end)}: {steps}"], "plan",
+                            reqs=[req])
 
 
 def other_rooms(sim, agent: Agent, where: str, here: str) -> dict[str, tuple[str, str]]:
@@ -245,7 +253,7 @@ def use(sim, agent: Agent, thing):
     agent.become(Phase.ACTING, action.description)
     sim.count("actions")
     sim.emit(events.ACTION, agent.id, action=action.description, area=sim.world.area_of(agent.id),
-             object=thing.name if thing else None, until=sim.clock(action.end))
+             object=thing.name if thing else None, until=sim.clock(action.end), req=action.req)
     yield from attend(sim, agent)
     put_down(sim, agent)
 
@@ -409,15 +417,17 @@ def perceive(sim, agent: Agent):
     if not free and not alerts:
         return False
     reaction = yield from react(sim, agent, alerts + [text for key, text in new if key != agent.id], free)
+    req = sim.asked(agent)
     if reaction.action == "talk" and reaction.target in free and sim.can_talk(agent, sim.agents[reaction.target]):
-        yield from converse(sim, agent, sim.agents[reaction.target])
+        yield from converse(sim, agent, sim.agents[reaction.target], req)
         return True
     if reaction.action == "wait":              # a wait, then the rest of the action
         action = agent.action
         until = min(action.end, sim.align(sim.env.now + reaction.minutes * 60))
-        rest = [Action(until, action.end, action.description, action.object)] if until < action.end else []
+        rest = [Action(until, action.end, action.description, action.object, req=action.req)] \
+            if until < action.end else []
         agent.queue.extendleft(rest + [Action(sim.env.now, until, f"waiting ({reaction.reason})"
-                                              if reaction.reason else "waiting", None)])
+                                              if reaction.reason else "waiting", None, req=req)])
         return True
     if reaction.action == "replan" and agent.block is not None:
         yield from replan(sim, agent, reaction.reason or "something happened")
@@ -450,12 +460,13 @@ def last_talk(sim, agent: Agent, other: str) -> str:
 
 
 def remember(sim, agent: Agent, texts: list[str], kind, importances=None, links=None, created=None,
-             said=None, rated_as=None):
+             said=None, rated_as=None, reqs=None):
     """Store memories, asking the brain to rate those without an importance (all of them
     in one request). `kind` is the memories' kind, or a list of one per text; `links`,
     `created` (creation times) and `said` (for chat lines: who said what to whom) give one
     entry per text; so does `rated_as`: the index of another text whose rating a text takes
-    (a conversation's lines take its summary's), or None."""
+    (a conversation's lines take its summary's), or None; and `reqs`: the request each text
+    is the answer of (a plan, a thought, an insight), or None."""
     importances = list(importances) if importances is not None else [None] * len(texts)
     kinds = [kind] * len(texts) if isinstance(kind, str) else kind
     borrowed = rated_as or [None] * len(texts)
@@ -472,7 +483,7 @@ def remember(sim, agent: Agent, texts: list[str], kind, importances=None, links=
                    for imp, other in zip(importances, borrowed)]
     for i, (text, importance) in enumerate(zip(texts, importances)):
         sim.store(agent, text, kinds[i], importance, links[i] if links else (), created[i] if created else None,
-                  said[i] if said else None)
+                  said[i] if said else None, reqs[i] if reqs else None)
 
 
 def reflect(sim, agent: Agent):
@@ -489,16 +500,20 @@ def reflect(sim, agent: Agent):
     recent = cleaned(sim, agent, newest_first)[::-1]       # a repeated sight kept at its latest
     questions = yield sim.ask(agent, rq.ReflectQuestions(agent.id, agent.name, dated(sim, recent),
                                                           sim.config.reflection_questions))
+    req = sim.asked(agent)
     asked = questions.questions[:sim.config.reflection_questions]
-    evidence = [cleaned(sim, agent, [h.memory for h in sim.retrieve(agent, q, sim.config.evidence_k)]) for q in asked]
     held = [t for t, kind in zip(agent.stream.texts(), agent.stream.kinds()) if kind == "reflection"]
     known = tuple(dict.fromkeys(reversed(held)))[:KNOWN_INSIGHTS][::-1]
-    asks = [sim.ask(agent, rq.Insights(agent.id, agent.name, q, dated(sim, ev), known))
-            for q, ev in zip(asked, evidence)]
+    asks, evidence, numbers = [], [], []
+    for q in asked:             # each question's evidence retrieved just before its request, which records it
+        ev = cleaned(sim, agent, [h.memory for h in sim.retrieve(agent, q, sim.config.evidence_k)])
+        asks.append(sim.ask(agent, rq.Insights(agent.id, agent.name, q, dated(sim, ev), known)))
+        evidence.append(ev)
+        numbers.append(sim.asked(agent))
     answers = yield sim.env.all_of(asks)
-    texts, links, have = [], [], set(held)
+    texts, links, reqs, have = [], [], [], set(held)
     each = sim.config.memory.reflection.insights_per_question
-    for ask, ev in zip(asks, evidence):
+    for ask, ev, number in zip(asks, evidence, numbers):
         for insight in answers[ask].insights[:each]:
             cited = tuple(sorted({ev[i].id for i in insight.because if 0 <= i < len(ev)}))
             if cited and sim.memory.too_deep(agent.stream, cited):
@@ -507,22 +522,24 @@ def reflect(sim, agent: Agent):
                 have.add(insight.text)
                 texts.append(insight.text)
                 links.append(cited)
-    sim.emit(events.REFLECT, agent.id, importance=trigger, questions=list(asked))
-    yield from remember(sim, agent, texts, "reflection", links=links)
+                reqs.append(number)
+    sim.emit(events.REFLECT, agent.id, importance=trigger, questions=list(asked), req=req)
+    yield from remember(sim, agent, texts, "reflection", links=links, reqs=reqs)
     yield from describe(sim, agent)
 
 
 # ---- talk ---------------------------------------------------------------------------
 
 
-def converse(sim, a: Agent, b: Agent):
-    """A conversation of alternating lines, one a tick; both remember every line."""
+def converse(sim, a: Agent, b: Agent, req: int | None = None):
+    """A conversation of alternating lines, one a tick; both remember every line. `req`: the
+    request (a reaction) whose answer began it."""
     talk = sim.begin_talk(a, b)
     a.free_to_talk = b.free_to_talk = False
     b.process.interrupt(talk)
     for x, y in ((a, b), (b, a)):
         x.become(Phase.TALKING, f"talking with {y.name}")
-    sim.emit(events.TALK_START, a.id, with_=b.id, area=sim.world.area_of(a.id))
+    sim.emit(events.TALK_START, a.id, with_=b.id, area=sim.world.area_of(a.id), req=req)
     yield from talk_on(sim, talk)
 
 
@@ -542,7 +559,7 @@ def talk_on(sim, talk):
             sim.moment(), sim.world.area_of(speaker.id), *doing, last_talk(sim, speaker, listener.id)))
         repeated = any(_same_line(line.text, said) for _, said in history)
         history.append((speaker.name, line.text))
-        sim.emit(events.SAY, speaker.id, to=listener.id, text=line.text)
+        sim.emit(events.SAY, speaker.id, to=listener.id, text=line.text, req=sim.asked(speaker))
         if line.topic:                         # what others see of the talk
             for x, y in ((a, b), (b, a)):
                 x.activity = f"talking with {y.name} about {line.topic}"
@@ -578,13 +595,15 @@ def look_back(sim, x: Agent, y: Agent, history: list, said: list):
     notes = yield sim.ask(x, rq.AfterTalk(
         x.id, x.name, y.id, y.name, x.relationships.get(y.id, ""), tuple(history),
         recall(sim, x, y.name, sim.config.talk_k), sim.moment(), sim.world.area_of(x.id)))
+    req = sim.asked(x)
     lines = [f"{sim.agents[s.speaker].name} said to {sim.agents[s.listener].name}: {s.line}" for s in said]
     kept = [(notes.summary, "conversation"), (notes.thought, "thought"), (notes.memo, "thought")]
     kept = [(text.strip(), kind) for text, kind in kept if text.strip()]
     whole = sim.memory.talks_rated_whole and kept and kept[0][1] == "conversation"
     rated_as = [len(lines) if whole else None] * len(lines)      # the talk rated once, from its summary
     yield from remember(sim, x, lines + [t for t, _ in kept], ["chat"] * len(lines) + [k for _, k in kept],
-                        said=said + [None] * len(kept), rated_as=rated_as + [None] * len(kept))
+                        said=said + [None] * len(kept), rated_as=rated_as + [None] * len(kept),
+                        reqs=[None] * len(lines) + [req] * len(kept))
     x.last_talk[y.id] = sim.env.now
     x.talked[y.id] = notes.summary.strip() or (f"they talked about {notes.topic.strip()}" if notes.topic.strip()
                                                else "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime
 from typing import IO, Any
 
@@ -17,15 +18,23 @@ class EventLog:
         self.out = out
         self.records: list[dict[str, Any]] = []
         self.count = 0
+        self._clock: tuple[float, str] = (math.nan, "")     # the last time written, and its text
+        self._encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+    def time_text(self, t: float) -> str:
+        """`format_sim` of `t`; events come in runs of one instant, so the last is kept."""
+        if self._clock[0] != t:
+            self._clock = (t, format_sim(self.start, t))
+        return self._clock[1]
 
     def emit(self, t: float, kind: str, agent: str | None, data: dict[str, Any]) -> None:
-        record = {"t": int(t) if float(t).is_integer() else round(t, 3), "time": format_sim(self.start, t),
+        record = {"t": int(t) if float(t).is_integer() else round(t, 3), "time": self.time_text(t),
                   "kind": kind, "agent": agent, "data": data}
         self.count += 1
         if self.out is None:
             self.records.append(record)
         else:
-            self.out.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+            self.out.write(self._encode(record) + "\n")
 
     def flush(self) -> None:
         if self.out is not None:

@@ -6,6 +6,8 @@ import heapq
 import re
 from functools import cached_property, lru_cache
 
+from smallville.world.mentions import Mentions
+
 Tile = tuple[int, int]          # (column, row)
 _STEPS = ((0, -1), (-1, 0), (1, 0), (0, 1))   # fixed order: paths are deterministic
 
@@ -89,6 +91,11 @@ class Grid:
     def places(self) -> tuple[str, ...]:
         """The top-level places (the first part of each area's path), sorted."""
         return tuple(sorted({a.split(" / ")[0] for a in self._tiles_by_area}))
+
+    @cached_property
+    def mentions(self) -> Mentions:
+        """Finds the places a text names (made once: copies of a world share their grid)."""
+        return Mentions(self.places)
 
     def tiles_in(self, area: str) -> list[Tile]:
         """Tiles of an area path or of any area under a prefix, in reading order."""
