@@ -227,10 +227,11 @@ def test_an_unknown_type_or_table_name_is_refused_where_it_is_written(tmp_path):
 
 def test_a_night_reflects_on_every_memory_of_the_day_kept_or_not(tmp_path):
     """`reflect_on: all` gives the night's reflection every memory since the last, the ones
-    not consolidated too; `kept` (the default) those kept and the working memory's."""
+    not consolidated too; `kept` (the default) those kept and the working memory's. (A window
+    that holds the whole day, so that what `all` reads holds what `kept` reads.)"""
     read = {}
     for reflect_on in ("kept", "all"):
-        config = SimConfig(memory={"model": "salience", "reflect_on": reflect_on})
+        config = SimConfig(memory={"model": "salience", "reflect_on": reflect_on}, reflection_window=1000)
         result = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path / reflect_on, duration=20 * HOUR,
                               embedder="lexical", config=config)
         events = [json.loads(line) for line in (result.path / "events.jsonl").read_text().splitlines()]
@@ -238,7 +239,7 @@ def test_a_night_reflects_on_every_memory_of_the_day_kept_or_not(tmp_path):
         assert nights and result.manifest.counts["forgotten"] > 0
         read[reflect_on] = {e["agent"]: e["data"]["importance"] for e in nights}
     assert read["kept"].keys() == read["all"].keys()
-    assert all(read["all"][a] > read["kept"][a] for a in read["kept"])
+    assert all(read["all"][a] > read["kept"][a] for a in read["kept"]), read
 
 
 def test_reflect_every_waits_that_long_after_the_last(tmp_path):
