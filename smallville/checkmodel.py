@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 
 from smallville.brain import requests as rq
@@ -70,9 +71,11 @@ class Check:
                 "missing": self.missing, "day": self.day, "seconds": round(self.seconds, 1)}
 
 
-def check_model(scenario, settings, *, seed: int | None = None, embedder: str = "use") -> Check:
+def check_model(scenario, settings, *, seed: int | None = None, embedder: str = "use",
+                said: Callable[[str], None] = lambda line: None) -> Check:
     """Try every request kind of `scenario` once on the model of `settings` (an `LLMConfig`),
-    or on each kind's own model; every model used is checked (the preflight of each)."""
+    or on each kind's own model; every model used is checked (the preflight of each). `said`
+    hears each step as it happens: a small local model may take minutes a kind."""
     from smallville.brain.bykind import model_brain, notes_of
     from smallville.brain.ledger import Ledger
     from smallville.estimate import estimate
@@ -81,12 +84,17 @@ def check_model(scenario, settings, *, seed: int | None = None, embedder: str = 
     seed = scenario.seed if seed is None else seed
     brain = model_brain(settings, Ledger())
     try:
+        said(f"{settings.label}: checking the server and how it answers")
         brain.preflight()
         notes = notes_of(brain.describe())
+        said(f"{scenario.name}: finding a request of each kind (offline)")
         asked, missing = moment(scenario, seed, embedder)
+        said(f"sending {len(asked)} requests, one of each kind, at once")
         with ThreadPoolExecutor(max(1, len(asked)), thread_name_prefix="smallville-check") as pool:
-            sent = [pool.submit(brain.attempt, request) for request, _ in asked]
+            sent = {pool.submit(brain.attempt, request): request.kind for request, _ in asked}
             day = estimate(scenario, brain.config, duration=DAY, seed=seed, embedder=embedder)   # meanwhile
+            for done in as_completed(sent):
+                said(f"  {sent[done]}: answered after {time.perf_counter() - began:.0f} s")
             tries = [future.result() for future in sent]
         rows = [row_of(t, brain) for t in tries]
         return Check(settings.label, scenario.name, len(scenario.agents), brain.brain_for("").config.structured, rows,

@@ -125,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     estimate.add_argument("--json", action="store_true", help="print JSON")
 
     check = commands.add_parser("check-model", help="try every request kind once on a model, before a paid run")
-    check.add_argument("model", metavar="MODEL", help="a litellm model name, e.g. openai/gpt-4o-mini")
+    check.add_argument("model", metavar="MODEL", nargs="?",
+                       help="a litellm model name, e.g. openai/gpt-4o-mini (default: --brain-config's model)")
     check.add_argument("--api-base", metavar="URL", help="address of the model's server, e.g. http://127.0.0.1:8000/v1")
     check.add_argument("--brain-config", type=Path, metavar="FILE.yaml", help="LLM brain settings (see docs/llm.md)")
     check.add_argument("--scenario", type=Path, default=Path(DEFAULT_TOWN), metavar="FILE",
@@ -579,8 +580,10 @@ def _check_model(args) -> int:
     settings = load_config(scenario=scenario.brain, file=args.brain_config,
                            flags={"model": args.model, "api_base": args.api_base}, scenario_path=str(args.scenario))
     if settings.is_offline:
-        raise UsageError("check-model needs a model: the offline brain answers every request by rule")
-    result = check_model(scenario, settings, seed=args.seed, embedder=args.embedder)
+        raise UsageError("check-model needs a model (smallville check-model MODEL, or a --brain-config that names "
+                         "one): the offline brain answers every request by rule")
+    result = check_model(scenario, settings, seed=args.seed, embedder=args.embedder,
+                         said=lambda line: print(line, file=sys.stderr, flush=True))
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:

@@ -99,3 +99,15 @@ def test_a_reasoning_model_without_room_to_reason_is_told_to_give_it_some(tmp_pa
                           for row in mostly)
     assert all(row["mend"] == f"cut at max_tokens {row['max_tokens']}: raise kinds.{row['kind']}.max_tokens"
                for row in cut if row not in mostly)
+
+
+def test_the_model_may_come_from_the_settings_file_and_each_kind_is_reported_as_it_comes(tmp_path):
+    with LLMServer(seed=1) as server:
+        (tmp_path / "brain.yaml").write_text(f"model: openai/local\napi_base: {server.api_base}\n")
+        result = smallville("check-model", "--brain-config", tmp_path / "brain.yaml", "--scenario", CAFE_TRIO,
+                            "--embedder", "lexical", "--json")
+    assert result.returncode == 0 and json.loads(result.stdout)["model"] == "openai/local", result.stderr
+    answered = [line.split(":")[0].strip() for line in result.stderr.splitlines() if "answered after" in line]
+    assert sorted(answered) == sorted(KINDS)                       # a line as each kind comes back, before the table
+    bare = smallville("check-model", "--scenario", CAFE_TRIO)
+    assert bare.returncode == 2 and "check-model needs a model" in bare.stderr and "Traceback" not in bare.stderr

@@ -36,6 +36,8 @@ EVENTS = [
     walk(300, "ann_lee", "Ann's house / kitchen", tiles=1),
     event(360, "brain_fallback", "bob_ray", {"kind": "speak", "key": "abc", "error": "timeout"}),
     event(420, "brain_refused", "ann_lee", {"kind": "react", "ceiling": 60}),
+    event(480, "recall", "ann_lee", {"req": 7, "request": "speak", "key": "abc",
+                                     "queries": [["Bob Ray", [[4, 2.1, 1.0, 0.6, 0.5], [2, 1.5, 0.5, 0.5, 0.5]]]]}),
 ]
 RUN = RunRecord(Path("run"), {"agents": ["ann_lee", "bob_ray"]}, EVENTS, PEOPLE)
 
@@ -57,6 +59,11 @@ def test_a_walk_within_a_room_shows_with_all_only_and_says_so():
     assert "2023-02-13 07:04  Bob Ray moves within Bob's flat / kitchen (3 tiles, arrives 07:05)" in lines
     assert "2023-02-13 07:05  Ann Lee moves within Ann's house / kitchen (1 tile, arrives 07:06)" in lines
     assert not [line for line in lines if " walks to " in line and "07:02  Ann Lee" not in line]
+
+
+def test_what_a_request_recalled_shows_with_all_only_as_the_memories_it_names():
+    assert not [line for line in timeline(RUN) if "recall" in line]
+    assert "2023-02-13 07:08  Ann Lee recalls for speak (request 7): #4, #2" in timeline(RUN, everything=True)
 
 
 def test_where_an_agent_is_is_known_from_before_the_window_and_the_filter():
@@ -83,7 +90,7 @@ def trio(tmp_path_factory):
 def test_no_event_of_a_real_run_is_shown_as_a_dict(trio):
     lines = list(timeline(trio, everything=True))
     assert len(lines) == len(trio.events)
-    assert not [line for line in lines if "{" in line or "': " in line]
+    assert not [line for line in lines if "{" in line or "': " in line or "[[" in line]
     where: dict[str, str] = {}
     across = within = 0
     for e in trio.events:
@@ -99,8 +106,3 @@ def test_no_event_of_a_real_run_is_shown_as_a_dict(trio):
     assert sum(" moves within " in line for line in lines) == within
     assert sum(" walks to " in line or " moves within " in line for line in timeline(trio)) == across
 
-
-def test_the_readme_sample_is_what_cafe_trio_prints(trio):
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    sample = [line.strip() for line in readme.splitlines() if line.startswith("    2023-02-13 ")]
-    assert len(sample) == 3 and set(sample) <= set(timeline(trio))

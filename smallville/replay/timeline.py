@@ -8,7 +8,7 @@ from smallville import events
 from smallville.opening import count
 from smallville.replay.record import RunRecord
 
-QUIET_KINDS = {events.OBJECT, events.RELATIONSHIP}     # shown with --all only
+QUIET_KINDS = {events.OBJECT, events.RELATIONSHIP, events.RECALL}     # shown with --all only
 QUIET_MEMORIES = {"observation", "chat", "plan", "seed"}
 
 
@@ -56,6 +56,9 @@ def describe(event: dict, names: dict[str, str], was: str | None = None) -> str:
         return f"{who} now knows the {d['probe']!r} news"
     if kind == events.RELATIONSHIP:
         return f"{who} has talked with {names.get(d['with'], d['with'])} {count(d['talks'], 'time')}"
+    if kind == events.RECALL:
+        recalled = ", ".join(f"#{hit[0]}" for _, hits in d["queries"] for hit in hits)
+        return f"{who} recalls for {d['request']} (request {d['req']}): {recalled or 'nothing'}"
     if kind == events.OBJECT:
         return f"{d['object']} ({d['area']}) is {d['state']}"
     if kind == events.BRAIN_FALLBACK:
