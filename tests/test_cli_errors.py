@@ -75,6 +75,8 @@ BAD_INPUT = [
     (["replay", "RUN", "--at", "2023-02-13 08:00", "--until", "2023-02-13 07:30"], "smallville: error: --until 2023"),
     (["replay", "RUN", "--format", "live"], "smallville: error: --format live needs a terminal"),
     (["metrics", "NOWHERE"], "smallville: error: NOWHERE is not a run directory"),
+    (["why", "RUN", "--agent", "nobody", "--at", "2023-02-13 08:00"], "smallville: error: unknown agent 'nobody' in RUN"),
+    (["why", "RUN", "--agent", "ann_lee", "--at", "Feb 14"], "smallville: error: --at: bad date-time 'Feb 14'"),
     (["evaluate", "NOWHERE"], "smallville: error: NOWHERE is not a run directory: it has no manifest.json"),
     (["evaluate", "RUN", "--at", "2023-02-14 09:00"], "smallville: error: --at 2023-02-14 09:00: RUN covers 2023-02-13 07:00"),
     (["experiment", "missing.yaml"], "smallville: error: missing.yaml: cannot read the experiment file"),
