@@ -36,11 +36,18 @@ def measure(scenario_path: str, duration: float, seed: int | None, embedder: str
     agents = len(scenario.agents)
     m = result.manifest
     requests = sum(m.requests.values())
-    return {"embedder": m.embedder["name"], "wall": wall, "cpu": cpu, "sim_min_per_s": duration / 60 / wall,
-            "memories_per_agent": m.counts["memories"] / agents,
-            "requests_per_agent_hour": requests / agents / (duration / 3600), "events": m.counts["events"],
-            "conversations": m.counts["conversations"], "reflections": m.counts["reflections"],
-            "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "embedder": m.embedder["name"],
+        "wall": wall,
+        "cpu": cpu,
+        "sim_min_per_s": duration / 60 / wall,
+        "memories_per_agent": m.counts["memories"] / agents,
+        "requests_per_agent_hour": requests / agents / (duration / 3600),
+        "events": m.counts["events"],
+        "conversations": m.counts["conversations"],
+        "reflections": m.counts["reflections"],
+        "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def child(args, embedder: str, code: str | None) -> dict:
@@ -57,8 +64,8 @@ def main() -> None:
     parser.add_argument("--for", dest="duration", default="1d")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--before", type=Path, metavar="DIR", help="also run with the smallville in DIR")
-    parser.add_argument("--one", help=argparse.SUPPRESS)                  # the child process: its embedder
-    parser.add_argument("--code", help=argparse.SUPPRESS)                 # the child's smallville, if not this one
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # the child process: its embedder
+    parser.add_argument("--code", help=argparse.SUPPRESS)  # the child's smallville, if not this one
     args = parser.parse_args()
     sys.path.insert(0, args.code or str(ROOT))
     from smallville.timefmt import parse_duration
@@ -70,19 +77,27 @@ def main() -> None:
     versions = {"this": None, **({"before": str(args.before.resolve())} if args.before else {})}
     rows = {(v, e): child(args, e, code) for v, code in versions.items() for e in ("use", "lexical")}
     print(f"{Path(args.scenario).stem}: {args.duration} simulated, offline brain")
-    print(f"{'version':<8}{'embedder':<22}{'wall s':>8}{'CPU s':>8}{'sim min/s':>11}{'memories/agent':>16}"
-          f"{'requests/agent/h':>18}{'talks':>7}{'reflections':>13}{'peak MiB':>10}")
+    print(
+        f"{'version':<8}{'embedder':<22}{'wall s':>8}{'CPU s':>8}{'sim min/s':>11}{'memories/agent':>16}"
+        f"{'requests/agent/h':>18}{'talks':>7}{'reflections':>13}{'peak MiB':>10}"
+    )
     for (v, _), r in rows.items():
-        print(f"{v:<8}{r['embedder']:<22}{r['wall']:>8.1f}{r['cpu']:>8.1f}{r['sim_min_per_s']:>11.0f}"
-              f"{r['memories_per_agent']:>16.0f}{r['requests_per_agent_hour']:>18.1f}{r['conversations']:>7}"
-              f"{r['reflections']:>13}{r['peak_mib']:>10.0f}")
+        print(
+            f"{v:<8}{r['embedder']:<22}{r['wall']:>8.1f}{r['cpu']:>8.1f}{r['sim_min_per_s']:>11.0f}"
+            f"{r['memories_per_agent']:>16.0f}{r['requests_per_agent_hour']:>18.1f}{r['conversations']:>7}"
+            f"{r['reflections']:>13}{r['peak_mib']:>10.0f}"
+        )
     for v in versions:
-        print(f"{v}: default / lexical baseline: wall {rows[v, 'use']['wall'] / rows[v, 'lexical']['wall']:.2f}x, "
-              f"CPU {rows[v, 'use']['cpu'] / rows[v, 'lexical']['cpu']:.2f}x")
+        print(
+            f"{v}: default / lexical baseline: wall {rows[v, 'use']['wall'] / rows[v, 'lexical']['wall']:.2f}x, "
+            f"CPU {rows[v, 'use']['cpu'] / rows[v, 'lexical']['cpu']:.2f}x"
+        )
     if args.before:
         for e in ("use", "lexical"):
-            print(f"{e}: CPU before / this version {rows['before', e]['cpu'] / rows['this', e]['cpu']:.2f}x, "
-                  f"wall {rows['before', e]['wall'] / rows['this', e]['wall']:.2f}x")
+            print(
+                f"{e}: CPU before / this version {rows['before', e]['cpu'] / rows['this', e]['cpu']:.2f}x, "
+                f"wall {rows['before', e]['wall'] / rows['this', e]['wall']:.2f}x"
+            )
 
 
 if __name__ == "__main__":

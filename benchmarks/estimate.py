@@ -23,11 +23,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("OPENAI_API_KEY", "sk-local-benchmark")
 
-from llmserver import SOCIABLE, LLMServer  # noqa: E402
 from smallville.brain import LLMConfig  # noqa: E402
 from smallville.estimate import estimate  # noqa: E402
 from smallville.run import run_scenario  # noqa: E402
 from smallville.scenario import load_scenario  # noqa: E402
+
+from llmserver import SOCIABLE, LLMServer  # noqa: E402
 
 
 def compare(path: Path, hours: float) -> None:
@@ -38,8 +39,14 @@ def compare(path: Path, hours: float) -> None:
     took = time.perf_counter() - began
     with LLMServer(seed=scenario.seed) as server, tempfile.TemporaryDirectory() as runs:
         # In order: run-ahead would add calls fetched but never used, as timing has it.
-        live = LLMConfig(model="openai/bench", api_base=server.api_base, echo_request=True, preflight=False,
-                         max_concurrency=16, lookahead=0)
+        live = LLMConfig(
+            model="openai/bench",
+            api_base=server.api_base,
+            echo_request=True,
+            preflight=False,
+            max_concurrency=16,
+            lookahead=0,
+        )
         run_scenario(scenario, runs_dir=runs, duration=hours * 3600, brain=live, embedder="lexical")
         actual = sent(server)
     print(f"\n{scenario.name}, {len(scenario.agents)} agents, {hours:g} simulated hours (estimated in {took:.1f} s)")
@@ -50,8 +57,11 @@ def compare(path: Path, hours: float) -> None:
 
 
 def sent(server: LLMServer) -> dict:
-    return {"requests": server.chats, "prompt_tokens": sum(u["prompt_tokens"] for u in server.usages),
-            "completion_tokens": sum(u["completion_tokens"] for u in server.usages)}
+    return {
+        "requests": server.chats,
+        "prompt_tokens": sum(u["prompt_tokens"] for u in server.usages),
+        "completion_tokens": sum(u["completion_tokens"] for u in server.usages),
+    }
 
 
 def pilots(pilot_h: float = 2, window_h: float = 3) -> None:
@@ -59,8 +69,7 @@ def pilots(pilot_h: float = 2, window_h: float = 3) -> None:
     unlike the offline brain (in order, so that every count is exact and repeatable)."""
     figures = ("requests", "prompt_tokens", "completion_tokens")
     ratios: dict[str, dict[str, list[float]]] = {m: {f: [] for f in figures} for m in ("plain", "pilot")}
-    print(f"\nmodels unlike the offline brain: estimate/actual of {window_h:g} h, "
-          f"plain / --from a {pilot_h:g} h pilot")
+    print(f"\nmodels unlike the offline brain: estimate/actual of {window_h:g} h, plain / --from a {pilot_h:g} h pilot")
     print(f"{'':<34}" + "".join(f"{f:>26}" for f in figures))
     for name, seeds in (("cafe_trio", range(1, 8)), ("the_ville", range(1, 4))):
         scenario = load_scenario(str(ROOT / "scenarios" / f"{name}.yaml"))
@@ -72,11 +81,17 @@ def pilots(pilot_h: float = 2, window_h: float = 3) -> None:
                     for hours in (pilot_h, window_h):
                         with LLMServer(seed=seed, prefer=prefer) as server:
                             live = LLMConfig(model="openai/bench", api_base=server.api_base, backoff=0, lookahead=0)
-                            run = run_scenario(scenario, runs_dir=runs, duration=hours * 3600, brain=live,
-                                               embedder="lexical")
+                            run = run_scenario(
+                                scenario, runs_dir=runs, duration=hours * 3600, brain=live, embedder="lexical"
+                            )
                             actual[hours] = (run.path, sent(server))
-                    piloted = estimate(scenario, LLMConfig(model="openai/bench"), duration=window_h * 3600,
-                                       embedder="lexical", from_run=actual[pilot_h][0]).to_dict()
+                    piloted = estimate(
+                        scenario,
+                        LLMConfig(model="openai/bench"),
+                        duration=window_h * 3600,
+                        embedder="lexical",
+                        from_run=actual[pilot_h][0],
+                    ).to_dict()
                 truth = actual[window_h][1]
                 cells = []
                 for f in figures:
@@ -86,9 +101,13 @@ def pilots(pilot_h: float = 2, window_h: float = 3) -> None:
                 label = f"{name} seed {seed} {'sociable' if prefer else 'random'}"
                 print(f"{label:<34}" + "".join(f"{c:>26}" for c in cells))
     for method, by_figure in ratios.items():
-        print(f"{method + ': range, within 30%':<34}" + "".join(
-            f"{f'{min(xs):.2f}-{max(xs):.2f}, {sum(0.7 <= x <= 1.3 for x in xs)}/{len(xs)}':>26}"
-            for xs in by_figure.values()))
+        print(
+            f"{method + ': range, within 30%':<34}"
+            + "".join(
+                f"{f'{min(xs):.2f}-{max(xs):.2f}, {sum(0.7 <= x <= 1.3 for x in xs)}/{len(xs)}':>26}"
+                for xs in by_figure.values()
+            )
+        )
 
 
 def main() -> None:
@@ -104,9 +123,11 @@ def main() -> None:
         scenario = load_scenario(str(ROOT / "scenarios" / "the_ville.yaml"))
         began = time.perf_counter()
         est = estimate(scenario, LLMConfig(model="openai/gpt-4o-mini"), duration=86400).to_dict()
-        print(f"\nthe 25-agent town for a simulated day on openai/gpt-4o-mini: {est['requests']:,} requests, "
-              f"{est['prompt_tokens']:,} prompt tokens, ${est['cost_usd']:.2f}; estimated offline in "
-              f"{time.perf_counter() - began:.1f} s (target: under a minute)")
+        print(
+            f"\nthe 25-agent town for a simulated day on openai/gpt-4o-mini: {est['requests']:,} requests, "
+            f"{est['prompt_tokens']:,} prompt tokens, ${est['cost_usd']:.2f}; estimated offline in "
+            f"{time.perf_counter() - began:.1f} s (target: under a minute)"
+        )
 
 
 if __name__ == "__main__":

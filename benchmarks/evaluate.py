@@ -51,32 +51,52 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "bench.yaml"
-        spec.write_text(f"name: bench\nscenario: {ROOT / 'scenarios' / 'the_ville.yaml'}\nduration: {args.duration}\n"
-                        f"seeds: [1]\nembedder: {args.embedder}\nout: {Path(tmp) / 'out'}\n{CONDITIONS}")
+        spec.write_text(
+            f"name: bench\nscenario: {ROOT / 'scenarios' / 'the_ville.yaml'}\nduration: {args.duration}\n"
+            f"seeds: [1]\nembedder: {args.embedder}\nout: {Path(tmp) / 'out'}\n{CONDITIONS}"
+        )
         runs = run_experiment(load_experiment(spec), workers=2, quiet=True)
         simulated = sum(r["wall_seconds"] for r in runs.rows)
         server = Server(seed=1, latency=args.latency)
         try:
-            model = LLMConfig(model="openai/bench", api_base=server.api_base, echo_request=True,
-                              max_concurrency=args.concurrency, preflight=False)
+            model = LLMConfig(
+                model="openai/bench",
+                api_base=server.api_base,
+                echo_request=True,
+                max_concurrency=args.concurrency,
+                preflight=False,
+            )
             result = evaluate([runs.out], brain_settings=model, judge_settings=model)
         finally:
             stats = server.close()
     interviews, judged = len(result.asked), len(result.matches)
     agents = len({a.request.agent for a in result.asked})
-    print(f"{len(result.runs)} conditions x {agents} agents x {interviews // (len(result.runs) * agents)} questions "
-          f"= {interviews:,} interviews, {judged:,} comparisons judged; latency {args.latency:g} s, "
-          f"{args.concurrency} calls at once; server: {stats['chats']:,} calls, "
-          f"{stats['mean_in_flight']:.1f} in flight on average")
-    print(f"states restored and memories recalled for every agent: {result.seconds['restore']:.1f} s "
-          f"(simulating the runs took {simulated:.1f} s)")
+    print(
+        f"{len(result.runs)} conditions x {agents} agents x {interviews // (len(result.runs) * agents)} questions "
+        f"= {interviews:,} interviews, {judged:,} comparisons judged; latency {args.latency:g} s, "
+        f"{args.concurrency} calls at once; server: {stats['chats']:,} calls, "
+        f"{stats['mean_in_flight']:.1f} in flight on average"
+    )
+    print(
+        f"states restored and memories recalled for every agent: {result.seconds['restore']:.1f} s "
+        f"(simulating the runs took {simulated:.1f} s)"
+    )
     for name, calls in (("interviews", interviews), ("judge", judged)):
         bound = math.ceil(calls / args.concurrency) * args.latency
         wall = result.seconds[name]
-        print(f"{name}: {calls:,} calls in {wall:.1f} s; bound by the calls: {bound:.1f} s "
-              f"({wall / bound:.2f}x the bound)")
-    print(json.dumps({"seconds": {k: round(v, 2) for k, v in result.seconds.items()}, "server": stats,
-                      "simulated_s": round(simulated, 2)}))
+        print(
+            f"{name}: {calls:,} calls in {wall:.1f} s; bound by the calls: {bound:.1f} s "
+            f"({wall / bound:.2f}x the bound)"
+        )
+    print(
+        json.dumps(
+            {
+                "seconds": {k: round(v, 2) for k, v in result.seconds.items()},
+                "server": stats,
+                "simulated_s": round(simulated, 2),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

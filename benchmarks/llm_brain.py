@@ -63,11 +63,22 @@ class Server:
 
     def __init__(self, seed: int, latency: float, *more: str) -> None:
         """`more`: the server's other flags (`--modes strict,capable`, `--reasoning only`)."""
-        self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "llmserver.py"), "--seed", str(seed),
-                                      "--latency", str(latency), *more], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "tests" / "llmserver.py"),
+                "--seed",
+                str(seed),
+                "--latency",
+                str(latency),
+                *more,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.api_base = self.proc.stdout.readline().strip()
-        self.started_cpu = self.cpu()          # its start-up (importing litellm) is not the run's
+        self.started_cpu = self.cpu()  # its start-up (importing litellm) is not the run's
 
     def cpu(self) -> float | None:
         """CPU seconds the server has used so far (Linux only)."""
@@ -99,8 +110,8 @@ class Chain:
 
     def __init__(self, arenas: bool = True) -> None:
         self.arenas = arenas
-        self.agent: dict[str, int] = {}        # the depth of each agent's latest call
-        self.arena: dict[str, int] = {}        # the deepest call made in each arena so far
+        self.agent: dict[str, int] = {}  # the depth of each agent's latest call
+        self.arena: dict[str, int] = {}  # the deepest call made in each arena so far
         self.longest = 0
 
     def batch(self, world, agents, calls) -> None:
@@ -109,14 +120,18 @@ class Chain:
         where = {a: world.area_of(a) for a in agents}
         present: dict[str, int] = {}
         if self.arenas:
-            for a in agents:                   # what each arena's people carry now
+            for a in agents:  # what each arena's people carry now
                 present[where[a]] = max(present.get(where[a], 0), self.agent.get(a, 0))
         depth: dict[str, int] = {}
         for a, listener in calls:
-            d = 1 + max(self.agent.get(a, 0), present.get(where[a], 0), self.arena.get(where[a], 0),
-                        self.agent.get(listener, 0) if listener else 0)
+            d = 1 + max(
+                self.agent.get(a, 0),
+                present.get(where[a], 0),
+                self.arena.get(where[a], 0),
+                self.agent.get(listener, 0) if listener else 0,
+            )
             depth[a] = max(depth.get(a, 0), d)
-            if listener:                       # what the listener says next quotes this line
+            if listener:  # what the listener says next quotes this line
                 depth[listener] = max(depth.get(listener, 0), d)
         for a, d in depth.items():
             self.agent[a] = max(self.agent.get(a, 0), d)
@@ -135,13 +150,16 @@ class Hours:
     def __init__(self) -> None:
         self.hours: dict[int, dict] = {}
 
-    def __enter__(self) -> "Hours":
+    def __enter__(self) -> Hours:
         from smallville.brain.llm import LLMBrain
         from smallville.sim import dispatch, engine
 
-        self._plain = plain_init, plain_flush, plain_ask = engine.Simulation.__init__, dispatch.Dispatcher._flush, \
-            LLMBrain._ask
-        made: list[tuple[str, str | None, bool]] = []     # (agent, listener, a rating?) of each call
+        self._plain = plain_init, plain_flush, plain_ask = (
+            engine.Simulation.__init__,
+            dispatch.Dispatcher._flush,
+            LLMBrain._ask,
+        )
+        made: list[tuple[str, str | None, bool]] = []  # (agent, listener, a rating?) of each call
         hours = self.hours
 
         def init(sim, *args, **kwargs):
@@ -149,24 +167,33 @@ class Hours:
             sim.dispatch.world, sim.dispatch.agent_names = sim.world, list(sim.agents)
 
         def ask(brain, request):
-            made.append((request.agent, getattr(request, "listener", None),
-                         request.kind in ("rate_importance", "tag_memories")))
+            made.append(
+                (request.agent, getattr(request, "listener", None), request.kind in ("rate_importance", "tag_memories"))
+            )
             return plain_ask(brain, request)
 
         def flush(self, event):
             made.clear()
             plain_flush(self, event)
             if made and getattr(self, "world", None) is not None:
-                hour = hours.setdefault(int(self.env.now // 3600), {"calls": 0, "rounds": 0, "coupled": Chain(),
-                                                                    "talk": Chain(arenas=False),
-                                                                    "unrated": Chain(arenas=False)})
+                hour = hours.setdefault(
+                    int(self.env.now // 3600),
+                    {
+                        "calls": 0,
+                        "rounds": 0,
+                        "coupled": Chain(),
+                        "talk": Chain(arenas=False),
+                        "unrated": Chain(arenas=False),
+                    },
+                )
                 hour["calls"] += len(made)
                 hour["rounds"] += 1
                 calls = [(agent, listener) for agent, listener, _ in made]
                 hour["coupled"].batch(self.world, self.agent_names, calls)
                 hour["talk"].batch(self.world, self.agent_names, calls)
-                hour["unrated"].batch(self.world, self.agent_names,
-                                      [(agent, listener) for agent, listener, rating in made if not rating])
+                hour["unrated"].batch(
+                    self.world, self.agent_names, [(agent, listener) for agent, listener, rating in made if not rating]
+                )
 
         engine.Simulation.__init__, dispatch.Dispatcher._flush, LLMBrain._ask = init, flush, ask
         return self
@@ -191,30 +218,62 @@ def warm_up() -> None:
     try:
         from smallville.brain.keys import PLACEHOLDER
 
-        litellm.completion(model="openai/bench", api_base=server.api_base, max_tokens=4, api_key=PLACEHOLDER,
-                           messages=[{"role": "user", "content": "warm up"}])
+        litellm.completion(
+            model="openai/bench",
+            api_base=server.api_base,
+            max_tokens=4,
+            api_key=PLACEHOLDER,
+            messages=[{"role": "user", "content": "warm up"}],
+        )
     finally:
         server.close()
 
 
-def measure(scenario, duration: float, latency: float, concurrency: int | None, lookahead: float,
-            hours: Hours | None = None, memory: str | None = None) -> dict:
+def measure(
+    scenario,
+    duration: float,
+    latency: float,
+    concurrency: int | None,
+    lookahead: float,
+    hours: Hours | None = None,
+    memory: str | None = None,
+) -> dict:
     server = Server(scenario.seed, latency)
     reaped = _children_cpu()
     try:
         with tempfile.TemporaryDirectory() as runs, hours or contextlib.nullcontext():
-            config = LLMConfig(model="openai/bench", api_base=server.api_base, echo_request=True,
-                               max_concurrency=concurrency, timeout=30.0, preflight=False, lookahead=lookahead)
+            config = LLMConfig(
+                model="openai/bench",
+                api_base=server.api_base,
+                echo_request=True,
+                max_concurrency=concurrency,
+                timeout=30.0,
+                preflight=False,
+                lookahead=lookahead,
+            )
             began, cpu = time.perf_counter(), time.process_time()
-            result = run_scenario(scenario, runs_dir=runs, duration=duration, brain=config, embedder="lexical",
-                                  config=SimConfig(memory=memory))
+            result = run_scenario(
+                scenario,
+                runs_dir=runs,
+                duration=duration,
+                brain=config,
+                embedder="lexical",
+                config=SimConfig(memory=memory),
+            )
             wall, cpu = time.perf_counter() - began, time.process_time() - cpu
             events = (result.path / "events.jsonl").read_bytes()
     finally:
         stats = server.close()
-    calls_cpu = _children_cpu() - reaped - stats.get("cpu_s", 0.0) - (server.started_cpu or 0.0)   # the calls' child
-    return {"wall": wall, "cpu": cpu, "calls_cpu": calls_cpu, "usage": result.manifest.usage, "server": stats,
-            "batches": result.simulation.dispatch.batches, "events": hashlib.sha256(events).hexdigest()}
+    calls_cpu = _children_cpu() - reaped - stats.get("cpu_s", 0.0) - (server.started_cpu or 0.0)  # the calls' child
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "calls_cpu": calls_cpu,
+        "usage": result.manifest.usage,
+        "server": stats,
+        "batches": result.simulation.dispatch.batches,
+        "events": hashlib.sha256(events).hexdigest(),
+    }
 
 
 def spread(scenario, duration: float, latency: float, cap: int, counts: list[int], lookahead: float) -> None:
@@ -224,8 +283,7 @@ def spread(scenario, duration: float, latency: float, cap: int, counts: list[int
         servers = [Server(scenario.seed, latency) for _ in range(n)]
         try:
             deployments = [{"model": "openai/bench", "api_base": s.api_base, "max_concurrency": cap} for s in servers]
-            config = LLMConfig(model=deployments, echo_request=True, timeout=30.0, preflight=False,
-                               lookahead=lookahead)
+            config = LLMConfig(model=deployments, echo_request=True, timeout=30.0, preflight=False, lookahead=lookahead)
             with tempfile.TemporaryDirectory() as runs:
                 began = time.perf_counter()
                 result = run_scenario(scenario, runs_dir=runs, duration=duration, brain=config, embedder="lexical")
@@ -237,10 +295,12 @@ def spread(scenario, duration: float, latency: float, cap: int, counts: list[int
         calls = usage["total"]["calls"]
         each = ", ".join(f"{row['calls']}" for row in usage["by_deployment"].values())
         flight = ", ".join(f"{s['mean_in_flight']:.1f}" for s in stats)
-        print(f"{n} server(s) of {cap} calls: wall {walls[n]:.1f} s for {calls} calls (each server: {each}); "
-              f"in flight on average {usage['in_flight']:.1f} (per server: "
-              f"{flight}); at best {calls * latency / (n * cap):.1f} s; "
-              f"speed-up over one server {walls[counts[0]] / walls[n]:.2f}x")
+        print(
+            f"{n} server(s) of {cap} calls: wall {walls[n]:.1f} s for {calls} calls (each server: {each}); "
+            f"in flight on average {usage['in_flight']:.1f} (per server: "
+            f"{flight}); at best {calls * latency / (n * cap):.1f} s; "
+            f"speed-up over one server {walls[counts[0]] / walls[n]:.2f}x"
+        )
     print(f"event logs: {'identical' if len(logs) == 1 else 'DIFFERENT'} over {', '.join(map(str, counts))} servers")
 
 
@@ -257,21 +317,29 @@ def report(name: str, run: dict, agents: int, hours: float, latency: float, boun
     total = usage["total"]
     one_at_a_time = total["calls"] * latency
     limit = usage.get("concurrency", {})
-    print(f"\n{name}: wall {run['wall']:.1f} s; calls in flight {usage['in_flight']:.1f} on average "
-          f"(server: {run['server']['mean_in_flight']:.1f}), {run['server']['max_in_flight']} at most; "
-          f"limit {'found' if limit.get('adaptive') else 'pinned'}: reached {limit.get('reached')}")
-    print(f"  lower bound {bound:.1f} s (wall / bound {run['wall'] / bound:.2f}); one call at a time "
-          f"(calls x latency) {one_at_a_time:.1f} s; speed-up {one_at_a_time / run['wall']:.1f}x")
-    print(f"  CPU: {run['cpu']:.1f} s in this process (run-ahead's copies included), "
-          f"{run['calls_cpu']:.1f} s in its child making model calls (if any; importing litellm included), "
-          f"{run['server'].get('cpu_s', 0.0):.1f} s in the server")
+    print(
+        f"\n{name}: wall {run['wall']:.1f} s; calls in flight {usage['in_flight']:.1f} on average "
+        f"(server: {run['server']['mean_in_flight']:.1f}), {run['server']['max_in_flight']} at most; "
+        f"limit {'found' if limit.get('adaptive') else 'pinned'}: reached {limit.get('reached')}"
+    )
+    print(
+        f"  lower bound {bound:.1f} s (wall / bound {run['wall'] / bound:.2f}); one call at a time "
+        f"(calls x latency) {one_at_a_time:.1f} s; speed-up {one_at_a_time / run['wall']:.1f}x"
+    )
+    print(
+        f"  CPU: {run['cpu']:.1f} s in this process (run-ahead's copies included), "
+        f"{run['calls_cpu']:.1f} s in its child making model calls (if any; importing litellm included), "
+        f"{run['server'].get('cpu_s', 0.0):.1f} s in the server"
+    )
     if "run_ahead" in usage:
         ra = usage["run_ahead"]
-        print(f"  run-ahead: {ra.get('copies', 0)} copies ({ra.get('copies_ms', 0) / 1000:.1f} s), "
-              f"{ra.get('sent', 0)} requests fetched, "
-              f"{ra.get('unused', 0)} fetched but never used, {ra.get('failed_copies', 0)} copies failed, "
-              f"{ra.get('guessed_ratings', 0)} ratings and {ra.get('guessed_tags', 0)} tag requests guessed; "
-              f"up to {ra.get('most_ahead_s', 0) / 60:.0f} simulated minutes ahead")
+        print(
+            f"  run-ahead: {ra.get('copies', 0)} copies ({ra.get('copies_ms', 0) / 1000:.1f} s), "
+            f"{ra.get('sent', 0)} requests fetched, "
+            f"{ra.get('unused', 0)} fetched but never used, {ra.get('failed_copies', 0)} copies failed, "
+            f"{ra.get('guessed_ratings', 0)} ratings and {ra.get('guessed_tags', 0)} tag requests guessed; "
+            f"up to {ra.get('most_ahead_s', 0) / 60:.0f} simulated minutes ahead"
+        )
 
 
 def bounds(scenario, duration: float, concurrency: int, memory: str | None) -> None:
@@ -290,9 +358,11 @@ def bounds(scenario, duration: float, concurrency: int, memory: str | None) -> N
             line += f"{links:>13}{best[kind][-1]:>6.1f}x"
         print(line)
     for kind, name in kinds.items():
-        print(f"{name}: best speed-up {min(best[kind]):.1f}-{max(best[kind]):.1f}x, "
-              f"{statistics.median(best[kind]):.1f}x in the median hour; "
-              f"{sum(b >= 10 for b in best[kind])} of {len(best[kind])} hours allow 10x")
+        print(
+            f"{name}: best speed-up {min(best[kind]):.1f}-{max(best[kind]):.1f}x, "
+            f"{statistics.median(best[kind]):.1f}x in the median hour; "
+            f"{sum(b >= 10 for b in best[kind])} of {len(best[kind])} hours allow 10x"
+        )
 
 
 def main() -> None:
@@ -300,14 +370,19 @@ def main() -> None:
     parser.add_argument("--scenario", default=str(ROOT / "scenarios" / "the_ville.yaml"))
     parser.add_argument("--for", dest="duration", default="1h")
     parser.add_argument("--latency", type=float, default=0.2, help="seconds the server takes per call")
-    parser.add_argument("--concurrency", type=int, default=None,
-                        help="pin the calls in flight (default: found as the run goes, the brain's default)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="pin the calls in flight (default: found as the run goes, the brain's default)",
+    )
     parser.add_argument("--town", type=int, metavar="N", help="a generated town of N agents instead of --scenario")
     parser.add_argument("--lookahead", default="1h", help="how far copies run ahead (run-ahead run)")
     parser.add_argument("--sequential", action="store_true", help="also measure one call at a time")
     parser.add_argument("--bounds", action="store_true", help="only the chains per game hour (no timing)")
-    parser.add_argument("--memory", choices=("paper", "salience"), default=None,
-                        help="the memory model (default: the scenario's)")
+    parser.add_argument(
+        "--memory", choices=("paper", "salience"), default=None, help="the memory model (default: the scenario's)"
+    )
     parser.add_argument("--servers", metavar="N,N,...", help="one model on so many servers each (e.g. 1,2,4)")
     parser.add_argument("--cap", type=int, default=8, help="with --servers: calls in flight per server")
     args = parser.parse_args()
@@ -325,42 +400,63 @@ def main() -> None:
         return
     hours, agents = duration / 3600, len(scenario.agents)
     if args.servers:
-        print(f"{scenario.name}: {agents} agents, {args.duration} simulated with run-ahead, server latency "
-              f"{args.latency * 1000:.0f} ms, at most {args.cap} calls in flight per server; {os.cpu_count()} cores")
+        print(
+            f"{scenario.name}: {agents} agents, {args.duration} simulated with run-ahead, server latency "
+            f"{args.latency * 1000:.0f} ms, at most {args.cap} calls in flight per server; {os.cpu_count()} cores"
+        )
         warm_up()
-        spread(scenario, duration, args.latency, args.cap, [int(n) for n in args.servers.split(",")],
-               parse_duration(args.lookahead))
+        spread(
+            scenario,
+            duration,
+            args.latency,
+            args.cap,
+            [int(n) for n in args.servers.split(",")],
+            parse_duration(args.lookahead),
+        )
         return
-    print(f"{scenario.name}: {agents} agents, {args.duration} simulated, {args.memory or 'the scenario'}'s memory, "
-          f"server latency "
-          f"{args.latency * 1000:.0f} ms, "
-          f"{f'up to {args.concurrency}' if args.concurrency else 'an adaptive number of'} calls in flight; "
-          f"{os.cpu_count()} cores")
+    print(
+        f"{scenario.name}: {agents} agents, {args.duration} simulated, {args.memory or 'the scenario'}'s memory, "
+        f"server latency "
+        f"{args.latency * 1000:.0f} ms, "
+        f"{f'up to {args.concurrency}' if args.concurrency else 'an adaptive number of'} calls in flight; "
+        f"{os.cpu_count()} cores"
+    )
     warm_up()
     watched = Hours()
     in_order = measure(scenario, duration, args.latency, args.concurrency, 0.0, watched, args.memory)
     coupled, talk, unrated = watched.longest("coupled"), watched.longest("talk"), watched.longest("unrated")
-    ahead = measure(scenario, duration, args.latency, args.concurrency, parse_duration(args.lookahead),
-                    memory=args.memory)
+    ahead = measure(
+        scenario, duration, args.latency, args.concurrency, parse_duration(args.lookahead), memory=args.memory
+    )
     usage = ahead["usage"]
     scale = 1 / (agents * hours)
-    print(f"\n{'request kind':<20}{'requests':>10}{'calls':>8}{'prompt tok':>12}{'tokens':>9}   (per agent per game hour)")
+    print(
+        f"\n{'request kind':<20}{'requests':>10}{'calls':>8}{'prompt tok':>12}{'tokens':>9}   (per agent per game hour)"
+    )
     for kind, row in list(usage["by_kind"].items()) + [("all", usage["total"])]:
-        print(f"{kind:<20}{row['requests'] * scale:>10.2f}{row['calls'] * scale:>8.2f}"
-              f"{row['prompt_tokens'] * scale:>12.0f}{(row['prompt_tokens'] + row['completion_tokens']) * scale:>9.0f}")
-    print(f"ratings reused: {usage['total']['reused']}; most calls by one agent: "
-          f"{max(a['calls'] for a in usage['by_agent'].values())}")
+        print(
+            f"{kind:<20}{row['requests'] * scale:>10.2f}{row['calls'] * scale:>8.2f}"
+            f"{row['prompt_tokens'] * scale:>12.0f}{(row['prompt_tokens'] + row['completion_tokens']) * scale:>9.0f}"
+        )
+    print(
+        f"ratings reused: {usage['total']['reused']}; most calls by one agent: "
+        f"{max(a['calls'] for a in usage['by_agent'].values())}"
+    )
     report("in order", in_order, agents, hours, args.latency, in_order["usage"]["rounds"] * args.latency)
     report("run-ahead", ahead, agents, hours, args.latency, coupled * args.latency)
-    print(f"  lower bounds for run-ahead: calls linked by an agent's order or a shared arena: {coupled} "
-          f"({coupled * args.latency:.1f} s, used above); by an agent's order or a conversation: {talk} "
-          f"({talk * args.latency:.1f} s, {usage['total']['calls'] / talk:.1f}x at best); the same without the links "
-          f"of ratings, which copies go on past: {unrated} ({unrated * args.latency:.1f} s)")
+    print(
+        f"  lower bounds for run-ahead: calls linked by an agent's order or a shared arena: {coupled} "
+        f"({coupled * args.latency:.1f} s, used above); by an agent's order or a conversation: {talk} "
+        f"({talk * args.latency:.1f} s, {usage['total']['calls'] / talk:.1f}x at best); the same without the links "
+        f"of ratings, which copies go on past: {unrated} ({unrated * args.latency:.1f} s)"
+    )
     same = "identical" if in_order["events"] == ahead["events"] else "DIFFERENT"
     print(f"\nevent logs of the two runs: {same}; run-ahead is {in_order['wall'] / ahead['wall']:.1f}x faster")
     if args.sequential:
         seq = measure(scenario, duration, args.latency, 1, 0.0, memory=args.memory)
-        print(f"measured one call at a time: {seq['wall']:.1f} s; run-ahead speed-up {seq['wall'] / ahead['wall']:.1f}x")
+        print(
+            f"measured one call at a time: {seq['wall']:.1f} s; run-ahead speed-up {seq['wall'] / ahead['wall']:.1f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from llm_brain import Server  # noqa: E402
+
 from smallville.brain import LLMConfig  # noqa: E402
 from smallville.brain.wrappers import ModelUnusable  # noqa: E402
 from smallville.run import run_scenario  # noqa: E402
@@ -55,7 +56,7 @@ def gaps(blocks: list) -> list[str]:
     for start, end, *_ in blocks:
         begin, finish = minutes(start), minutes(end)
         if at is not None:
-            begin += DAY * round((at - begin) / DAY)        # the time nearest to where the plan got to
+            begin += DAY * round((at - begin) / DAY)  # the time nearest to where the plan got to
             if begin != at:
                 out.append(f"{at % DAY // 60:02d}:{at % 60:02d}-{start}")
         at = begin + (finish - begin) % DAY
@@ -69,8 +70,11 @@ def main() -> int:
     parser.add_argument("--scenario", default=str(ROOT / "scenarios" / "the_ville.yaml"))
     parser.add_argument("--for", dest="duration", default="1d")
     parser.add_argument("--modes", default="strict,capable")
-    parser.add_argument("--reasoning", choices=("think", "field", "only"),
-                        help="the model reasons first, this way (adds `reasoning` to the modes)")
+    parser.add_argument(
+        "--reasoning",
+        choices=("think", "field", "only"),
+        help="the model reasons first, this way (adds `reasoning` to the modes)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     modes = args.modes + (",reasoning" if args.reasoning else "")
@@ -81,9 +85,10 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as runs:
             config = LLMConfig(model="openai/test-model", api_base=server.api_base, backoff=0.0, echo_request=True)
             try:
-                run_scenario(scenario, runs_dir=runs, duration=parse_duration(args.duration), brain=config,
-                             embedder="lexical")
-            except ModelUnusable as exc:                  # the run stops; what it did is in its folder
+                run_scenario(
+                    scenario, runs_dir=runs, duration=parse_duration(args.duration), brain=config, embedder="lexical"
+                )
+            except ModelUnusable as exc:  # the run stops; what it did is in its folder
                 stopped = str(exc)
             (path,) = Path(runs).iterdir()
             m = read_manifest(path)
@@ -94,20 +99,29 @@ def main() -> int:
     refused = stats.get("refusals", {})
     if stopped:
         print(f"stopped: {stopped}")
-    print(f"{scenario.name}, {args.duration}, modes {modes}: {m.status} in {wall:.0f} s wall; "
-          f"{m.usage['total']['calls']:,} calls, {m.usage['total']['reasoning_tokens']:,} reasoning tokens")
+    print(
+        f"{scenario.name}, {args.duration}, modes {modes}: {m.status} in {wall:.0f} s wall; "
+        f"{m.usage['total']['calls']:,} calls, {m.usage['total']['reasoning_tokens']:,} reasoning tokens"
+    )
     print(f"{'request':<18}{'requests':>9}{'valid':>8}{'repaired':>9}{'fallbacks':>10}{'cut':>6}{'refused':>9}")
     for kind, row in m.answers.items():
-        print(f"{kind:<18}{row['requests']:>9,}{row['valid']:>8,}{row['repaired']:>9,}{row['fallbacks']:>10,}"
-              f"{row['cut']:>6,}{refused.get(kind, 0):>9,}")
+        print(
+            f"{kind:<18}{row['requests']:>9,}{row['valid']:>8,}{row['repaired']:>9,}{row['fallbacks']:>10,}"
+            f"{row['cut']:>6,}{refused.get(kind, 0):>9,}"
+        )
     holes = {(p["agent"], p["time"]): gaps(p["data"]["blocks"]) for p in plans}
     holes = {k: v for k, v in holes.items() if v}
     print(f"plans stored: {len(plans)}; with time left unplanned: {len(holes)}")
     for (agent, when), where in sorted(holes.items())[:10]:
         print(f"  {agent} at {when}: {', '.join(where)}")
     preflight_cut = m.usage["by_kind"].get("preflight", {}).get("cut", 0)
-    bad = (m.status != "completed" or refused or holes or m.usage["total"]["cut"] > preflight_cut
-           or any(row["fallbacks"] for row in m.answers.values()))
+    bad = (
+        m.status != "completed"
+        or refused
+        or holes
+        or m.usage["total"]["cut"] > preflight_cut
+        or any(row["fallbacks"] for row in m.answers.values())
+    )
     return 1 if bad else 0
 
 

@@ -41,9 +41,14 @@ print(json.dumps({"wall": wall, "disk": sum(p.stat().st_size for p in files),
 def one(tree: Path, scenario: str, duration: str, embedder: str) -> dict:
     """One run with the smallville of `tree`, in a process of its own."""
     with tempfile.TemporaryDirectory() as runs:
-        out = subprocess.run([sys.executable, "-c", ONE_RUN, scenario, duration, embedder, runs], cwd=tree,
-                             env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}, capture_output=True,
-                             text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", ONE_RUN, scenario, duration, embedder, runs],
+            cwd=tree,
+            env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     return json.loads(out.stdout.splitlines()[-1])
 
 
@@ -68,8 +73,13 @@ def switched(duration: str, embedder: str, rounds: int) -> None:
                 result = run_scenario(scenario, runs_dir=runs, duration=parse_duration(duration), embedder=embedder)
                 wall = time.perf_counter() - began
                 files = [p for p in Path(result.path).rglob("*") if p.is_file()]
-                rows[name].append({"wall": wall, "disk": sum(p.stat().st_size for p in files),
-                                   "events": (Path(result.path) / "events.jsonl").stat().st_size})
+                rows[name].append(
+                    {
+                        "wall": wall,
+                        "disk": sum(p.stat().st_size for p in files),
+                        "events": (Path(result.path) / "events.jsonl").stat().st_size,
+                    }
+                )
             print(name, rows[name][-1], flush=True)
     RecallNotes.note, RecallNotes.take = recording
     med = {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in rows.items()}
@@ -98,8 +108,10 @@ def main() -> None:
             print(name, rows[name][-1], flush=True)
     med = {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in rows.items()}
     for k in ("wall", "disk", "events"):
-        print(f"{k}: before {med['before'][k]:.6g}, after {med['after'][k]:.6g}, "
-              f"after/before {med['after'][k] / med['before'][k]:.3f}")
+        print(
+            f"{k}: before {med['before'][k]:.6g}, after {med['after'][k]:.6g}, "
+            f"after/before {med['after'][k] / med['before'][k]:.3f}"
+        )
 
 
 if __name__ == "__main__":

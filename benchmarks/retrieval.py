@@ -57,8 +57,7 @@ def make_data(n: int, rng: np.random.Generator):
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     importance = rng.integers(1, 11, size=n)
     created = np.arange(n, dtype=np.float64) * 60.0
-    queries = centres[rng.integers(1000, size=4 * 512)] + rng.standard_normal(
-        (4 * 512, DIM), dtype=np.float32)
+    queries = centres[rng.integers(1000, size=4 * 512)] + rng.standard_normal((4 * 512, DIM), dtype=np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     return x, importance, created, queries
 
@@ -75,9 +74,12 @@ def brute_force(x, importance, accessed, q, now) -> np.ndarray:
     def norm(v):
         lo, hi = v.min(), v.max()
         return np.full(len(v), 0.5) if hi == lo else (v - lo) / (hi - lo)
-    score = (WEIGHTS[0] * norm(DECAY ** ((now - accessed) / 3600.0))
-             + WEIGHTS[1] * norm(importance.astype(np.float64))
-             + WEIGHTS[2] * norm((x @ q).astype(np.float64)))
+
+    score = (
+        WEIGHTS[0] * norm(DECAY ** ((now - accessed) / 3600.0))
+        + WEIGHTS[1] * norm(importance.astype(np.float64))
+        + WEIGHTS[2] * norm((x @ q).astype(np.float64))
+    )
     return np.lexsort((-np.arange(len(x)), -score))[:K]
 
 
@@ -125,8 +127,7 @@ def run_size(n: int, nq: int, rng: np.random.Generator, hnsw_args: dict) -> dict
         t["numpy"].append(sec)
         same += [h.memory.id for h in hits] == want.tolist()
         if j < 3:
-            t["python"].append(python_loop(x, importance, accessed, q, now) * n
-                               / min(n, PY_SAMPLE))
+            t["python"].append(python_loop(x, importance, accessed, q, now) * n / min(n, PY_SAMPLE))
         now += 60.0
     out["exact_same"] = f"{same}/{nq}"
     out["dedup_rows"] = len(exact.columns.table)
@@ -137,7 +138,7 @@ def run_size(n: int, nq: int, rng: np.random.Generator, hnsw_args: dict) -> dict
     out["hnsw_add_us"] = fill(approx, x, importance, created) * 1e6
     out["hnsw_build_s"], _ = timed(lambda: approx.retrieve(queries[-1], k=K, now=now))
     t["hnsw"], recall = [], []
-    for q in queries[nq: 2 * nq]:
+    for q in queries[nq : 2 * nq]:
         accessed = approx.columns.accessed[:n].copy()
         sec, hits = timed(lambda: approx.retrieve(q, k=K, now=now))
         t["hnsw"].append(sec)
@@ -169,27 +170,32 @@ def report(results: list[dict]) -> None:
         for name in ("matvec", "exact", "hnsw", "numpy", "python"):
             if not t.get(name):
                 continue
-            note = {"exact": f"ids = brute force: {r['exact_same']}; "
-                             f"{r['dedup_rows']:,} distinct rows scanned",
-                    "hnsw": f"recall@10 {r['recall']:.3f}; first search builds the "
-                            f"graph: {r['hnsw_build_s']:.1f} s",
-                    "python": "timed on 10k, scaled to n" if r["n"] > PY_SAMPLE else ""}.get(name, "")
-            print(f"| {r['n']:,} | {name} | {pct(t[name], 50):.2f} | {pct(t[name], 99):.2f} "
-                  f"| {pct(t[name], 50) / mv:.2f}x | {note} |")
+            note = {
+                "exact": f"ids = brute force: {r['exact_same']}; {r['dedup_rows']:,} distinct rows scanned",
+                "hnsw": f"recall@10 {r['recall']:.3f}; first search builds the graph: {r['hnsw_build_s']:.1f} s",
+                "python": "timed on 10k, scaled to n" if r["n"] > PY_SAMPLE else "",
+            }.get(name, "")
+            print(
+                f"| {r['n']:,} | {name} | {pct(t[name], 50):.2f} | {pct(t[name], 99):.2f} "
+                f"| {pct(t[name], 50) / mv:.2f}x | {note} |"
+            )
     print()
     for r in results:
         t = r["times"]
         ex = pct(t["exact"], 50)
-        line = (f"{r['n']:,}: exact is {ex / pct(t['matvec'], 50):.2f}x matvec, "
-                f"{pct(t['numpy'], 50) / ex:.1f}x faster than numpy brute force")
+        line = (
+            f"{r['n']:,}: exact is {ex / pct(t['matvec'], 50):.2f}x matvec, "
+            f"{pct(t['numpy'], 50) / ex:.1f}x faster than numpy brute force"
+        )
         if t.get("python"):
             line += f", {pct(t['python'], 50) / ex:.0f}x faster than the Python loop"
-        line += (f"; add {r['add_us']:.1f} us (exact), {r['hnsw_add_us']:.1f} us (hnsw, "
-                 f"graph built later)")
+        line += f"; add {r['add_us']:.1f} us (exact), {r['hnsw_add_us']:.1f} us (hnsw, graph built later)"
         print(line)
         if "save_s" in r:
-            print(f"{r['n']:,}: save {r['save_s']:.2f} s, save again after 1,000 more "
-                  f"{r['save_again_s']:.3f} s, load {r['load_s']:.2f} s")
+            print(
+                f"{r['n']:,}: save {r['save_s']:.2f} s, save again after 1,000 more "
+                f"{r['save_again_s']:.3f} s, load {r['load_s']:.2f} s"
+            )
 
 
 def main() -> None:
@@ -203,8 +209,7 @@ def main() -> None:
     ap.add_argument("--ef-search", type=int, default=64)
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
-    hnsw_args = {"hnsw_m": args.hnsw_m, "ef_construction": args.ef_construction,
-                 "ef_search": args.ef_search}
+    hnsw_args = {"hnsw_m": args.hnsw_m, "ef_construction": args.ef_construction, "ef_search": args.ef_search}
     results = []
     for n in (int(s) for s in args.sizes.split(",")):
         if args.quick and n >= 1_000_000:

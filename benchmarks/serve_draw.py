@@ -35,8 +35,9 @@ def a_run(agents: int, duration: float, runs: Path) -> Path:
         return existing[-1]
     write_town(generate_town(agents, 0), runs.parent / "town.yaml")
     print(f"running a {agents}-agent town for {duration / 3600:g} h ...", file=sys.stderr, flush=True)
-    return run_scenario(load_scenario(runs.parent / "town.yaml"), runs_dir=runs, duration=duration,
-                        embedder="lexical").path
+    return run_scenario(
+        load_scenario(runs.parent / "town.yaml"), runs_dir=runs, duration=duration, embedder="lexical"
+    ).path
 
 
 def measure(url: str, frames: int, width: int, height: int, profile: Path) -> dict:
@@ -68,8 +69,9 @@ def main() -> None:
         try:
             rows = [("laptop window", measure(url, args.frames, 1400, 900, Path(tmp) / "p1"))]
             whole = rows[0][1]["map"]
-            rows.append(("whole town in view", measure(url, args.frames, whole[0] + 420, whole[1] + 80,
-                                                       Path(tmp) / "p2")))
+            rows.append(
+                ("whole town in view", measure(url, args.frames, whole[0] + 420, whole[1] + 80, Path(tmp) / "p2"))
+            )
         finally:
             server.shutdown()
             server.server_close()
@@ -77,8 +79,10 @@ def main() -> None:
     print("| view | canvas | agents in view | median | p95 | max |")
     print("| --- | --- | --- | --- | --- | --- |")
     for name, r in rows:
-        print(f"| {name} | {r['view'][0]}x{r['view'][1]} | {r['inView']} of {r['agents']} | {r['median']:.2f} ms "
-              f"| {r['p95']:.2f} ms | {r['max']:.2f} ms |")
+        print(
+            f"| {name} | {r['view'][0]}x{r['view'][1]} | {r['inView']} of {r['agents']} | {r['median']:.2f} ms "
+            f"| {r['p95']:.2f} ms | {r['max']:.2f} ms |"
+        )
         if r["errors"]:
             print(f"  console errors: {r['errors']}")
 

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, os.environ.get("SMALLVILLE_TREE", str(ROOT)))   # the tree a child measures
+sys.path.insert(0, os.environ.get("SMALLVILLE_TREE", str(ROOT)))  # the tree a child measures
 THE_VILLE = ROOT / "scenarios" / "the_ville.yaml"
 
 
@@ -57,12 +57,13 @@ def child_run(scenario: str, hours: float, embedder: str, runs: str) -> dict:
                 return fn(*args, **kwargs)
             finally:
                 spent[key] += time.perf_counter() - began
+
         return wrapper
 
     ck.write_checkpoint = timed(ck.write_checkpoint, "checkpoint")
     if hasattr(ck, "_save_streams"):
         ck._save_streams = timed(ck._save_streams, "streams")
-    else:                                                   # the version before saved them one by one
+    else:  # the version before saved them one by one
         MemoryStream.save = timed(MemoryStream.save, "streams")
     began = time.perf_counter()
     result = run_scenario(load_scenario(scenario), runs_dir=runs, duration=hours * 3600, embedder=embedder)
@@ -117,8 +118,14 @@ def child_replay(run: str, agent: str) -> dict:
     marks = {}
     began = time.perf_counter()
     stack = assemble(settings_of(run.manifest.to_dict()), run.seed_now, replay=(run.path, 0))
-    sim = Simulation(run.scenario, stack.brain, run.embedder(write=False), seed=run.manifest.seed,
-                     config=SimConfig.from_dict(run.manifest.config), log=EventLog(run.scenario.start, Nowhere()))
+    sim = Simulation(
+        run.scenario,
+        stack.brain,
+        run.embedder(write=False),
+        seed=run.manifest.seed,
+        config=SimConfig.from_dict(run.manifest.config),
+        log=EventLog(run.scenario.start, Nowhere()),
+    )
     sim.run(run.reached(), on_step=lambda now: marks.__setitem__(now, time.perf_counter() - began))
     mind.inspect_agent(sim, agent)
     return {"marks": marks, "inspect": time.perf_counter() - began}
@@ -149,8 +156,13 @@ def child_resume(run: str) -> dict:
         marks["restored"], marks["from"] = time.perf_counter() - began, session.sim.env.now
 
     result = resume_run(run, on_start=on_start, on_step=lambda now: steps.setdefault(now, time.perf_counter() - began))
-    return {**marks, "steps": steps, "wall": time.perf_counter() - began, "resumed": result.manifest.resumed[-1],
-            "startup": load}
+    return {
+        **marks,
+        "steps": steps,
+        "wall": time.perf_counter() - began,
+        "resumed": result.manifest.resumed[-1],
+        "startup": load,
+    }
 
 
 CHILDREN = {"run": child_run, "ask": child_ask, "replay": child_replay, "fork": child_fork, "resume": child_resume}
@@ -161,8 +173,13 @@ CHILDREN = {"run": child_run, "ask": child_ask, "replay": child_replay, "fork": 
 
 def child(name: str, *args, tree: Path = ROOT, env: dict | None = None) -> dict:
     """Run a child in a fresh process with `tree`'s smallville; its JSON answer."""
-    command = [sys.executable, __file__, "--child", name, json.dumps([a if isinstance(a, (int, float, list)) else str(a)
-                                                                      for a in args])]
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        name,
+        json.dumps([a if isinstance(a, (int, float, list)) else str(a) for a in args]),
+    ]
     env = {**os.environ, "PYTHONPATH": str(tree), "SMALLVILLE_TREE": str(tree), **(env or {})}
     out = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -171,9 +188,24 @@ def child(name: str, *args, tree: Path = ROOT, env: dict | None = None) -> dict:
 def before_tree(ref: str | None, into: Path) -> tuple[str, Path]:
     """`smallville` as it was at `ref` (default: the commit before checkpoint schema 3)."""
     if ref is None:
-        first = subprocess.run(["git", "-C", str(ROOT), "log", "--reverse", "--format=%h", "-S",
-                                "CHECKPOINT_SCHEMA = 3", "--", "smallville/checkpoint.py", "smallville/checkpoint"],
-                               check=True, capture_output=True, text=True).stdout.split()
+        first = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(ROOT),
+                "log",
+                "--reverse",
+                "--format=%h",
+                "-S",
+                "CHECKPOINT_SCHEMA = 3",
+                "--",
+                "smallville/checkpoint.py",
+                "smallville/checkpoint",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
         ref = f"{first[0]}^" if first else "HEAD"
     into.mkdir()
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "smallville"], check=True, capture_output=True)
@@ -186,8 +218,11 @@ def disk(path: Path) -> dict:
         return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
 
     checkpoints = path / "checkpoints"
-    pieces = sum(f.stat().st_size for name in ("memories.jsonl", "embeddings.f32", "recorded.i64")     # each piece
-                 for f in checkpoints.glob(f"[0-9]*/{name}"))
+    pieces = sum(
+        f.stat().st_size
+        for name in ("memories.jsonl", "embeddings.f32", "recorded.i64")  # each piece
+        for f in checkpoints.glob(f"[0-9]*/{name}")
+    )
     return {"run": size(path), "checkpoints": size(checkpoints), "streams": size(checkpoints / "memory") + pieces}
 
 
@@ -258,8 +293,12 @@ def main() -> None:
                 forks = child("fork", long, ats, tmp / "forks")
                 note = _note(forks.pop("startup"))
                 for at, out in forks.items():
-                    timed(f"fork --at {float(at) / 3600:g} h --for 15m", out["wall"],
-                          seconds_at(replayed["marks"], float(at) + 900), f"restored {out['restored']}; {note}")
+                    timed(
+                        f"fork --at {float(at) / 3600:g} h --for 15m",
+                        out["wall"],
+                        seconds_at(replayed["marks"], float(at) + 900),
+                        f"restored {out['restored']}; {note}",
+                    )
         if only & {"resume", "share"}:
             from smallville.town import generate_town, write_town
 
@@ -268,32 +307,64 @@ def main() -> None:
         if "resume" in only:
             kill = args.kill_hour * 3600
             began = time.perf_counter()
-            died = subprocess.run([sys.executable, "-m", "smallville", "run", str(town), "--for",
-                                   f"{args.kill_hour + 1:g}h", "--embedder", args.embedder, "--quiet", "--runs-dir",
-                                   str(tmp / "killed")], cwd=ROOT, capture_output=True, text=True,
-                                  env={**os.environ, "SMALLVILLE_FAULT": f"kill-at:{int(kill)}"})
+            died = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "smallville",
+                    "run",
+                    str(town),
+                    "--for",
+                    f"{args.kill_hour + 1:g}h",
+                    "--embedder",
+                    args.embedder,
+                    "--quiet",
+                    "--runs-dir",
+                    str(tmp / "killed"),
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                env={**os.environ, "SMALLVILLE_FAULT": f"kill-at:{int(kill)}"},
+            )
             to_kill = time.perf_counter() - began
             assert died.returncode == -9, died.stderr
             (run,) = (tmp / "killed").iterdir()
             out = child("resume", run)
             back = out["restored"] if out["from"] >= kill else seconds_at(out["steps"], kill)
-            timed(f"resume {args.agents:,} agents killed at {args.kill_hour:g} h, back there", back, to_kill,
-                  f"restored {out['resumed']['restored']}, simulated again {(kill - out['from']) / 60:g} min; "
-                  f"baseline: the killed run, start-up included; {_note(out['startup'])}")
+            timed(
+                f"resume {args.agents:,} agents killed at {args.kill_hour:g} h, back there",
+                back,
+                to_kill,
+                f"restored {out['resumed']['restored']}, simulated again {(kill - out['from']) / 60:g} min; "
+                f"baseline: the killed run, start-up included; {_note(out['startup'])}",
+            )
         if only & {"share", "disk"}:
             ref, old = before_tree(args.before, tmp / "before")
             if "share" in only:
-                now, was = (child("run", town, args.hours, args.embedder, tmp / name, tree=tree)
-                            for name, tree in (("share", ROOT), ("share-before", old)))
-                row(f"checkpoints' share of {args.agents:,} agents' {args.hours:g} h", share(now), share(was),
-                    f"before: {ref}")
+                now, was = (
+                    child("run", town, args.hours, args.embedder, tmp / name, tree=tree)
+                    for name, tree in (("share", ROOT), ("share-before", old))
+                )
+                row(
+                    f"checkpoints' share of {args.agents:,} agents' {args.hours:g} h",
+                    share(now),
+                    share(was),
+                    f"before: {ref}",
+                )
                 row("  of which memory streams' saves", f"{now['streams']:.1f} s", f"{was['streams']:.1f} s")
                 row(f"  {args.agents:,} agents' checkpoints on disk, state (streams)", on_disk(now), on_disk(was))
             if "disk" in only:
-                now, was = (child("run", THE_VILLE, args.disk_days * 24, args.embedder, tmp / name, tree=tree)
-                            for name, tree in (("disk", ROOT), ("disk-before", old)))
-                row(f"the_ville {args.disk_days:g} d on disk", mb(disk(Path(now["path"]))["run"]),
-                    mb(disk(Path(was["path"]))["run"]), f"before: {ref}")
+                now, was = (
+                    child("run", THE_VILLE, args.disk_days * 24, args.embedder, tmp / name, tree=tree)
+                    for name, tree in (("disk", ROOT), ("disk-before", old))
+                )
+                row(
+                    f"the_ville {args.disk_days:g} d on disk",
+                    mb(disk(Path(now["path"]))["run"]),
+                    mb(disk(Path(was["path"]))["run"]),
+                    f"before: {ref}",
+                )
                 row("  of which checkpoints, state (streams)", on_disk(now), on_disk(was))
     print(f"\nembedder {args.embedder}, offline brain\n")
     print("| measurement | this version | baseline | |")

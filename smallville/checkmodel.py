@@ -26,7 +26,7 @@ from smallville.brain.kinds import REQUEST_KINDS, repaired
 
 USABLE = ("valid", "repaired")
 DAY = 24 * 3600.0
-HORIZON = 2 * DAY          # the offline town's time to ask every kind it asks
+HORIZON = 2 * DAY  # the offline town's time to ask every kind it asks
 
 
 @dataclass
@@ -34,15 +34,15 @@ class Row:
     """One kind's request and how the model answered it."""
 
     kind: str
-    result: str                   # valid, repaired, refused, cut, invalid, no answer
+    result: str  # valid, repaired, refused, cut, invalid, no answer
     prompt_tokens: int
     completion_tokens: int
     reasoning_tokens: int
     max_tokens: int
     seconds: float
-    note: str = ""                # what was repaired, or the error
-    mend: str = ""                # for a kind not usable: the setting that mends it
-    model: str = ""               # the model that answered it
+    note: str = ""  # what was repaired, or the error
+    mend: str = ""  # for a kind not usable: the setting that mends it
+    model: str = ""  # the model that answered it
 
     @property
     def usable(self) -> bool:
@@ -54,11 +54,11 @@ class Check:
     model: str
     scenario: str
     agents: int
-    structured: str               # the mode the requests went in (the preflight's choice)
+    structured: str  # the mode the requests went in (the preflight's choice)
     rows: list[Row]
-    day: dict | None              # a day of the town at this model's rates (None: not estimated)
-    notes: list[str] = field(default_factory=list)     # what the preflight found and said
-    missing: list[str] = field(default_factory=list)   # kinds the town did not ask within HORIZON
+    day: dict | None  # a day of the town at this model's rates (None: not estimated)
+    notes: list[str] = field(default_factory=list)  # what the preflight found and said
+    missing: list[str] = field(default_factory=list)  # kinds the town did not ask within HORIZON
     seconds: float = 0.0
 
     @property
@@ -66,13 +66,28 @@ class Check:
         return all(row.usable for row in self.rows)
 
     def to_dict(self) -> dict:
-        return {"model": self.model, "scenario": self.scenario, "agents": self.agents, "ok": self.ok,
-                "structured": self.structured, "notes": self.notes, "kinds": [asdict(r) for r in self.rows],
-                "missing": self.missing, "day": self.day, "seconds": round(self.seconds, 1)}
+        return {
+            "model": self.model,
+            "scenario": self.scenario,
+            "agents": self.agents,
+            "ok": self.ok,
+            "structured": self.structured,
+            "notes": self.notes,
+            "kinds": [asdict(r) for r in self.rows],
+            "missing": self.missing,
+            "day": self.day,
+            "seconds": round(self.seconds, 1),
+        }
 
 
-def check_model(scenario, settings, *, seed: int | None = None, embedder: str = "use",
-                said: Callable[[str], None] = lambda line: None) -> Check:
+def check_model(
+    scenario,
+    settings,
+    *,
+    seed: int | None = None,
+    embedder: str = "use",
+    said: Callable[[str], None] = lambda line: None,
+) -> Check:
     """Try every request kind of `scenario` once on the model of `settings` (an `LLMConfig`),
     or on each kind's own model; every model used is checked (the preflight of each). `said`
     hears each step as it happens: a small local model may take minutes a kind."""
@@ -92,14 +107,22 @@ def check_model(scenario, settings, *, seed: int | None = None, embedder: str = 
         said(f"sending {len(asked)} requests, one of each kind, at once")
         with ThreadPoolExecutor(max(1, len(asked)), thread_name_prefix="smallville-check") as pool:
             sent = {pool.submit(brain.attempt, request): request.kind for request, _ in asked}
-            day = estimate(scenario, brain.config, duration=DAY, seed=seed, embedder=embedder)   # meanwhile
+            day = estimate(scenario, brain.config, duration=DAY, seed=seed, embedder=embedder)  # meanwhile
             for done in as_completed(sent):
                 said(f"  {sent[done]}: answered after {time.perf_counter() - began:.0f} s")
             tries = [future.result() for future in sent]
         rows = [row_of(t, brain) for t in tries]
-        return Check(settings.label, scenario.name, len(scenario.agents), brain.brain_for("").config.structured, rows,
-                     day_at_these_rates(day, tries, [a for _, a in asked], brain), notes, missing,
-                     time.perf_counter() - began)
+        return Check(
+            settings.label,
+            scenario.name,
+            len(scenario.agents),
+            brain.brain_for("").config.structured,
+            rows,
+            day_at_these_rates(day, tries, [a for _, a in asked], brain),
+            notes,
+            missing,
+            time.perf_counter() - began,
+        )
     finally:
         brain.close()
 
@@ -114,8 +137,9 @@ def moment(scenario, seed: int, embedder: str) -> tuple[list[tuple[rq.Message, r
     from smallville.sim.log import EventLog, Nowhere
 
     watch = _FirstOfEach(OfflineBrain(seed))
-    with Simulation(scenario, watch, make_embedder(embedder), seed=seed,
-                    log=EventLog(scenario.start, Nowhere())) as sim:
+    with Simulation(
+        scenario, watch, make_embedder(embedder), seed=seed, log=EventLog(scenario.start, Nowhere())
+    ) as sim:
         wanted = {kind for kind, cls in REQUEST_KINDS.items() if cls.simulated and kind != "judge"}
         if not sim.memory.salience:
             wanted.discard("tag_memories")
@@ -157,16 +181,25 @@ def interview_and_judge(sim, offline, agent_id: str) -> list[tuple[rq.Message, r
     asked, bare = interview_request(sim, agent, question, hits), interview_request(sim, agent, question, ())
     full, plain = offline.answer([asked, bare])
     lived = tuple(h.memory.text for h in hits)
-    judge = rq.Judge(agent.id, agent.name, agent.persona(), question, (("A", full.text), ("B", plain.text)),
-                     tuple((label, text) for label in "AB" for text in lived))
+    judge = rq.Judge(
+        agent.id,
+        agent.name,
+        agent.persona(),
+        question,
+        (("A", full.text), ("B", plain.text)),
+        tuple((label, text) for label in "AB" for text in lived),
+    )
     return [(asked, full), (judge, offline.answer([judge])[0])]
 
 
 def row_of(attempt, brain) -> Row:
     """What one attempt says about its kind."""
     reply, kind = attempt.reply, attempt.request.kind
-    tokens = ((reply.prompt_tokens, reply.completion_tokens, reply.reasoning_tokens) if reply is not None
-              else (brain.prompt_tokens(attempt.request), 0, 0))
+    tokens = (
+        (reply.prompt_tokens, reply.completion_tokens, reply.reasoning_tokens)
+        if reply is not None
+        else (brain.prompt_tokens(attempt.request), 0, 0)
+    )
     row = Row(kind, "valid", *tokens, attempt.max_tokens, round(attempt.seconds, 2), model=brain.brain_for(kind).name)
     if isinstance(attempt.answer, Failed):
         row.result, row.note = outcome(attempt.answer), attempt.answer.error
@@ -223,9 +256,14 @@ def day_at_these_rates(day, tries, offline_answers, brain) -> dict:
     rows = day.to_dict()["by_kind"]
     written = {kind: round(row["completion_tokens"] * scale.get(kind, 1.0)) for kind, row in rows.items()}
     prompt, completion = sum(row["prompt_tokens"] for row in rows.values()), sum(written.values())
-    try:                                          # each kind at its own model's price
+    try:  # each kind at its own model's price
         cost = round(sum(brain.price(row["prompt_tokens"], written[kind], kind) for kind, row in rows.items()), 4)
     except BrainError:
         cost = None
-    return {"hours": DAY / 3600, "requests": sum(row["requests"] for row in rows.values()),
-            "prompt_tokens": prompt, "completion_tokens": completion, "cost_usd": cost}
+    return {
+        "hours": DAY / 3600,
+        "requests": sum(row["requests"] for row in rows.values()),
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "cost_usd": cost,
+    }

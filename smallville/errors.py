@@ -126,8 +126,10 @@ class BudgetExhausted(SmallvilleError):
 
     def __init__(self, which: str, limit: float, spent: float, needed: float) -> None:
         self.which, self.limit, self.spent, self.needed = which, limit, spent, needed
-        super().__init__(f"budget reached: {self.amount(spent)} of {self.FLAGS[which]} {self.amount(limit)} "
-                         f"{self.UNITS[which]} spent, and the next batch could take up to {self.amount(needed)} more")
+        super().__init__(
+            f"budget reached: {self.amount(spent)} of {self.FLAGS[which]} {self.amount(limit)} "
+            f"{self.UNITS[which]} spent, and the next batch could take up to {self.amount(needed)} more"
+        )
 
     def amount(self, value: float) -> str:
         """A figure of this limit's unit as a user gives it (dollars to four places, else whole)."""

@@ -33,10 +33,10 @@ from pathlib import Path
 from smallville.brain.base import Brain, Wrapper, override
 from smallville.errors import BrainError, UsageError
 
-SPREAD = 0.2                     # +- for requests and prompt tokens, assuming the offline brain's behaviour
-VERBOSITY = (0.5, 2.0)           # completion tokens, assuming it
-PILOT_SPREAD = 0.3               # +- for everything, with a pilot, up to twice the pilot's window
-FAR = (0.5, 2.0)                 # with a pilot, beyond twice its window
+SPREAD = 0.2  # +- for requests and prompt tokens, assuming the offline brain's behaviour
+VERBOSITY = (0.5, 2.0)  # completion tokens, assuming it
+PILOT_SPREAD = 0.3  # +- for everything, with a pilot, up to twice the pilot's window
+FAR = (0.5, 2.0)  # with a pilot, beyond twice its window
 OFFLINE = "offline brain"
 
 
@@ -44,16 +44,16 @@ OFFLINE = "offline brain"
 class Estimate:
     model: str
     window_s: float
-    by_kind: dict = field(default_factory=dict)    # kind -> {requests, prompt_tokens, completion_tokens, cost_usd}
-    rounds: int = 0                                # instants that send at least one call
-    wall_s: float | None = None                    # expected wall time, in order (given latency and concurrency)
+    by_kind: dict = field(default_factory=dict)  # kind -> {requests, prompt_tokens, completion_tokens, cost_usd}
+    rounds: int = 0  # instants that send at least one call
+    wall_s: float | None = None  # expected wall time, in order (given latency and concurrency)
     cost_known: bool = True
     completion_from: str = "offline answers"
-    basis: str = OFFLINE                           # whose behaviour the figures assume: OFFLINE or "pilot"
-    models: dict = field(default_factory=dict)     # request kind -> its own model (the rest go to `model`)
-    pilot: dict | None = None                      # the pilot's run, agents and hours (`Pilot.describe`)
-    seconds: float = 0.0                           # how long estimating took
-    _costs: dict = field(default_factory=dict, repr=False)   # kind -> prompt and completion cost
+    basis: str = OFFLINE  # whose behaviour the figures assume: OFFLINE or "pilot"
+    models: dict = field(default_factory=dict)  # request kind -> its own model (the rest go to `model`)
+    pilot: dict | None = None  # the pilot's run, agents and hours (`Pilot.describe`)
+    seconds: float = 0.0  # how long estimating took
+    _costs: dict = field(default_factory=dict, repr=False)  # kind -> prompt and completion cost
 
     def total(self, name: str) -> float:
         return sum(row[name] for row in self.by_kind.values())
@@ -71,20 +71,29 @@ class Estimate:
         (low, high), (low_c, high_c) = self.spreads()
         cost = self.total("cost_usd") if self.cost_known else None
         out = {
-            "model": self.model, "window_s": self.window_s, "basis": self.basis,
-            "requests": int(requests), "prompt_tokens": int(prompt), "completion_tokens": int(completion),
+            "model": self.model,
+            "window_s": self.window_s,
+            "basis": self.basis,
+            "requests": int(requests),
+            "prompt_tokens": int(prompt),
+            "completion_tokens": int(completion),
             "cost_usd": None if cost is None else round(cost, 6),
             "range": {
                 "requests": [int(requests * low), math.ceil(requests * high)],
                 "prompt_tokens": [int(prompt * low), math.ceil(prompt * high)],
                 "completion_tokens": [int(completion * low_c), math.ceil(completion * high_c)],
-                "cost_usd": None if cost is None else [round(self._cost(low, low_c), 6),
-                                                       round(self._cost(high, high_c), 6)],
+                "cost_usd": None
+                if cost is None
+                else [round(self._cost(low, low_c), 6), round(self._cost(high, high_c), 6)],
             },
-            "by_kind": {k: {n: (round(v, 6) if n == "cost_usd" else int(v)) for n, v in row.items()}
-                        for k, row in sorted(self.by_kind.items())},
-            "rounds": self.rounds, "wall_s": None if self.wall_s is None else round(self.wall_s, 1),
-            "completion_from": self.completion_from, "seconds": round(self.seconds, 1),
+            "by_kind": {
+                k: {n: (round(v, 6) if n == "cost_usd" else int(v)) for n, v in row.items()}
+                for k, row in sorted(self.by_kind.items())
+            },
+            "rounds": self.rounds,
+            "wall_s": None if self.wall_s is None else round(self.wall_s, 1),
+            "completion_from": self.completion_from,
+            "seconds": round(self.seconds, 1),
         }
         if self.pilot is not None:
             out["pilot"] = self.pilot
@@ -96,8 +105,10 @@ class Estimate:
         return out
 
     def _cost(self, prompt_scale: float, completion_scale: float) -> float:
-        return sum(row["prompt_cost"] * prompt_scale + row["completion_cost"] * completion_scale
-                   for row in self._costs.values())
+        return sum(
+            row["prompt_cost"] * prompt_scale + row["completion_cost"] * completion_scale
+            for row in self._costs.values()
+        )
 
 
 class Meter(Wrapper):
@@ -108,8 +119,9 @@ class Meter(Wrapper):
     def __init__(self, inner: Brain, settings, templates, litellm) -> None:
         super().__init__(inner)
         self.settings, self.templates, self.litellm = settings, templates, litellm
-        self.rows: dict[str, dict] = defaultdict(lambda: dict.fromkeys(
-            ("requests", "prompt_tokens", "completion_tokens"), 0))
+        self.rows: dict[str, dict] = defaultdict(
+            lambda: dict.fromkeys(("requests", "prompt_tokens", "completion_tokens"), 0)
+        )
         self.batches: list[int] = []
         self._endpoints: dict[str, object] = {}
 
@@ -140,9 +152,17 @@ def _model_json(answer):
     return to_model_json(answer)
 
 
-def estimate(scenario, settings, *, duration: float | None = None, seed: int | None = None,
-             from_run: str | Path | None = None, latency: float | None = None, concurrency: int | None = None,
-             embedder: str = "use") -> Estimate:
+def estimate(
+    scenario,
+    settings,
+    *,
+    duration: float | None = None,
+    seed: int | None = None,
+    from_run: str | Path | None = None,
+    latency: float | None = None,
+    concurrency: int | None = None,
+    embedder: str = "use",
+) -> Estimate:
     """Estimate a run of `scenario` on the model of `settings` (an `LLMConfig`) for
     `duration` simulated seconds (default: the scenario's); with `from_run`, at the rates of
     that pilot run on the model rather than the offline brain's."""
@@ -167,7 +187,7 @@ def estimate(scenario, settings, *, duration: float | None = None, seed: int | N
     rows, scale = meter.rows, 1.0
     if pilot is not None:
         rows = pilot.project(first, len(scenario.agents), duration / 3600)
-        scale = _calls(rows) / max(1, _calls(meter.rows))      # rounds: as many more or fewer as the calls
+        scale = _calls(rows) / max(1, _calls(meter.rows))  # rounds: as many more or fewer as the calls
         out.basis, out.pilot, out.completion_from = "pilot", pilot.describe(), f"averages of {pilot.path}"
     out.rounds = round(len(meter.batches) * scale)
     for kind, row in rows.items():
@@ -193,8 +213,10 @@ def _check_models(settings, litellm) -> None:
             try:
                 litellm.get_llm_provider(target.model, api_base=target.api_base)
             except Exception:
-                raise BrainError(f"unknown brain {target.model!r}: use a litellm model name such as "
-                                 "openai/gpt-4o-mini or ollama/llama3.1") from None
+                raise BrainError(
+                    f"unknown brain {target.model!r}: use a litellm model name such as "
+                    "openai/gpt-4o-mini or ollama/llama3.1"
+                ) from None
 
 
 def _simulate(scenario, brain, meter: Meter, embedder: str, seed: int, duration: float) -> dict:
@@ -224,4 +246,3 @@ def prices(settings, prompt: int, completion: int) -> tuple[float | None, float 
         return price(settings, prompt, 0), price(settings, 0, completion)
     except BrainError:
         return None, None
-

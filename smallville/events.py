@@ -21,8 +21,14 @@ RECALL = "recall"
 DECISIONS = (PLAN, ACTION, REPLAN, SAY, TALK_START, REFLECT, MEMORY)
 """The kinds whose event may name the request it came of (`req`: the agent's request number)."""
 
-_JSON_TYPES = {"str": (str,), "int": (int,), "number": (int, float), "bool": (bool,), "list": (list,),
-               "null": (type(None),)}
+_JSON_TYPES = {
+    "str": (str,),
+    "int": (int,),
+    "number": (int, float),
+    "bool": (bool,),
+    "list": (list,),
+    "null": (type(None),),
+}
 
 
 @dataclass(frozen=True)
@@ -33,12 +39,12 @@ class Field:
     name: str
     type: str
     optional: bool = False
-    types: tuple[Any, ...] = dataclasses.field(init=False, repr=False, compare=False)    # from `type`
+    types: tuple[Any, ...] = dataclasses.field(init=False, repr=False, compare=False)  # from `type`
     takes_bool: bool = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         types = tuple(t for name in self.type.split("/") for t in _JSON_TYPES[name])
-        object.__setattr__(self, "types", types)      # checked for every event written: worked out once
+        object.__setattr__(self, "types", types)  # checked for every event written: worked out once
         object.__setattr__(self, "takes_bool", bool in types)
 
     def accepts(self, value: Any) -> bool:
@@ -62,7 +68,7 @@ class Kind:
     agent: str
     fields: tuple[Field, ...]
     meaning: str
-    names: tuple[str, ...] = dataclasses.field(init=False, repr=False, compare=False)     # the fields'
+    names: tuple[str, ...] = dataclasses.field(init=False, repr=False, compare=False)  # the fields'
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "names", tuple(f.name for f in self.fields))
@@ -83,33 +89,50 @@ def _kind(name: str, agent: str, fields: str, meaning: str) -> Kind:
     return Kind(name, agent, tuple(parsed), meaning)
 
 
-KINDS: dict[str, Kind] = {k.name: k for k in (
-    _kind(PLAN, "who", "date str, blocks list, req int?", "the day's plan, in blocks [start, end, activity, area]"),
-    _kind(ACTION, "who", "action str, area str, object str/null, until str, req int?", "an action begins"),
-    _kind(MOVE, "who", "from list, to list, area str, tiles int, arrive str", "a walk begins"),
-    _kind(OBJECT, "who changed it", "object str, area str, state str", "an object's state changed"),
-    _kind(MEMORY, "whose", "id int/null, kind str, importance int, text str, links list?, speaker str?, "
-                           "listener str?, line str?, salience number?, source str?, emotion str?, req int?",
-          "a memory was stored (a chat line: who said it to whom; salience model: its I, source and "
-          "emotion, and id null when it stays only in the working memory)"),
-    _kind(REFLECT, "who", "importance number, questions list, req int?", "enough happened: the questions reflected on"),
-    _kind(TALK_START, "who began", "with str, area str, req int?", "a conversation begins"),
-    _kind(SAY, "speaker", "to str, text str, req int?", "a line of a conversation"),
-    _kind(TALK_END, "who began", "with str, lines int, reason str", "a conversation ends"),
-    _kind(RELATIONSHIP, "whose view", "with str, talks int, view str", "a view of another, after a talk"),
-    _kind(REPLAN, "who", "reason str, actions list, req int?", "the rest of a block is planned again"),
-    _kind(SLEEP, "who", "area str, until str", "the agent goes to sleep"),
-    _kind(WAKE, "who", "area str", "the agent wakes up"),
-    _kind(EVENT, "null, or the agent of a whisper", "what str, where str?, present list?, whisper bool?, "
-                                                    "injected bool?", "a scenario event happens, or a whisper"),
-    _kind(LEARNED, "who", "probe str, memory int", "the agent now knows a probe's news"),
-    _kind(SPAWN, "who", "tile list, area str", "where the agent is when the simulation starts"),
-    _kind(BRAIN_FALLBACK, "who asked", "kind str, key str, error str", "the model failed: a safe default"),
-    _kind(BRAIN_REPAIR, "who asked", "kind str, key str, repairs list", "an answer was repaired to fit"),
-    _kind(BRAIN_REFUSED, "who asked", "kind str, ceiling int", "over the hourly request ceiling: a safe default"),
-    _kind(RECALL, "who asked", "req int, request str, key str, queries list",
-          "what retrieval brought back for a request: each query with its memories' ids and scores"),
-)}
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        _kind(PLAN, "who", "date str, blocks list, req int?", "the day's plan, in blocks [start, end, activity, area]"),
+        _kind(ACTION, "who", "action str, area str, object str/null, until str, req int?", "an action begins"),
+        _kind(MOVE, "who", "from list, to list, area str, tiles int, arrive str", "a walk begins"),
+        _kind(OBJECT, "who changed it", "object str, area str, state str", "an object's state changed"),
+        _kind(
+            MEMORY,
+            "whose",
+            "id int/null, kind str, importance int, text str, links list?, speaker str?, "
+            "listener str?, line str?, salience number?, source str?, emotion str?, req int?",
+            "a memory was stored (a chat line: who said it to whom; salience model: its I, source and "
+            "emotion, and id null when it stays only in the working memory)",
+        ),
+        _kind(
+            REFLECT, "who", "importance number, questions list, req int?", "enough happened: the questions reflected on"
+        ),
+        _kind(TALK_START, "who began", "with str, area str, req int?", "a conversation begins"),
+        _kind(SAY, "speaker", "to str, text str, req int?", "a line of a conversation"),
+        _kind(TALK_END, "who began", "with str, lines int, reason str", "a conversation ends"),
+        _kind(RELATIONSHIP, "whose view", "with str, talks int, view str", "a view of another, after a talk"),
+        _kind(REPLAN, "who", "reason str, actions list, req int?", "the rest of a block is planned again"),
+        _kind(SLEEP, "who", "area str, until str", "the agent goes to sleep"),
+        _kind(WAKE, "who", "area str", "the agent wakes up"),
+        _kind(
+            EVENT,
+            "null, or the agent of a whisper",
+            "what str, where str?, present list?, whisper bool?, injected bool?",
+            "a scenario event happens, or a whisper",
+        ),
+        _kind(LEARNED, "who", "probe str, memory int", "the agent now knows a probe's news"),
+        _kind(SPAWN, "who", "tile list, area str", "where the agent is when the simulation starts"),
+        _kind(BRAIN_FALLBACK, "who asked", "kind str, key str, error str", "the model failed: a safe default"),
+        _kind(BRAIN_REPAIR, "who asked", "kind str, key str, repairs list", "an answer was repaired to fit"),
+        _kind(BRAIN_REFUSED, "who asked", "kind str, ceiling int", "over the hourly request ceiling: a safe default"),
+        _kind(
+            RECALL,
+            "who asked",
+            "req int, request str, key str, queries list",
+            "what retrieval brought back for a request: each query with its memories' ids and scores",
+        ),
+    )
+}
 
 
 def data(kind: str, /, **values: Any) -> dict[str, Any]:
@@ -145,8 +168,11 @@ def problems(event: dict[str, Any]) -> list[str]:
     found = event.get("data", {})
     out = [f"{spec.name}: no field {k!r}" for k in found if k not in spec.names]
     out += [f"{spec.name}: missing {f.name!r}" for f in spec.fields if not f.optional and f.name not in found]
-    out += [f"{spec.name}: {f.name!r} is {f.type}, not {found[f.name]!r}"
-            for f in spec.fields if f.name in found and not f.accepts(found[f.name])]
+    out += [
+        f"{spec.name}: {f.name!r} is {f.type}, not {found[f.name]!r}"
+        for f in spec.fields
+        if f.name in found and not f.accepts(found[f.name])
+    ]
     if not out and list(found) != [n for n in spec.names if n in found]:
         out.append(f"{spec.name}: fields out of order: {list(found)}")
     return out

@@ -28,15 +28,34 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from smallville.errors import ExtraMissing
+from smallville.events import (
+    ACTION,
+    LEARNED,
+    MEMORY,
+    MOVE,
+    PLAN,
+    REFLECT,
+    RELATIONSHIP,
+    REPLAN,
+    SPAWN,
+    TALK_START,
+    said,
+)
 from smallville.why.spread import spread
 from smallville.why.trail import Trail
-from smallville.events import (ACTION, LEARNED, MEMORY, MOVE, PLAN, REFLECT, RELATIONSHIP, REPLAN, SPAWN,
-                               TALK_START, said)
 
 _TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
-EVENT_WINDOW = 2 * 3600.0           # an event with no matching end lasts this long
-SUMMARY_COLUMNS = ("known_end", "density_end", "attended", "told_and_attended", "conversations", "reflections",
-                   "replans", "memories_per_agent")
+EVENT_WINDOW = 2 * 3600.0  # an event with no matching end lasts this long
+SUMMARY_COLUMNS = (
+    "known_end",
+    "density_end",
+    "attended",
+    "told_and_attended",
+    "conversations",
+    "reflections",
+    "replans",
+    "memories_per_agent",
+)
 """The measures an experiment's summary shows (printed and plotted): flat metrics ending in one of these."""
 
 
@@ -50,8 +69,14 @@ class RunMetrics:
     info: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"run": self.run, "info": self.info, "diffusion": self.diffusion, "network": self.network,
-                "coordination": self.coordination, "activity": self.activity}
+        return {
+            "run": self.run,
+            "info": self.info,
+            "diffusion": self.diffusion,
+            "network": self.network,
+            "coordination": self.coordination,
+            "activity": self.activity,
+        }
 
     def flat(self) -> dict:
         """One row of numbers: the metrics an experiment compares across runs."""
@@ -69,7 +94,7 @@ class RunMetrics:
         net = self.network
         for key in ("edges_start", "edges_end", "density_start", "density_end", "talked_pairs"):
             row[f"network_{key}"] = net.get(key)
-        for i, ev in enumerate(self.coordination):
+        for ev in self.coordination:
             slug = ev["slug"]
             for key in ("told", "planned", "attended", "told_and_attended"):
                 row[f"{slug}_{key}"] = len(ev[key])
@@ -116,7 +141,7 @@ def compute(manifest, events: list[dict], scenario=None, run: str = "") -> RunMe
     agents = sorted(agents)
     names = {a.id: a.name for a in scenario.agents} if scenario is not None else {}
     by_name = {v: k for k, v in names.items()}
-    for a in agents:                                   # without the scenario: "Ann Lee" <-> ann_lee
+    for a in agents:  # without the scenario: "Ann Lee" <-> ann_lee
         by_name.setdefault(a.replace("_", " ").title(), a)
     start = _parse(manifest.sim_start) or (scenario.start if scenario is not None else None)
     reached = _seconds(start, manifest.sim_reached) if start else None
@@ -125,11 +150,19 @@ def compute(manifest, events: list[dict], scenario=None, run: str = "") -> RunMe
     for name in manifest.probes or {}:
         probes.setdefault(name, ())
     out = RunMetrics(run=run or manifest.run_id)
-    out.info = {"run_id": manifest.run_id, "status": manifest.status, "seed": manifest.seed,
-                "scenario": (manifest.scenario or {}).get("name"), "agents": agents,
-                "sim_start": manifest.sim_start, "sim_reached": manifest.sim_reached,
-                "hours": round(end_t / 3600, 3), "config": manifest.config or {},
-                "brain": (manifest.brain or {}).get("name"), "wall_seconds": (manifest.wall or {}).get("seconds")}
+    out.info = {
+        "run_id": manifest.run_id,
+        "status": manifest.status,
+        "seed": manifest.seed,
+        "scenario": (manifest.scenario or {}).get("name"),
+        "agents": agents,
+        "sim_start": manifest.sim_start,
+        "sim_reached": manifest.sim_reached,
+        "hours": round(end_t / 3600, 3),
+        "config": manifest.config or {},
+        "brain": (manifest.brain or {}).get("name"),
+        "wall_seconds": (manifest.wall or {}).get("seconds"),
+    }
     out.diffusion = _diffusion(events, probes, by_name, end_t)
     out.network = _network(events, agents, scenario)
     out.coordination = _coordination(events, scenario, probes, start) if scenario is not None and start else []
@@ -163,8 +196,17 @@ def _diffusion(events: list[dict], probes: dict, by_name: dict, end_t: float) ->
             if at_start:
                 start.append(agent)
             source[agent] = src
-            learned.append({"agent": agent, "t": e["t"], "time": e.get("time"), "via": kind, "from": src,
-                            "memory": e["data"].get("memory"), "text": text})
+            learned.append(
+                {
+                    "agent": agent,
+                    "t": e["t"],
+                    "time": e.get("time"),
+                    "via": kind,
+                    "from": src,
+                    "memory": e["data"].get("memory"),
+                    "text": text,
+                }
+            )
         chains = {}
         for row in learned:
             chain, seen = [row["agent"]], {row["agent"]}
@@ -174,9 +216,16 @@ def _diffusion(events: list[dict], probes: dict, by_name: dict, end_t: float) ->
             chains[row["agent"]] = chain
         hours = int(math.ceil(end_t / 3600)) if end_t else 0
         curve = [[h, sum(1 for r in learned if r["agent"] in start or r["t"] <= h * 3600)] for h in range(hours + 1)]
-        result[probe] = {"start": sorted(start), "end": sorted(r["agent"] for r in learned), "learned": learned,
-                         "chains": chains, "curve": curve, "depth": told["depth"], "tellings": told["tellings"],
-                         "recalled_share": told["recalled_share"]}
+        result[probe] = {
+            "start": sorted(start),
+            "end": sorted(r["agent"] for r in learned),
+            "learned": learned,
+            "chains": chains,
+            "curve": curve,
+            "depth": told["depth"],
+            "tellings": told["tellings"],
+            "recalled_share": told["recalled_share"],
+        }
     return result
 
 
@@ -217,12 +266,17 @@ def _network(events: list[dict], agents: list[str], scenario) -> dict:
     end = known | set(talks) | met
     n = len(agents)
     possible = n * (n - 1) / 2
-    return {"agents": n, "edges_start": len(known), "edges_end": len(end),
-            "density_start": round(len(known) / possible, 4) if possible else 0.0,
-            "density_end": round(len(end) / possible, 4) if possible else 0.0,
-            "talked_pairs": len(talks),
-            "talks": [[a, b, c] for (a, b), c in sorted(talks.items())],
-            "start": [list(p) for p in sorted(known)], "end": [list(p) for p in sorted(end)]}
+    return {
+        "agents": n,
+        "edges_start": len(known),
+        "edges_end": len(end),
+        "density_start": round(len(known) / possible, 4) if possible else 0.0,
+        "density_end": round(len(end) / possible, 4) if possible else 0.0,
+        "talked_pairs": len(talks),
+        "talks": [[a, b, c] for (a, b), c in sorted(talks.items())],
+        "start": [list(p) for p in sorted(known)],
+        "end": [list(p) for p in sorted(end)],
+    }
 
 
 # ---- coordination -----------------------------------------------------------------------
@@ -239,9 +293,17 @@ def _coordination(events: list[dict], scenario, probes: dict, start: datetime) -
         if ev.at < 0 or id(ev) in used_ends or re.search(r"\b(ended|ends|is over|finished)\b", ev.what.lower()):
             continue
         place = place_of[ev.where]
-        end_ev = next((x for x in sorted(located, key=lambda e: e.at)
-                       if x.at > ev.at and x.where == ev.where and id(x) not in used_ends
-                       and re.search(r"\b(ended|ends|is over|finished)\b", x.what.lower())), None)
+        end_ev = next(
+            (
+                x
+                for x in sorted(located, key=lambda e: e.at)
+                if x.at > ev.at
+                and x.where == ev.where
+                and id(x) not in used_ends
+                and re.search(r"\b(ended|ends|is over|finished)\b", x.what.lower())
+            ),
+            None,
+        )
         if end_ev is not None:
             used_ends.add(id(end_ev))
         t0, t1 = ev.at, (end_ev.at if end_ev is not None else ev.at + EVENT_WINDOW)
@@ -254,17 +316,32 @@ def _coordination(events: list[dict], scenario, probes: dict, start: datetime) -
             text = e["data"]["text"].lower()
             if place.lower() in text and words and all(w in text for w in words):
                 told.add(e["agent"])
-        planned = {a for a, blocks in plans.items()
-                   if any(_inside(where, place) and s < t1 and f > t0 for s, f, where, at in blocks if at < t1)}
-        attended = {a for a, spans in stays.items()
-                    if any(_inside(area, place) and s < t1 and f > t0 for s, f, area in spans)}
+        planned = {
+            a
+            for a, blocks in plans.items()
+            if any(_inside(where, place) and s < t1 and f > t0 for s, f, where, at in blocks if at < t1)
+        }
+        attended = {
+            a for a, spans in stays.items() if any(_inside(area, place) and s < t1 and f > t0 for s, f, area in spans)
+        }
         slug = "event_" + (re.sub(r"[^a-z0-9]+", "_", place.lower()).strip("_") or str(len(out)))
         if any(o["slug"] == slug for o in out):
             slug += f"_{len(out) + 1}"
-        out.append({"what": ev.what, "where": ev.where, "slug": slug,
-                    "start": _fmt(start, t0), "end": _fmt(start, t1), "matched_end": end_ev is not None,
-                    "told": sorted(told), "planned": sorted(planned), "attended": sorted(attended),
-                    "told_and_planned": sorted(told & planned), "told_and_attended": sorted(told & attended)})
+        out.append(
+            {
+                "what": ev.what,
+                "where": ev.where,
+                "slug": slug,
+                "start": _fmt(start, t0),
+                "end": _fmt(start, t1),
+                "matched_end": end_ev is not None,
+                "told": sorted(told),
+                "planned": sorted(planned),
+                "attended": sorted(attended),
+                "told_and_planned": sorted(told & planned),
+                "told_and_attended": sorted(told & attended),
+            }
+        )
     return out
 
 
@@ -313,8 +390,9 @@ def _plan_blocks(events: list[dict], start: datetime) -> dict[str, list]:
             day = datetime.strptime(e["data"]["date"], "%A, %B %d, %Y")
         except (KeyError, ValueError):
             continue
-        base = (day - start.replace(hour=0, minute=0, second=0, microsecond=0)).total_seconds() \
-            - (start.hour * 3600 + start.minute * 60 + start.second)
+        base = (day - start.replace(hour=0, minute=0, second=0, microsecond=0)).total_seconds() - (
+            start.hour * 3600 + start.minute * 60 + start.second
+        )
         last = -math.inf
         offset = 0.0
         for s, f, _activity, where in e["data"].get("blocks", []):
@@ -334,8 +412,10 @@ def _plan_blocks(events: list[dict], start: datetime) -> dict[str, list]:
 
 
 def _activity(events: list[dict], agents: list[str], manifest) -> dict:
-    per = {a: {"conversations": 0, "reflections": 0, "reflect_sessions": 0, "replans": 0, "memories": 0,
-               "actions": 0} for a in agents}
+    per = {
+        a: {"conversations": 0, "reflections": 0, "reflect_sessions": 0, "replans": 0, "memories": 0, "actions": 0}
+        for a in agents
+    }
     totals = {k: 0 for k in ("conversations", "reflections", "reflect_sessions", "replans", "memories", "actions")}
 
     def bump(agent, key):
@@ -348,7 +428,7 @@ def _activity(events: list[dict], agents: list[str], manifest) -> dict:
             bump(a, "conversations")
             if e["data"].get("with"):
                 bump(e["data"]["with"], "conversations")
-        elif kind == MEMORY and e["data"]["id"] is None:    # salience model: held in working memory only
+        elif kind == MEMORY and e["data"]["id"] is None:  # salience model: held in working memory only
             totals["forgotten"] = totals.get("forgotten", 0) + 1
         elif kind == MEMORY:
             totals["memories"] += 1
@@ -370,10 +450,19 @@ def _activity(events: list[dict], agents: list[str], manifest) -> dict:
     if manifest.usage:
         total = manifest.usage.get("total", manifest.usage)
         tokens = (total.get("prompt_tokens") or 0) + (total.get("completion_tokens") or 0)
-        usage = {"tokens": total.get("tokens", tokens), "cost": total.get("cost"),
-                 "calls": total.get("calls"), "fallbacks": total.get("fallbacks")}
-    return {"totals": totals, "per_agent": per, "requests": requests,
-            "requests_total": sum(requests.values()), "usage": usage}
+        usage = {
+            "tokens": total.get("tokens", tokens),
+            "cost": total.get("cost"),
+            "calls": total.get("calls"),
+            "fallbacks": total.get("fallbacks"),
+        }
+    return {
+        "totals": totals,
+        "per_agent": per,
+        "requests": requests,
+        "requests_total": sum(requests.values()),
+        "usage": usage,
+    }
 
 
 # ---- helpers --------------------------------------------------------------------------------
@@ -425,20 +514,27 @@ def print_metrics(m: RunMetrics, console=None) -> None:
 
     console = console or make_console()
     info = m.info
-    console.print(f"[bold]{escape(str(info.get('scenario') or m.run))}[/]: run {info.get('run_id')}, "
-                  f"seed {info.get('seed')}, {len(info.get('agents', []))} agents, {info.get('hours')} simulated hours, "
-                  f"status {info.get('status')}")
+    console.print(
+        f"[bold]{escape(str(info.get('scenario') or m.run))}[/]: run {info.get('run_id')}, "
+        f"seed {info.get('seed')}, {len(info.get('agents', []))} agents, {info.get('hours')} simulated hours, "
+        f"status {info.get('status')}"
+    )
     n = len(info.get("agents", []))
     table = Table(title="Diffusion of information")
-    for col in ("probe", "known at start", "known at end", "of", "chain depth", "told via recall",
-                "longest chain"):
+    for col in ("probe", "known at start", "known at end", "of", "chain depth", "told via recall", "longest chain"):
         table.add_column(col)
     for name, d in m.diffusion.items():
         longest = max(d["chains"].values(), key=len, default=[])
         share = d.get("recalled_share")
-        table.add_row(name, str(len(d["start"])), str(len(d["end"])), str(n), str(d.get("depth", "")),
-                      f"{share:.0%} of {d['tellings']}" if share is not None else "-",
-                      " <- ".join(longest) if longest else "")
+        table.add_row(
+            name,
+            str(len(d["start"])),
+            str(len(d["end"])),
+            str(n),
+            str(d.get("depth", "")),
+            f"{share:.0%} of {d['tellings']}" if share is not None else "-",
+            " <- ".join(longest) if longest else "",
+        )
     print_table(console, table)
     for name, d in m.diffusion.items():
         if not d["learned"]:
@@ -447,23 +543,36 @@ def print_metrics(m: RunMetrics, console=None) -> None:
         for col in ("agent", "when", "via", "from", "chain"):
             table.add_column(col)
         for r in d["learned"]:
-            table.add_row(r["agent"], r["time"] or str(r["t"]), r["via"] or "", r["from"] or "",
-                          " <- ".join(d["chains"][r["agent"]]))
+            table.add_row(
+                r["agent"],
+                r["time"] or str(r["t"]),
+                r["via"] or "",
+                r["from"] or "",
+                " <- ".join(d["chains"][r["agent"]]),
+            )
         print_table(console, table)
         step = max(1, len(d["curve"]) // 24)
-        console.print(f"{name}: knowers per simulated hour: "
-                      + " ".join(f"{h}h:{c}" for h, c in d["curve"][::step]))
+        console.print(f"{name}: knowers per simulated hour: " + " ".join(f"{h}h:{c}" for h, c in d["curve"][::step]))
     net = m.network
-    console.print(f"Relationship network: {net['edges_start']} -> {net['edges_end']} pairs, "
-                  f"density {net['density_start']} -> {net['density_end']} "
-                  f"({net['talked_pairs']} pairs talked)")
+    console.print(
+        f"Relationship network: {net['edges_start']} -> {net['edges_end']} pairs, "
+        f"density {net['density_start']} -> {net['density_end']} "
+        f"({net['talked_pairs']} pairs talked)"
+    )
     if m.coordination:
         table = Table(title="Coordination around events")
         for col in ("event", "from", "to", "told", "planned", "attended", "told and attended"):
             table.add_column(col)
         for ev in m.coordination:
-            table.add_row(ev["what"], ev["start"], ev["end"], str(len(ev["told"])), str(len(ev["planned"])),
-                          str(len(ev["attended"])), ", ".join(ev["told_and_attended"]))
+            table.add_row(
+                ev["what"],
+                ev["start"],
+                ev["end"],
+                str(len(ev["told"])),
+                str(len(ev["planned"])),
+                str(len(ev["attended"])),
+                ", ".join(ev["told_and_attended"]),
+            )
         print_table(console, table)
     act = m.activity
     table = Table(title="Activity")
@@ -480,4 +589,3 @@ def print_metrics(m: RunMetrics, console=None) -> None:
     if act.get("usage"):
         u = act["usage"]
         console.print(f"Tokens: {u.get('tokens')}, cost: {u.get('cost')}")
-

@@ -28,22 +28,43 @@ def inspect_agent(sim, agent_id: str, query: str | None = None, k: int = 10) -> 
     stream = agent.stream
     reflections = [stream[i] for i in range(len(stream)) if stream[i].kind == "reflection"][-5:]
     return {
-        "agent": agent.id, "name": agent.name, "time": sim.now_datetime().strftime("%Y-%m-%d %H:%M"),
-        "area": sim.world.area_of(agent.id), "tile": list(sim.world.position(agent.id)),
-        "status": agent.status.value, "activity": agent.activity,
+        "agent": agent.id,
+        "name": agent.name,
+        "time": sim.now_datetime().strftime("%Y-%m-%d %H:%M"),
+        "area": sim.world.area_of(agent.id),
+        "tile": list(sim.world.position(agent.id)),
+        "status": agent.status.value,
+        "activity": agent.activity,
         "plan": [[sim.clock(b.start), sim.clock(b.end), b.activity, b.where] for b in agent.plan],
         "now": [sim.clock(agent.block.start), sim.clock(agent.block.end), agent.block.activity]
-        if agent.block else None,
+        if agent.block
+        else None,
         "next": [[sim.clock(a.start), a.description] for a in list(agent.queue)[:5]],
         "query": query,
-        "recall": [{"id": h.memory.id, "kind": h.memory.kind, "text": h.memory.text, "score": round(h.score, 4),
-                    "recency": round(h.recency, 4), "importance": round(h.importance, 4),
-                    "relevance": round(h.relevance, 4)} for h in hits],
-        "reflections": [{"id": m.id, "text": m.text, "because": [{"id": i, "text": stream[i].text} for i in m.links]}
-                        for m in reversed(reflections)],
-        "relationships": {other: {"name": sim.agents[other].name if other in sim.agents else None,
-                                  "view": view, "talks": agent.talks.get(other, 0)}
-                          for other, view in sorted(agent.relationships.items())},
+        "recall": [
+            {
+                "id": h.memory.id,
+                "kind": h.memory.kind,
+                "text": h.memory.text,
+                "score": round(h.score, 4),
+                "recency": round(h.recency, 4),
+                "importance": round(h.importance, 4),
+                "relevance": round(h.relevance, 4),
+            }
+            for h in hits
+        ],
+        "reflections": [
+            {"id": m.id, "text": m.text, "because": [{"id": i, "text": stream[i].text} for i in m.links]}
+            for m in reversed(reflections)
+        ],
+        "relationships": {
+            other: {
+                "name": sim.agents[other].name if other in sim.agents else None,
+                "view": view,
+                "talks": agent.talks.get(other, 0),
+            }
+            for other, view in sorted(agent.relationships.items())
+        },
         "knows": sorted(agent.knows),
         "memories": len(stream),
     }
@@ -53,8 +74,14 @@ def interview_request(sim, agent, question: str, hits) -> rq.Interview:
     """The question put to `agent` now, with the memories it brought back (`hits`), cleaned
     and dated as every prompt's (`smallville.sim.recall`)."""
     kept = cleaned(sim, agent, [h.memory for h in hits])
-    return rq.Interview(agent.id, agent.name, agent.persona(), question,
-                        tuple((m.id, when, text) for m, (when, text) in zip(kept, dated(sim, kept))), sim.moment())
+    return rq.Interview(
+        agent.id,
+        agent.name,
+        agent.persona(),
+        question,
+        tuple((m.id, when, text) for m, (when, text) in zip(kept, dated(sim, kept))),
+        sim.moment(),
+    )
 
 
 def interview(sim, agent_id: str, question: str, k: int = 10) -> dict:
@@ -63,6 +90,12 @@ def interview(sim, agent_id: str, question: str, k: int = 10) -> dict:
     request = interview_request(sim, agent, question, sim.retrieve(agent, question, k))
     reply = sim.brain.answer([request])[0]
     cited = [i for i in reply.cites if 0 <= i < len(agent.stream)]
-    return {"agent": agent.id, "name": agent.name, "time": sim.now_datetime().strftime("%Y-%m-%d %H:%M"),
-            "question": question, "answer": reply.text, "brain": sim.brain.name,
-            "memories": [{"id": i, "text": agent.stream[i].text} for i in cited]}
+    return {
+        "agent": agent.id,
+        "name": agent.name,
+        "time": sim.now_datetime().strftime("%Y-%m-%d %H:%M"),
+        "question": question,
+        "answer": reply.text,
+        "brain": sim.brain.name,
+        "memories": [{"id": i, "text": agent.stream[i].text} for i in cited],
+    }

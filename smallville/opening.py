@@ -29,24 +29,26 @@ def opening(manifest, path, brain: str, embedder: str) -> str:
         return f"{name}: {_resuming(resumed, end)}; seed {manifest.seed}, {about}"
     if manifest.fork:
         return f"{name}: {_forked(Fork.of(manifest.fork), manifest.seed, end)}, {about}"
-    return (f"{name}: {len(manifest.agents)} agents, "
-            f"{format_duration(manifest.duration_s)} from {_when(start)}, seed {manifest.seed}, {about}")
+    return (
+        f"{name}: {len(manifest.agents)} agents, "
+        f"{format_duration(manifest.duration_s)} from {_when(start)}, seed {manifest.seed}, {about}"
+    )
 
 
 def _forked(fork: Fork, seed: int, end: str) -> str:
     at = parse_datetime(fork.at)
     told = f", {count(len(fork.inject), 'injected thought')}" if fork.inject else ""
     seeded = f"seed {fork.seed} from the fork on" if fork.seed is not None else f"seed {seed}"
-    return (f"forked from {fork.parent_id} at {_when(at)} ({_rebuilt(at, fork.restored)}){told}; "
-            f"{seeded}, to {end}")
+    return f"forked from {fork.parent_id} at {_when(at)} ({_rebuilt(at, fork.restored)}){told}; {seeded}, to {end}"
 
 
 def _resuming(resumed: dict, end: str) -> str:
     if not resumed.get("checkpoint"):
         return f"resuming from the start (no checkpoint had been written) to {end}{_cut(resumed.get('cut') or {}, '')}"
     at = parse_datetime(resumed["from"])
-    return (f"resuming from the {_when(at)} checkpoint ({_rebuilt(at, resumed.get('restored'))}) to {end}"
-            + _cut(resumed.get("cut") or {}, " past the checkpoint"))
+    return f"resuming from the {_when(at)} checkpoint ({_rebuilt(at, resumed.get('restored'))}) to {end}" + _cut(
+        resumed.get("cut") or {}, " past the checkpoint"
+    )
 
 
 def count(n: int, thing: str) -> str:
@@ -72,8 +74,15 @@ def _rebuilt(at: datetime, restored: str | None) -> str:
 
 def _cut(cut: dict, where: str) -> str:
     """What a resume cut from the end of the logs, to write it again."""
-    parts = [count(n, thing) for n, thing in ((cut.get("torn", 0), "torn line"), (cut.get("events", 0), "event"),
-                                             (cut.get("answers", 0), "recorded answer")) if n]
+    parts = [
+        count(n, thing)
+        for n, thing in (
+            (cut.get("torn", 0), "torn line"),
+            (cut.get("events", 0), "event"),
+            (cut.get("answers", 0), "recorded answer"),
+        )
+        if n
+    ]
     if not parts:
         return ""
     listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]

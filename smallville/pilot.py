@@ -28,12 +28,12 @@ class Pilot:
 
     path: Path
     agents: int
-    hours: float          # simulated hours its usage covers
-    from_start: bool      # its usage includes the scenario's first instant
-    by_kind: dict         # kind -> {requests, prompt_tokens, completion_tokens}
+    hours: float  # simulated hours its usage covers
+    from_start: bool  # its usage includes the scenario's first instant
+    by_kind: dict  # kind -> {requests, prompt_tokens, completion_tokens}
 
     @classmethod
-    def load(cls, run_dir: str | Path) -> "Pilot":
+    def load(cls, run_dir: str | Path) -> Pilot:
         """The pilot of run directory `run_dir`. A resumed or forked run's usage covers only
         what it ran since its last resume or its fork."""
         run_dir = Path(run_dir)
@@ -45,14 +45,21 @@ class Pilot:
             fork = Fork.of(manifest.fork)
             began = parse_datetime(fork.at if fork else manifest.resumed[-1]["from"] if manifest.resumed else start)
         except (SmallvilleError, ValueError, KeyError, TypeError, IndexError):
-            raise UsageError(f"--from {run_dir}: not a run on a model "
-                           "(its manifest has no usage by request kind)") from None
+            raise UsageError(
+                f"--from {run_dir}: not a run on a model (its manifest has no usage by request kind)"
+            ) from None
         hours = (reached - began).total_seconds() / 3600
         if hours <= 0 or not agents:
             raise RunError(f"--from {run_dir}: its usage covers no simulated time ({began} to {reached})")
-        rows = {kind: {"requests": row["calls"], "prompt_tokens": row["prompt_tokens"],
-                       "completion_tokens": row["completion_tokens"]}
-                for kind, row in usage.items() if row.get("calls")}
+        rows = {
+            kind: {
+                "requests": row["calls"],
+                "prompt_tokens": row["prompt_tokens"],
+                "completion_tokens": row["completion_tokens"],
+            }
+            for kind, row in usage.items()
+            if row.get("calls")
+        }
         return cls(run_dir, agents, hours, began == start, rows)
 
     def project(self, first: dict, agents: int, hours: float) -> dict:
@@ -60,7 +67,7 @@ class Pilot:
         `first` (the offline first instant, kind -> figures) with completions at the
         pilot's average, plus the pilot's rates after its own first instant. The
         preflight happens once a run, as in the pilot."""
-        share = self.agents / agents if self.from_start else 0.0     # of `first`, the pilot's own first instant
+        share = self.agents / agents if self.from_start else 0.0  # of `first`, the pilot's own first instant
         out = {}
         for kind in sorted(set(first) | set(self.by_kind)):
             pilot = self.by_kind.get(kind, dict.fromkeys(FIGURES, 0))
@@ -75,5 +82,9 @@ class Pilot:
         return {kind: row for kind, row in out.items() if row["requests"] > 0}
 
     def describe(self) -> dict:
-        return {"run": str(self.path), "agents": self.agents, "hours": round(self.hours, 3),
-                "from_start": self.from_start}
+        return {
+            "run": str(self.path),
+            "agents": self.agents,
+            "hours": round(self.hours, 3),
+            "from_start": self.from_start,
+        }

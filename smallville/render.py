@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from smallville.opening import brain_name, count, opening
@@ -16,14 +16,25 @@ from smallville.timefmt import format_sim
 def run_with_progress(scenario, args, console: Console | None = None) -> RunResult:
     """Run a scenario as the CLI does: progress while it runs, a summary at the end."""
     duration = args.duration or scenario.duration
-    options = RunOptions(runs_dir=args.runs_dir, seed=args.seed, duration=args.duration, brain=args.brain,
-                         embedder=args.embedder, embedder_api_base=args.embedder_api_base,
-                         brain_config=getattr(args, "brain_config", None), api_base=getattr(args, "api_base", None),
-                         cache=getattr(args, "cache", None), replay_from=getattr(args, "replay_from", None),
-                         replay_fallthrough=getattr(args, "replay_fallthrough", False),
-                         checkpoint_every=getattr(args, "checkpoint_every", 3600.0),
-                         budget={"usd": getattr(args, "budget", None), "requests": getattr(args, "max_requests", None),
-                                 "tokens": getattr(args, "max_tokens", None)})
+    options = RunOptions(
+        runs_dir=args.runs_dir,
+        seed=args.seed,
+        duration=args.duration,
+        brain=args.brain,
+        embedder=args.embedder,
+        embedder_api_base=args.embedder_api_base,
+        brain_config=getattr(args, "brain_config", None),
+        api_base=getattr(args, "api_base", None),
+        cache=getattr(args, "cache", None),
+        replay_from=getattr(args, "replay_from", None),
+        replay_fallthrough=getattr(args, "replay_fallthrough", False),
+        checkpoint_every=getattr(args, "checkpoint_every", 3600.0),
+        budget={
+            "usd": getattr(args, "budget", None),
+            "requests": getattr(args, "max_requests", None),
+            "tokens": getattr(args, "max_tokens", None),
+        },
+    )
 
     def launch(on_start, on_step) -> RunResult:
         return run_scenario(scenario, options, on_start=on_start, on_step=on_step)
@@ -35,9 +46,15 @@ def with_progress(launch, start, duration: float, quiet: bool, console: Console 
     """Call `launch(on_start, on_step)` (a run, resume or fork) with a progress bar over simulated
     time, then print the summary and where the run is."""
     console = console or make_console(stderr=True)
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                        TimeElapsedColumn(), console=console, disable=quiet or not console.is_terminal,
-                        transient=True)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet or not console.is_terminal,
+        transient=True,
+    )
     seen: dict = {"session": None, "free_until": 0.0}
 
     with progress:
@@ -48,14 +65,20 @@ def with_progress(launch, start, duration: float, quiet: bool, console: Console 
 
             seen["session"], sim, manifest = session, session.sim, session.run.manifest
             if not quiet:
-                console.print(opening(manifest, session.run.path, brain_name(manifest.brain or {}), sim.embedder.name),
-                              markup=False, highlight=False)
-            for note in notes_of(sim.brain.describe()):    # another mode chosen, a model found reasoning
+                console.print(
+                    opening(manifest, session.run.path, brain_name(manifest.brain or {}), sim.embedder.name),
+                    markup=False,
+                    highlight=False,
+                )
+            for note in notes_of(sim.brain.describe()):  # another mode chosen, a model found reasoning
                 console.print(note, markup=False, highlight=False)
 
         def on_step(now: float) -> None:
-            progress.update(task, completed=now, description=f"simulated {format_sim(start, now)}"
-                                                             + spend_so_far(seen, now, duration))
+            progress.update(
+                task,
+                completed=now,
+                description=f"simulated {format_sim(start, now)}" + spend_so_far(seen, now, duration),
+            )
 
         result = launch(on_start, on_step)
     if not quiet:
@@ -84,7 +107,7 @@ def spend_so_far(seen: dict, now: float, until: float) -> str:
     ledger = seen["session"].ledger if seen.get("session") is not None else None
     total = ledger.total() if ledger is not None else None
     if not total or not total["calls"]:
-        seen["free_until"] = now                       # re-simulated from a record so far: nothing spent
+        seen["free_until"] = now  # re-simulated from a record so far: nothing spent
         return ""
     text = f"; {int(total['calls']):,} calls, {int(total['prompt_tokens'] + total['completion_tokens']):,} tok"
     if ledger.cost_known:
@@ -98,26 +121,42 @@ def spend_so_far(seen: dict, now: float, until: float) -> str:
 def summary(result: RunResult) -> Table:
     """Per-agent figures and the spread of each probe."""
     sim, m = result.simulation, result.manifest
-    table = Table(title=f"{m.scenario['name']}: {m.sim_start} to {m.sim_reached}  "
-                        f"({m.wall['seconds']:.1f} s wall)")
+    table = Table(title=f"{m.scenario['name']}: {m.sim_start} to {m.sim_reached}  ({m.wall['seconds']:.1f} s wall)")
     for col in ("agent", "memories", "reflections", "talks", "knows"):
         table.add_column(col, justify="left" if col in ("agent", "knows") else "right")
     for agent in sim.agents.values():
         kinds = [agent.stream[i].kind for i in range(len(agent.stream))]
-        table.add_row(agent.name, str(len(kinds)), str(kinds.count("reflection")),
-                      str(sum(agent.talks.values())), ", ".join(sorted(agent.knows)))
+        table.add_row(
+            agent.name,
+            str(len(kinds)),
+            str(kinds.count("reflection")),
+            str(sum(agent.talks.values())),
+            ", ".join(sorted(agent.knows)),
+        )
     c = m.counts
-    table.caption = (f"{c['memories']} memories, {c['reflections']} reflections, {c['conversations']} conversations, "
-                     f"{c['actions']} actions, {c['replans']} re-plans.  Probes: "
-                     + "; ".join(f"{k} {len(v['start'])} -> {len(v['end'])}" for k, v in m.probes.items()))
+    table.caption = (
+        f"{c['memories']} memories, {c['reflections']} reflections, {c['conversations']} conversations, "
+        f"{c['actions']} actions, {c['replans']} re-plans.  Probes: "
+        + "; ".join(f"{k} {len(v['start'])} -> {len(v['end'])}" for k, v in m.probes.items())
+    )
     return table
 
 
 def usage_table(manifest: Manifest) -> Table:
     """What the brain's requests took, by request kind: calls, retries, fallbacks, tokens, cost."""
     usage = manifest.usage
-    cols = ("requests", "calls", "retries", "fallbacks", "reused", "cached", "prompt_tokens", "completion_tokens", "cost")
-    if usage["total"].get("reasoning_tokens"):           # a model that reasons: part of its completion tokens
+    cols = (
+        "requests",
+        "calls",
+        "retries",
+        "fallbacks",
+        "reused",
+        "cached",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost",
+    )
+    if usage["total"].get("reasoning_tokens"):  # a model that reasons: part of its completion tokens
         cols = cols[:-1] + ("reasoning_tokens", "cost")
     table = Table(title=f"brain {manifest.brain.get('model', manifest.brain.get('name'))}")
     table.add_column("request")
@@ -133,8 +172,9 @@ def usage_table(manifest: Manifest) -> Table:
     per = usage.get("per_agent_hour", {})
     calls = sum(v["calls"] for v in per.values())
     tokens = sum(v["tokens"] for v in per.values())
-    table.caption = (f"per agent per game hour: {calls:.2f} calls, {tokens:.0f} tokens"
-                     + ("" if usage["cost_known"] else "; cost unknown for this model (set price_prompt/price_completion)"))
+    table.caption = f"per agent per game hour: {calls:.2f} calls, {tokens:.0f} tokens" + (
+        "" if usage["cost_known"] else "; cost unknown for this model (set price_prompt/price_completion)"
+    )
     return table
 
 
@@ -151,21 +191,29 @@ def answers_table(manifest: Manifest) -> Table:
     return table
 
 
-FALLBACK_SHARE = 0.05      # more of a kind's requests than this falling back is said at the end of a run
+FALLBACK_SHARE = 0.05  # more of a kind's requests than this falling back is said at the end of a run
 
 
 def poorly_served(manifest: Manifest) -> str | None:
     """One line if the model's answers fell back for more than 5% of a kind's requests:
     which kinds, how many, and the setting to raise if answers were cut at max_tokens."""
-    rows = {kind: row for kind, row in (manifest.answers or {}).items()
-            if row["fallbacks"] > FALLBACK_SHARE * row["requests"]}
+    rows = {
+        kind: row
+        for kind, row in (manifest.answers or {}).items()
+        if row["fallbacks"] > FALLBACK_SHARE * row["requests"]
+    }
     if not rows:
         return None
-    shares = ", ".join(f"{kind} {row['fallbacks']:,} of {row['requests']:,} ({row['fallbacks'] / row['requests']:.0%})"
-                       for kind, row in rows.items())
+    shares = ", ".join(
+        f"{kind} {row['fallbacks']:,} of {row['requests']:,} ({row['fallbacks'] / row['requests']:.0%})"
+        for kind, row in rows.items()
+    )
     cut = [kind for kind, row in rows.items() if row["cut"]]
-    mend = (f"; answers were cut off at max_tokens: raise {', '.join(f'kinds.{k}.max_tokens' for k in cut)}"
-            if cut else "; the brain_fallback events say why")
+    mend = (
+        f"; answers were cut off at max_tokens: raise {', '.join(f'kinds.{k}.max_tokens' for k in cut)}"
+        if cut
+        else "; the brain_fallback events say why"
+    )
     return f"the model's answers fell back to safe defaults for {shares}{mend}"
 
 
@@ -191,8 +239,10 @@ def print_estimate(est: dict, scenario, latency: float, concurrency: int, consol
     range (a row for each end, so every figure stays whole), and the expected wall time."""
     console = console or make_console()
     hours = est["window_s"] / 3600
-    table = Table(title=f"{scenario.name} on {est['model']}: {hours:g} simulated hours, {len(scenario.agents)} agents "
-                        f"(estimated offline in {est['seconds']:.1f} s)")
+    table = Table(
+        title=f"{scenario.name} on {est['model']}: {hours:g} simulated hours, {len(scenario.agents)} agents "
+        f"(estimated offline in {est['seconds']:.1f} s)"
+    )
     for col in ("request", "requests", "prompt tok", "completion tok", "cost USD"):
         table.add_column(col, justify="left" if col == "request" else "right")
     models = est.get("models", {})
@@ -201,31 +251,53 @@ def print_estimate(est: dict, scenario, latency: float, concurrency: int, consol
         return "unknown" if value is None else f"{value:.4f}"
 
     for kind, row in est["by_kind"].items():
-        name = f"{kind} ({models[kind]})" if kind in models else kind       # a kind on a model of its own
-        table.add_row(name, f"{row['requests']:,}", f"{row['prompt_tokens']:,}", f"{row['completion_tokens']:,}",
-                      usd(row["cost_usd"]))
-    table.add_row("total", f"{est['requests']:,}", f"{est['prompt_tokens']:,}", f"{est['completion_tokens']:,}",
-                  usd(est["cost_usd"]), style="bold")
+        name = f"{kind} ({models[kind]})" if kind in models else kind  # a kind on a model of its own
+        table.add_row(
+            name,
+            f"{row['requests']:,}",
+            f"{row['prompt_tokens']:,}",
+            f"{row['completion_tokens']:,}",
+            usd(row["cost_usd"]),
+        )
+    table.add_row(
+        "total",
+        f"{est['requests']:,}",
+        f"{est['prompt_tokens']:,}",
+        f"{est['completion_tokens']:,}",
+        usd(est["cost_usd"]),
+        style="bold",
+    )
     r = est["range"]
     for end, name in enumerate(("range low", "range high")):
-        table.add_row(name, *(f"{r[k][end]:,}" for k in ("requests", "prompt_tokens", "completion_tokens")),
-                      usd(None if r["cost_usd"] is None else r["cost_usd"][end]), style="dim")
+        table.add_row(
+            name,
+            *(f"{r[k][end]:,}" for k in ("requests", "prompt_tokens", "completion_tokens")),
+            usd(None if r["cost_usd"] is None else r["cost_usd"][end]),
+            style="dim",
+        )
     print_table(console, table)
-    console.print(_basis(est) + "; "
-                  + ("cost unknown for this model: set price_prompt and price_completion\n"
-                     if est["cost_usd"] is None else "")
-                  + f"in order, {est['rounds']:,} rounds of calls at {latency:g} s a call and up to {concurrency} at "
-                    f"once take about {est['wall_s'] / 60:.0f} min (run-ahead can do better)", markup=False)
+    console.print(
+        _basis(est)
+        + "; "
+        + ("cost unknown for this model: set price_prompt and price_completion\n" if est["cost_usd"] is None else "")
+        + f"in order, {est['rounds']:,} rounds of calls at {latency:g} s a call and up to {concurrency} at "
+        f"once take about {est['wall_s'] / 60:.0f} min (run-ahead can do better)",
+        markup=False,
+    )
 
 
 def _basis(est: dict) -> str:
     """Whose behaviour an estimate assumes, in a line."""
     if est["basis"] != "pilot":
-        return ("assumes the offline brain's behaviour, completions sized from its answers (a model that acts "
-                "otherwise sends otherwise: estimate --from a short run on it)")
+        return (
+            "assumes the offline brain's behaviour, completions sized from its answers (a model that acts "
+            "otherwise sends otherwise: estimate --from a short run on it)"
+        )
     pilot = est["pilot"]
-    return (f"at the rates of pilot {pilot['run']} ({pilot['agents']} agents, {pilot['hours']:g} simulated hours) "
-            "per agent-hour by request kind, plus the first instant simulated offline")
+    return (
+        f"at the rates of pilot {pilot['run']} ({pilot['agents']} agents, {pilot['hours']:g} simulated hours) "
+        "per agent-hour by request kind, plus the first instant simulated offline"
+    )
 
 
 def print_check(check, console: Console | None = None) -> None:
@@ -235,36 +307,54 @@ def print_check(check, console: Console | None = None) -> None:
     for note in check.notes:
         console.print(note, markup=False, highlight=False)
     table = Table(title=f"{check.model} on a moment of {check.scenario} ({check.structured})")
-    several = len({row.model for row in check.rows}) > 1        # kinds on models of their own
+    several = len({row.model for row in check.rows}) > 1  # kinds on models of their own
     for col in ("request", "result", "prompt tok", "completion tok", "max tok", "reasoning tok", "seconds", "note"):
         table.add_column(col, justify="left" if col in ("request", "result", "note") else "right")
     for row in check.rows:
         style = "green" if row.usable else "red"
         kind = f"{row.kind} ({row.model})" if several else row.kind
-        table.add_row(kind, Text(row.result, style=style), f"{row.prompt_tokens:,}", f"{row.completion_tokens:,}",
-                      f"{row.max_tokens:,}", f"{row.reasoning_tokens:,}", f"{row.seconds:.1f}", _brief(row.note))
+        table.add_row(
+            kind,
+            Text(row.result, style=style),
+            f"{row.prompt_tokens:,}",
+            f"{row.completion_tokens:,}",
+            f"{row.max_tokens:,}",
+            f"{row.reasoning_tokens:,}",
+            f"{row.seconds:.1f}",
+            _brief(row.note),
+        )
     print_table(console, table)
     if check.missing:
-        console.print(f"not tried: {', '.join(check.missing)} (the town did not ask them in two simulated days)",
-                      markup=False)
+        console.print(
+            f"not tried: {', '.join(check.missing)} (the town did not ask them in two simulated days)", markup=False
+        )
     day = check.day
     if day:
-        cost = "cost unknown (set price_prompt and price_completion)" if day["cost_usd"] is None else (
-            f"${day['cost_usd']:.2f}")
-        console.print(f"a day of {check.scenario} ({check.agents} agents) at these rates: about {day['requests']:,} "
-                      f"requests, {day['prompt_tokens']:,} prompt and {day['completion_tokens']:,} completion tokens, "
-                      f"{cost} (if the model acts as the offline brain does: estimate --from a pilot run says better)",
-                      markup=False, highlight=False)
+        cost = (
+            "cost unknown (set price_prompt and price_completion)"
+            if day["cost_usd"] is None
+            else (f"${day['cost_usd']:.2f}")
+        )
+        console.print(
+            f"a day of {check.scenario} ({check.agents} agents) at these rates: about {day['requests']:,} "
+            f"requests, {day['prompt_tokens']:,} prompt and {day['completion_tokens']:,} completion tokens, "
+            f"{cost} (if the model acts as the offline brain does: estimate --from a pilot run says better)",
+            markup=False,
+            highlight=False,
+        )
     for row in check.rows:
         if not row.usable:
             console.print(f"{row.kind}: {row.mend}", markup=False, highlight=False)
-    verdict = "every request kind is usable" if check.ok else (
-        f"{sum(not r.usable for r in check.rows)} of {len(check.rows)} request kinds are not usable")
+    verdict = (
+        "every request kind is usable"
+        if check.ok
+        else (f"{sum(not r.usable for r in check.rows)} of {len(check.rows)} request kinds are not usable")
+    )
     console.print(f"{verdict} ({check.seconds:.0f} s)", markup=False, highlight=False)
 
 
 def _brief(text: str, width: int = 60) -> str:
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def print_inspection(command: str, out, console: Console | None = None) -> None:
@@ -283,9 +373,11 @@ def print_inspection(command: str, out, console: Console | None = None) -> None:
             table.add_row(row["agent"], row["area"], row["activity"])
         print_table(console, table)
         return
-    console.print(f"[bold]{escape(out['name'])}[/] at {out['time']}: {escape(out['activity'])} ({out['status']}), "
-                  f"{escape(out['area'])} {escape(str(out['tile']))}; {out['memories']} memories; "
-                  f"knows: {escape(', '.join(out['knows'])) or '-'}")
+    console.print(
+        f"[bold]{escape(out['name'])}[/] at {out['time']}: {escape(out['activity'])} ({out['status']}), "
+        f"{escape(out['area'])} {escape(str(out['tile']))}; {out['memories']} memories; "
+        f"knows: {escape(', '.join(out['knows'])) or '-'}"
+    )
     if out["plan"]:
         console.print("[bold]Plan[/]")
         for start, end, activity, where, now in _plan_groups(out):
@@ -293,8 +385,14 @@ def print_inspection(command: str, out, console: Console | None = None) -> None:
             console.print(f" {'▶' if now else ' '} {start}-{end} {escape(activity)}{place}")
     recall = Table("score", "rec", "imp", "rel", "kind", "memory", title=f"Recalled for: {escape(out['query'])}")
     for m in out["recall"]:
-        recall.add_row(f"{m['score']:.2f}", f"{m['recency']:.2f}", f"{m['importance']:.2f}",
-                       f"{m['relevance']:.2f}", m["kind"], m["text"])
+        recall.add_row(
+            f"{m['score']:.2f}",
+            f"{m['recency']:.2f}",
+            f"{m['importance']:.2f}",
+            f"{m['relevance']:.2f}",
+            m["kind"],
+            m["text"],
+        )
     print_table(console, recall)
     if out["reflections"]:
         console.print("[bold]Reflections[/]")

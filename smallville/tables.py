@@ -19,15 +19,21 @@ from rich.table import Column
 from rich.table import Table as RichTable
 from rich.text import Text
 
-UNLIMITED = 100_000           # a width for measuring what a table needs at most
+UNLIMITED = 100_000  # a width for measuring what a table needs at most
 
 
 class Table(RichTable):
     """A rich Table whose columns fold what does not fit, rather than cutting it, and whose
     cells are plain text (a memory that reads `[note]` is shown as written, not as markup)."""
 
-    def add_column(self, header: RenderableType = "", footer: RenderableType = "", *,
-                   overflow: OverflowMethod = "fold", **options: Any) -> None:
+    def add_column(
+        self,
+        header: RenderableType = "",
+        footer: RenderableType = "",
+        *,
+        overflow: OverflowMethod = "fold",
+        **options: Any,
+    ) -> None:
         super().add_column(header, footer, overflow=overflow, **options)
 
     def add_row(self, *cells: RenderableType | None, **options: Any) -> None:
@@ -74,7 +80,7 @@ def fit(console: Console, table: RichTable) -> RichTable:
     room = console.width - (_narrowest(console, table) - sum(low for low, _ in spans))
     widths = [high for _, high in spans]
     if sum(widths) <= room or sum(low for low, _ in spans) > room:
-        return table                                    # it fits; or no layout does, and rich folds
+        return table  # it fits; or no layout does, and rich folds
     for _ in range(sum(widths) - room):
         widest = max((i for i, (low, _) in enumerate(spans) if widths[i] > low), key=lambda i: widths[i])
         widths[widest] -= 1

@@ -24,17 +24,33 @@ class Browser:
         to_chrome, self._write = os.pipe()
         self._read, from_chrome = os.pipe()
 
-        def fds() -> None:                    # chromium reads commands on fd 3 and answers on fd 4
-            high = os.dup(to_chrome), os.dup(from_chrome)      # (out of the way of 3 and 4 first)
+        def fds() -> None:  # chromium reads commands on fd 3 and answers on fd 4
+            high = os.dup(to_chrome), os.dup(from_chrome)  # (out of the way of 3 and 4 first)
             os.dup2(high[0], 3)
             os.dup2(high[1], 4)
 
         self.proc = subprocess.Popen(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-quic",
-             f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=fds, close_fds=False)    # (our pipes close on exec; 3 and 4 stay)
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--remote-debugging-pipe",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-quic",
+                f"--user-data-dir={profile}",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=fds,
+            close_fds=False,
+        )  # (our pipes close on exec; 3 and 4 stay)
         os.close(to_chrome)
         os.close(from_chrome)
         self._next, self._answers, self.errors = 0, {}, []
@@ -45,8 +61,14 @@ class Browser:
         self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         for domain in ("Runtime", "Page", "Log"):
             self.call(f"{domain}.enable", session=True)
-        self.call("Emulation.setDeviceMetricsOverride", session=True, width=width, height=height,
-                  deviceScaleFactor=1, mobile=False)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            session=True,
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
 
     def _listen(self) -> None:
         buffer = b""
@@ -66,8 +88,10 @@ class Browser:
     def _note(self, message: dict) -> None:
         method, params = message.get("method"), message.get("params", {})
         if method == "Runtime.exceptionThrown":
-            self.errors.append(params["exceptionDetails"].get("exception", {}).get("description")
-                               or params["exceptionDetails"].get("text"))
+            self.errors.append(
+                params["exceptionDetails"].get("exception", {}).get("description")
+                or params["exceptionDetails"].get("text")
+            )
         elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
             self.errors.append(" ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
         elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
@@ -97,8 +121,9 @@ class Browser:
         self.wait_for(f"location.href === {json.dumps(url)} && document.readyState === 'complete'", what=url)
 
     def evaluate(self, expression: str):
-        result = self.call("Runtime.evaluate", session=True, expression=expression, returnByValue=True,
-                           awaitPromise=True)
+        result = self.call(
+            "Runtime.evaluate", session=True, expression=expression, returnByValue=True, awaitPromise=True
+        )
         if "exceptionDetails" in result:
             raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -109,7 +134,7 @@ class Browser:
         while True:
             try:
                 value = self.evaluate(expression)
-            except RuntimeError:                 # (the page was between documents)
+            except RuntimeError:  # (the page was between documents)
                 value = None
             if value:
                 return value
@@ -133,7 +158,7 @@ class Browser:
             self.proc.wait()
         os.close(self._write)
 
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         return self
 
     def __exit__(self, *exc) -> None:

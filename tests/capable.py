@@ -17,27 +17,70 @@ import random
 
 # Words of free text by (request kind, field): (fewest, most). Sentences run 8 to 15 words.
 WORDS = {
-    ("plan_day", "activity"): (6, 15), ("plan_day", "broad"): (6, 12), ("decompose", "description"): (6, 15),
-    ("react", "reason"): (12, 30), ("react", "thought"): (12, 30),
-    ("speak", "text"): (8, 30), ("speak", "topic"): (2, 6),
-    ("after_talk", "summary"): (12, 30), ("after_talk", "thought"): (10, 25), ("after_talk", "memo"): (8, 25),
-    ("after_talk", "view"): (10, 25), ("after_talk", "topic"): (2, 6),
-    ("summarize", "core"): (15, 35), ("summarize", "occupation"): (12, 30), ("summarize", "progress"): (10, 25),
-    ("reflect_questions", "questions"): (8, 16), ("insights", "text"): (10, 25),
-    ("interview", "text"): (25, 60), ("judge", "claim"): (6, 15),
+    ("plan_day", "activity"): (6, 15),
+    ("plan_day", "broad"): (6, 12),
+    ("decompose", "description"): (6, 15),
+    ("react", "reason"): (12, 30),
+    ("react", "thought"): (12, 30),
+    ("speak", "text"): (8, 30),
+    ("speak", "topic"): (2, 6),
+    ("after_talk", "summary"): (12, 30),
+    ("after_talk", "thought"): (10, 25),
+    ("after_talk", "memo"): (8, 25),
+    ("after_talk", "view"): (10, 25),
+    ("after_talk", "topic"): (2, 6),
+    ("summarize", "core"): (15, 35),
+    ("summarize", "occupation"): (12, 30),
+    ("summarize", "progress"): (10, 25),
+    ("reflect_questions", "questions"): (8, 16),
+    ("insights", "text"): (10, 25),
+    ("interview", "text"): (25, 60),
+    ("judge", "claim"): (6, 15),
 }
-CLAUSES = ("taking care to get the details right", "while keeping an eye on the time", "as planned earlier",
-           "at an easy and steady pace", "before moving on to the next thing", "with a cup of tea close at hand",
-           "making a note of what is left to do", "in the usual spot by the window", "with full attention")
-SENTENCES = ("It has been a fairly ordinary day so far.", "There is still a good deal to do before the evening.",
-             "Everyone around seems to be in a good mood today.", "It would be nice to catch up with a friend later.",
-             "The plan for the afternoon still feels about right.", "Nothing unusual has come up since the morning.",
-             "That is worth keeping in mind for the next few days.", "It is good to hear how things are going.")
-ACTIVITIES = ("working on the main task of the day", "having a meal", "taking a walk around the neighbourhood",
-              "reading at home", "tidying up the place", "meeting a friend for coffee", "running errands in town")
-KINDS = (("blocks", "plan_day"), ("steps", "decompose"), ("scores", "rate_importance"), ("tags", "tag_memories"),
-         ("core", "summarize"), ("questions", "reflect_questions"), ("insights", "insights"), ("cites", "interview"),
-         ("ranking", "judge"), ("memo", "after_talk"), ("action", "react"), ("end", "speak"))
+CLAUSES = (
+    "taking care to get the details right",
+    "while keeping an eye on the time",
+    "as planned earlier",
+    "at an easy and steady pace",
+    "before moving on to the next thing",
+    "with a cup of tea close at hand",
+    "making a note of what is left to do",
+    "in the usual spot by the window",
+    "with full attention",
+)
+SENTENCES = (
+    "It has been a fairly ordinary day so far.",
+    "There is still a good deal to do before the evening.",
+    "Everyone around seems to be in a good mood today.",
+    "It would be nice to catch up with a friend later.",
+    "The plan for the afternoon still feels about right.",
+    "Nothing unusual has come up since the morning.",
+    "That is worth keeping in mind for the next few days.",
+    "It is good to hear how things are going.",
+)
+ACTIVITIES = (
+    "working on the main task of the day",
+    "having a meal",
+    "taking a walk around the neighbourhood",
+    "reading at home",
+    "tidying up the place",
+    "meeting a friend for coffee",
+    "running errands in town",
+)
+KINDS = (
+    ("blocks", "plan_day"),
+    ("steps", "decompose"),
+    ("scores", "rate_importance"),
+    ("tags", "tag_memories"),
+    ("core", "summarize"),
+    ("questions", "reflect_questions"),
+    ("insights", "insights"),
+    ("cites", "interview"),
+    ("ranking", "judge"),
+    ("memo", "after_talk"),
+    ("action", "react"),
+    ("end", "speak"),
+)
 """A property of each kind's answer that no other kind's has: the kind of a schema sent
 without its name (json_object and prompt modes name none)."""
 DAY = 24 * 60
@@ -54,7 +97,7 @@ def realistic(kind: str | None, schema: dict, data: dict, rng: random.Random, st
     day plan begins from, known when the prompt carries the request; else a whole day."""
     if kind == "plan_day":
         data = _day(schema, data, rng, start)
-    if kind == "decompose" and start is None:         # an hour's block, in the dark: 4 to 8 actions
+    if kind == "decompose" and start is None:  # an hour's block, in the dark: 4 to 8 actions
         steps = data["steps"] or [{"minutes": 10, "description": "", "object": None}]
         data = {**data, "steps": [steps[i % len(steps)] for i in range(rng.randint(4, 8))]}
     return _grown(kind, schema, data, rng, "")
@@ -102,7 +145,7 @@ def _day(schema: dict, data: dict, rng: random.Random, start: int | None) -> dic
         blocks = _whole_day(places, rng)
     else:
         blocks = [piece for b in data["blocks"] for piece in _hours(b)]
-    if "sleep" in block:                              # the night's block says it is sleep
+    if "sleep" in block:  # the night's block says it is sleep
         blocks = [{**b, "sleep": bool(b.get("sleep", "sleep" in b["activity"]))} for b in blocks]
     broad = schema["properties"].get("broad")
     if broad is None:
@@ -111,7 +154,7 @@ def _day(schema: dict, data: dict, rng: random.Random, start: int | None) -> dic
     strokes = list(dict.fromkeys(f"{b['activity']} at {b['start'] // 60 % 24}:{b['start'] % 60:02d}" for b in blocks))
     while len(strokes) < fewest:
         strokes.append(f"{rng.choice(CLAUSES)} in the afternoon")
-    return {**data, "broad": strokes[:max(fewest, min(most, len(strokes)))], "blocks": blocks}
+    return {**data, "broad": strokes[: max(fewest, min(most, len(strokes)))], "blocks": blocks}
 
 
 def _hours(block: dict) -> list[dict]:
@@ -127,8 +170,11 @@ def _whole_day(places: list[str], rng: random.Random) -> list[dict]:
     next wake-up: a realistic day of about 17 blocks."""
     wake, bed = rng.choice((360, 420, 480)), rng.choice((1320, 1380))
     home = places[0]
-    blocks = [{"start": t, "end": t + 60, "activity": rng.choice(ACTIVITIES), "where": rng.choice(places)}
-              for t in range(wake, bed, 60)]
-    blocks.append({"start": bed, "end": wake + DAY, "activity": "going to bed and sleeping through the night",
-                   "where": home})
+    blocks = [
+        {"start": t, "end": t + 60, "activity": rng.choice(ACTIVITIES), "where": rng.choice(places)}
+        for t in range(wake, bed, 60)
+    ]
+    blocks.append(
+        {"start": bed, "end": wake + DAY, "activity": "going to bed and sleeping through the night", "where": home}
+    )
     return blocks

@@ -39,8 +39,17 @@ def manifest_of(**fields):
     """A run's `Manifest` with the given fields, the required ones it lacks left blank."""
     from smallville.run import Manifest
 
-    blank = {"run_id": "", "scenario": {}, "seed": 0, "brain": {}, "embedder": {}, "agents": [], "sim_start": "",
-             "sim_end": "", "duration_s": 0.0}
+    blank = {
+        "run_id": "",
+        "scenario": {},
+        "seed": 0,
+        "brain": {},
+        "embedder": {},
+        "agents": [],
+        "sim_start": "",
+        "sim_end": "",
+        "duration_s": 0.0,
+    }
     return Manifest.from_dict({**blank, **fields})
 
 

@@ -37,26 +37,32 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
-from capable import kind_of, realistic
-from schemagen import instance
-from strictschema import MAX_ENUM, problem
 
 from smallville.brain import kinds
 from smallville.brain.offline import OfflineBrain
 from smallville.brain.prompts import ECHO_MARK, to_model_json
 
+from capable import kind_of, realistic
+from schemagen import instance
+from strictschema import MAX_ENUM, problem
+
 SCHEMA_MARK = "follows this JSON schema:\n"
-PREFLIGHT = "a test of structured output"     # words of the LLM brain's preflight probe
+PREFLIGHT = "a test of structured output"  # words of the LLM brain's preflight probe
 
 FAILURES = ("429", "500", "hang", "invalid_json", "schema", "cutoff")
 MODES = ("strict", "capable", "reasoning")
 REASONING = ("think", "field", "only")
-THINKING = ("Let me think about what this character would do here.", "The schema asks for a JSON object.",
-            "I should keep the answer consistent with what the character remembers.",
-            "The answer is a JSON object, so it starts with { and ends with }.",
-            "First I will look at the time and the place, then at the people around.",
-            "Maybe the memories say something that changes the usual routine.", "Let me check the list again.",
-            "That seems right, but I should make sure every field is there.", "Wait, let me reconsider that part.")
+THINKING = (
+    "Let me think about what this character would do here.",
+    "The schema asks for a JSON object.",
+    "I should keep the answer consistent with what the character remembers.",
+    "The answer is a JSON object, so it starts with { and ends with }.",
+    "First I will look at the time and the place, then at the people around.",
+    "Maybe the memories say something that changes the usual routine.",
+    "Let me check the list again.",
+    "That seems right, but I should make sure every field is there.",
+    "Wait, let me reconsider that part.",
+)
 # A model that talks: whoever can be spoken to is, conversations go on, actions take 5-15
 # minutes (schemagen.instance draws everything else at random within the schema).
 SOCIABLE = {"action": "talk", "target": ..., "end": False, "minutes": list(range(5, 16))}
@@ -66,41 +72,48 @@ class LLMServer:
     """`with LLMServer() as s:` serves at `s.api_base`; `s.fail(mode, n)` makes the next n
     chat requests fail that way; `s.fail_rate(p, modes)` fails a share p at random."""
 
-    def __init__(self, seed: int = 7, latency: float = 0.0, hang: float = 2.0, prefer: dict | None = None,
-                 modes=(), reasoning: str = "think") -> None:
+    def __init__(
+        self,
+        seed: int = 7,
+        latency: float = 0.0,
+        hang: float = 2.0,
+        prefer: dict | None = None,
+        modes=(),
+        reasoning: str = "think",
+    ) -> None:
         assert set(modes) <= set(MODES) and reasoning in REASONING, (modes, reasoning)
         self.modes, self.reasoning = frozenset(modes), reasoning
         self.seed = seed
-        self.prefer = prefer                       # property -> preferred values (schemagen.instance)
+        self.prefer = prefer  # property -> preferred values (schemagen.instance)
         self.brain = OfflineBrain(seed)
-        self.refuse_modes: set[str] = set()        # response_format types answered with HTTP 500, as llama.cpp does
-        self.ignore_modes: set[str] = set()        # response_format types answered as if they were not asked for
-        self.prompts: list[dict] = []              # {"kind", "system", "user", "mode"} of every chat request
+        self.refuse_modes: set[str] = set()  # response_format types answered with HTTP 500, as llama.cpp does
+        self.ignore_modes: set[str] = set()  # response_format types answered as if they were not asked for
+        self.prompts: list[dict] = []  # {"kind", "system", "user", "mode"} of every chat request
         self.latency, self.hang = latency, hang
-        self.retry_after: float | None = None      # seconds sent as Retry-After with each 429
-        self.queue: list[tuple[str, str]] = []     # (mode, text the prompt must contain)
+        self.retry_after: float | None = None  # seconds sent as Retry-After with each 429
+        self.queue: list[tuple[str, str]] = []  # (mode, text the prompt must contain)
         self.rate, self.failing, self.rng = 0.0, FAILURES, random.Random(seed)
         self.lock = threading.Lock()
         self.gathered = threading.Condition(self.lock)
-        self.hold_for: int = 0                     # answers wait until this many calls are in flight
-        self.gathered_times = 0                    # times that many were
-        self.released = threading.Event()          # ends every "hang" (set when the server stops)
+        self.hold_for: int = 0  # answers wait until this many calls are in flight
+        self.gathered_times = 0  # times that many were
+        self.released = threading.Event()  # ends every "hang" (set when the server stops)
         self.injected: Counter[str] = Counter()
         self.chats = 0
         self.embeddings = 0
         self.in_flight = self.max_in_flight = 0
-        self.flight_log: list[tuple[float, int]] = []   # (time, calls in flight from then on)
+        self.flight_log: list[tuple[float, int]] = []  # (time, calls in flight from then on)
         self.bodies: list[dict] = []
-        self.usages: list[dict] = []                   # the usage of every chat answer sent
-        self.refusals: list[str] = []                  # the message of every schema `strict` refused
-        self.raw_newlines = False                      # a grammar's slip: every space a raw newline, in strings too
-        self.max_enum = MAX_ENUM                       # `strict`: enum values a schema may have in all
-        self.headers: list[dict] = []                  # each request's, names lower-cased (HTTP ignores their case)
+        self.usages: list[dict] = []  # the usage of every chat answer sent
+        self.refusals: list[str] = []  # the message of every schema `strict` refused
+        self.raw_newlines = False  # a grammar's slip: every space a raw newline, in strings too
+        self.max_enum = MAX_ENUM  # `strict`: enum values a schema may have in all
+        self.headers: list[dict] = []  # each request's, names lower-cased (HTTP ignores their case)
         self._srv: ThreadingHTTPServer | None = None
-        self.connections: set = set()                  # open client connections (kept alive between calls)
-        self.gate = threading.Condition()              # hold(): answers go out on release()
+        self.connections: set = set()  # open client connections (kept alive between calls)
+        self.gate = threading.Condition()  # hold(): answers go out on release()
         self.holding: str | None = None
-        self.held = 0                                  # chat requests held so far
+        self.held = 0  # chat requests held so far
 
     # ---- control ----------------------------------------------------------------------
 
@@ -115,11 +128,14 @@ class LLMServer:
 
     def _failure(self, prompt: str, asked: bool) -> str | None:
         with self.lock:
-            if not asked:                    # a preflight call: never failed on purpose
+            if not asked:  # a preflight call: never failed on purpose
                 return None
             queued = next((i for i, (_, match) in enumerate(self.queue) if re.search(match, prompt)), None)
-            mode = self.queue.pop(queued)[0] if queued is not None else (
-                self.rng.choice(self.failing) if self.rate and self.rng.random() < self.rate else None)
+            mode = (
+                self.queue.pop(queued)[0]
+                if queued is not None
+                else (self.rng.choice(self.failing) if self.rate and self.rng.random() < self.rate else None)
+            )
             if mode:
                 self.injected[mode] += 1
             return mode
@@ -144,19 +160,19 @@ class LLMServer:
 
     def _hold(self, prompt: str) -> None:
         with self.gate:
-            self.gate.notify_all()                     # a request came: waiters look again
+            self.gate.notify_all()  # a request came: waiters look again
             if self.holding is not None and self.holding in prompt:
                 self.held += 1
                 self.gate.wait_for(lambda: self.holding is None)
 
     # ---- serving ----------------------------------------------------------------------
 
-    def __enter__(self) -> "LLMServer":
+    def __enter__(self) -> LLMServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True     # headers and body go out at once, no 40 ms ACK delay
+            disable_nagle_algorithm = True  # headers and body go out at once, no 40 ms ACK delay
 
             def setup(self):
                 super().setup()
@@ -177,7 +193,7 @@ class LLMServer:
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     server.flight_log.append((time.perf_counter(), server.in_flight))
                     times = server.gathered_times
-                    if server.in_flight >= server.hold_for:     # enough have come: all of them go on
+                    if server.in_flight >= server.hold_for:  # enough have come: all of them go on
                         server.gathered_times += 1
                         server.gathered.notify_all()
                     else:
@@ -211,7 +227,7 @@ class LLMServer:
                 pass
 
         class Server(ThreadingHTTPServer):
-            request_queue_size = 128          # many calls at once: no refused connects (1 s SYN retries)
+            request_queue_size = 128  # many calls at once: no refused connects (1 s SYN retries)
 
         self._srv = Server(("127.0.0.1", 0), Handler)
         self._srv.daemon_threads = True
@@ -224,7 +240,7 @@ class LLMServer:
     def stop(self) -> None:
         """Stop serving, as a server whose process ended: its open connections are dropped too."""
         self.released.set()
-        self.release()                      # no handler left waiting
+        self.release()  # no handler left waiting
         if self._srv is not None:
             self._srv.shutdown()
             self._srv.server_close()
@@ -234,7 +250,7 @@ class LLMServer:
         for connection in dropped:
             try:
                 connection.shutdown(socket.SHUT_RDWR)
-            except OSError:                 # closed meanwhile
+            except OSError:  # closed meanwhile
                 pass
 
     def mean_in_flight(self, since: float | None = None) -> float:
@@ -255,27 +271,41 @@ class LLMServer:
         fmt = body.get("response_format") or {}
         mode = fmt.get("type", "prompt")
         if mode in self.refuse_modes:
-            return 500, {"error": {"message": f"response_format type {mode!r} is not supported", "type": "server_error"}}
-        schema = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema") or (
-            json.loads(prompt.rsplit(SCHEMA_MARK, 1)[1].splitlines()[0]) if SCHEMA_MARK in prompt else None)
+            return 500, {
+                "error": {"message": f"response_format type {mode!r} is not supported", "type": "server_error"}
+            }
+        schema = (
+            (fmt.get("json_schema") or {}).get("schema")
+            or fmt.get("schema")
+            or (json.loads(prompt.rsplit(SCHEMA_MARK, 1)[1].splitlines()[0]) if SCHEMA_MARK in prompt else None)
+        )
         kind = (fmt.get("json_schema") or {}).get("name")
         with self.lock:
             self.prompts.append({"kind": kind, "system": body["messages"][0]["content"], "user": prompt, "mode": mode})
         refused = self._strict(fmt)
         if refused:
-            return 400, {"error": {"message": refused, "type": "invalid_request_error", "param": "response_format",
-                                   "code": "invalid_json_schema"}}
+            return 400, {
+                "error": {
+                    "message": refused,
+                    "type": "invalid_request_error",
+                    "param": "response_format",
+                    "code": "invalid_json_schema",
+                }
+            }
         self._hold(prompt)
         echoed = ECHO_MARK in prompt
         failure = self._failure(prompt, echoed or (schema is not None and PREFLIGHT not in prompt))
         if self.latency:
             time.sleep(self.latency)
         if failure == "429":
-            return 429, {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}, (
-                {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {})
+            return (
+                429,
+                {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}},
+                ({"Retry-After": str(self.retry_after)} if self.retry_after is not None else {}),
+            )
         if failure == "500":
             return 500, {"error": {"message": "The server had an error", "type": "server_error"}}
-        if failure == "hang":                      # no answer until the client has given up
+        if failure == "hang":  # no answer until the client has given up
             self.released.wait(self.hang)
         if mode in self.ignore_modes and SCHEMA_MARK not in prompt:
             schema = None
@@ -291,8 +321,13 @@ class LLMServer:
         else:
             answer = None
         if "capable" in self.modes and isinstance(answer, dict) and schema is not None:
-            answer = realistic(kind or kind_of(schema), schema, answer, rng,
-                               getattr(request, "start", None) if request is not None else None)
+            answer = realistic(
+                kind or kind_of(schema),
+                schema,
+                answer,
+                rng,
+                getattr(request, "start", None) if request is not None else None,
+            )
         content = "Sure! Here is what you asked for." if answer is None else json.dumps(answer)
         if self.raw_newlines and PREFLIGHT not in prompt:
             content = content.replace(" ", "\n")
@@ -307,7 +342,7 @@ class LLMServer:
         if self.modes & {"capable", "reasoning"}:
             message, finish, completion, reasoning = self._as_model(content, finish, limit, body["model"], rng)
         else:
-            if limit and not echoed and len(content) // 4 + 1 > limit:    # cut off where a model would be
+            if limit and not echoed and len(content) // 4 + 1 > limit:  # cut off where a model would be
                 content, finish = content[: (limit - 1) * 4], "length"
             message, completion, reasoning = {"role": "assistant", "content": content}, len(content) // 4 + 1, 0
         usage = {"prompt_tokens": count_tokens(body["messages"], body["model"]), "completion_tokens": completion}
@@ -316,8 +351,14 @@ class LLMServer:
             usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
         with self.lock:
             self.usages.append(usage)
-        return 200, {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": body["model"],
-                     "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}
+        return 200, {
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": usage,
+        }
 
     def _strict(self, fmt: dict) -> str | None:
         """In `strict` mode, the API's message refusing a strict json_schema outside its subset."""
@@ -330,8 +371,9 @@ class LLMServer:
                 self.refusals.append(refused)
         return refused
 
-    def _as_model(self, content: str, finish: str, limit: int | None, model: str,
-                  rng: random.Random) -> tuple[dict, str, int, int]:
+    def _as_model(
+        self, content: str, finish: str, limit: int | None, model: str, rng: random.Random
+    ) -> tuple[dict, str, int, int]:
         """The message a model sends: reasoning first (in `reasoning` mode), then the
         answer, cut at `limit` tokens as a model is; its finish reason, completion tokens
         and reasoning tokens (counted with the model's tokenizer)."""
@@ -342,19 +384,22 @@ class LLMServer:
         if limit and len(thought) >= limit:
             thought, said, finish = thought[:limit], [], "length"
         elif limit and len(thought) + len(said) > limit:
-            said, finish = said[:limit - len(thought)], "length"
+            said, finish = said[: limit - len(thought)], "length"
         answer = litellm.decode(model=model, tokens=said) if said else ""
         reasoning = litellm.decode(model=model, tokens=thought) if thought else ""
         if not thought:
             return {"role": "assistant", "content": answer}, finish, len(said), 0
         if self.reasoning == "think":
-            content = f"<think>\n{reasoning}" + (f"\n</think>\n\n{answer}" if answer else "")   # none: cut off
+            content = f"<think>\n{reasoning}" + (f"\n</think>\n\n{answer}" if answer else "")  # none: cut off
             message = {"role": "assistant", "content": content}
         elif self.reasoning == "field":
             message = {"role": "assistant", "content": answer or None, "reasoning_content": reasoning}
         else:
-            message = {"role": "assistant", "content": None,
-                       "reasoning_content": reasoning + (f"\n\n{answer}" if answer else "")}
+            message = {
+                "role": "assistant",
+                "content": None,
+                "reasoning_content": reasoning + (f"\n\n{answer}" if answer else ""),
+            }
         return message, finish, len(thought) + len(said), len(thought)
 
     @staticmethod
@@ -369,9 +414,13 @@ class LLMServer:
     def embed(self, body: dict) -> dict:
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         data = [{"object": "embedding", "index": i, "embedding": fake_vector(t)} for i, t in enumerate(texts)]
-        data.reverse()          # servers may answer out of order; `index` says where each goes
-        return {"object": "list", "data": data, "model": body["model"],
-                "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}}
+        data.reverse()  # servers may answer out of order; `index` says where each goes
+        return {
+            "object": "list",
+            "data": data,
+            "model": body["model"],
+            "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)},
+        }
 
 
 def count_tokens(messages: list[dict], model: str) -> int:
@@ -407,8 +456,17 @@ def main() -> None:
         print(server.api_base, flush=True)
         sys.stdin.read()
         refused = Counter(re.search(r"response_format '([^']*)'", r).group(1) for r in server.refusals)
-        print(json.dumps({"chats": server.chats, "max_in_flight": server.max_in_flight,
-                          "mean_in_flight": round(server.mean_in_flight(), 2), "refusals": dict(refused)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "chats": server.chats,
+                    "max_in_flight": server.max_in_flight,
+                    "mean_in_flight": round(server.mean_in_flight(), 2),
+                    "refusals": dict(refused),
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

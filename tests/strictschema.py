@@ -18,10 +18,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SUPPORTED = frozenset({
-    "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
-    "$defs", "definitions", "$ref", "description", "title", "pattern", "format", "multipleOf",
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems"})
+SUPPORTED = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "enum",
+        "const",
+        "anyOf",
+        "$defs",
+        "definitions",
+        "$ref",
+        "description",
+        "title",
+        "pattern",
+        "format",
+        "multipleOf",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minItems",
+        "maxItems",
+    }
+)
 MAX_DEPTH, MAX_PROPERTIES, MAX_ENUM = 10, 5000, 1000
 BIG_ENUM, BIG_ENUM_CHARS, MAX_CHARS = 250, 15000, 120000
 
@@ -54,13 +76,17 @@ def check(schema: dict, max_enum: int = MAX_ENUM) -> None:
         raise Refused(f"schema must be a JSON Schema of 'type: \"object\"', got 'type: \"{got}\"'.")
     tally = _Tally()
     _walk(schema, (), 1, tally)
-    for limit, value, what in ((MAX_PROPERTIES, tally.properties, "object properties"),
-                               (max_enum, tally.enums, "enum values"),
-                               (MAX_CHARS, tally.chars, "characters of property names, enum and const values")):
+    for limit, value, what in (
+        (MAX_PROPERTIES, tally.properties, "object properties"),
+        (max_enum, tally.enums, "enum values"),
+        (MAX_CHARS, tally.chars, "characters of property names, enum and const values"),
+    ):
         if value > limit:
-            raise Refused(f"Expected at most {limit} {what} in total within a single schema when using structured "
-                          f"outputs, but received {value}. Consider reducing the size of the schema, or use "
-                          "'strict: false' to opt out of structured outputs.")
+            raise Refused(
+                f"Expected at most {limit} {what} in total within a single schema when using structured "
+                f"outputs, but received {value}. Consider reducing the size of the schema, or use "
+                "'strict: false' to opt out of structured outputs."
+            )
 
 
 def _walk(node, path: tuple, depth: int, tally: _Tally) -> None:
@@ -88,15 +114,19 @@ def _object(node: dict, path: tuple, depth: int, tally: _Tally) -> None:
     """An object `depth` objects deep (the root is 1)."""
     where = f"In context={path!r}, "
     if depth > MAX_DEPTH:
-        raise Refused(f"{where}objects are nested more than {MAX_DEPTH} levels deep; at most {MAX_DEPTH} are "
-                      "supported when using structured outputs.")
+        raise Refused(
+            f"{where}objects are nested more than {MAX_DEPTH} levels deep; at most {MAX_DEPTH} are "
+            "supported when using structured outputs."
+        )
     if node.get("additionalProperties") is not False:
         raise Refused(f"{where}'additionalProperties' is required to be supplied and to be false.")
     properties = node.get("properties", {})
     missing = [key for key in properties if key not in node.get("required", ())]
     if missing:
-        raise Refused(f"{where}'required' is required to be supplied and to be an array including every key in "
-                      f"properties. Missing '{missing[0]}'.")
+        raise Refused(
+            f"{where}'required' is required to be supplied and to be an array including every key in "
+            f"properties. Missing '{missing[0]}'."
+        )
     tally.properties += len(properties)
     for key, sub in properties.items():
         tally.chars += len(key)
@@ -109,5 +139,7 @@ def _enum(node: dict, where: str, tally: _Tally) -> None:
     strings = [v for v in values if isinstance(v, str)]
     tally.chars += sum(map(len, strings)) + (len(node["const"]) if isinstance(node.get("const"), str) else 0)
     if len(strings) > BIG_ENUM and sum(map(len, strings)) > BIG_ENUM_CHARS:
-        raise Refused(f"{where}Expected at most {BIG_ENUM_CHARS} characters in total for a string enum of more than "
-                      f"{BIG_ENUM} values, but received {sum(map(len, strings))}.")
+        raise Refused(
+            f"{where}Expected at most {BIG_ENUM_CHARS} characters in total for a string enum of more than "
+            f"{BIG_ENUM} values, but received {sum(map(len, strings))}."
+        )

@@ -10,17 +10,17 @@ import sys
 
 import pytest
 
+from smallville.brain import LLMConfig
+from smallville.run import resume_run, run_scenario
+from smallville.scenario import load_scenario
+
 from conftest import CAFE_TRIO, ROOT
 from llmserver import SOCIABLE, LLMServer
-from smallville.brain import LLMConfig
-from smallville.run import resume_run
-from smallville.run import run_scenario
-from smallville.scenario import load_scenario
 
 
 @pytest.fixture
 def server(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)           # a local server needs no key
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # a local server needs no key
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     with LLMServer(seed=load_scenario(CAFE_TRIO).seed, prefer={**SOCIABLE, "where": "Hobbs Cafe"}) as s:
         yield s
@@ -31,8 +31,14 @@ def brain(server, **settings) -> LLMConfig:
 
 
 def run(tmp_path, server, name, budget=None, hours=3, **settings):
-    return run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path / name, duration=hours * 3600,
-                        brain=brain(server, **settings), embedder="lexical", budget=budget)
+    return run_scenario(
+        load_scenario(CAFE_TRIO),
+        runs_dir=tmp_path / name,
+        duration=hours * 3600,
+        brain=brain(server, **settings),
+        embedder="lexical",
+        budget=budget,
+    )
 
 
 def tokens_billed(server) -> int:
@@ -46,8 +52,7 @@ def test_a_request_limit_is_never_passed(tmp_path, server, limit):
     m = result.manifest
     assert m.status == "budget_exhausted"
     assert server.chats <= limit and m.spend["requests"] == server.chats
-    assert m.budget_stop == {"limit": "max-requests", "value": limit, "spent": server.chats,
-                                "at": m.sim_reached}
+    assert m.budget_stop == {"limit": "max-requests", "value": limit, "spent": server.chats, "at": m.sim_reached}
 
 
 @pytest.mark.parametrize("limit", [3000, 12000])
@@ -75,7 +80,7 @@ def test_a_dollar_budget_needs_a_price(tmp_path, server):
 
     with pytest.raises(BrainError, match="no price known"):
         run(tmp_path, server, "runs", budget={"usd": 1.0})
-    assert not (tmp_path / "runs").exists()          # stopped before anything was written
+    assert not (tmp_path / "runs").exists()  # stopped before anything was written
 
 
 def test_a_stopped_run_resumed_with_more_ends_as_if_never_stopped(tmp_path, server):
@@ -102,16 +107,35 @@ def test_the_command_line_stops_with_exit_3_and_says_how_to_go_on(tmp_path, serv
     config = tmp_path / "brain.yaml"
     config.write_text(f"model: openai/test-model\napi_base: {server.api_base}\n")
     cmd = [sys.executable, "-c", "from smallville.cli import main; raise SystemExit(main())"]
-    out = subprocess.run(cmd + ["run", str(CAFE_TRIO), "--brain-config", str(config), "--for", "2h", "--quiet",
-                                "--embedder", "lexical", "--runs-dir", str(tmp_path / "runs"), "--max-requests", "10"],
-                         capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        cmd
+        + [
+            "run",
+            str(CAFE_TRIO),
+            "--brain-config",
+            str(config),
+            "--for",
+            "2h",
+            "--quiet",
+            "--embedder",
+            "lexical",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--max-requests",
+            "10",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode == 3, out.stderr
     (line,) = [x for x in out.stderr.splitlines() if x.startswith("smallville:")]
     run_dir = next((tmp_path / "runs").iterdir())
     assert "--max-requests 10" in line and f"smallville resume {run_dir} --max-requests MORE" in line
     assert "Traceback" not in out.stderr
-    again = subprocess.run(cmd + ["resume", str(run_dir), "--quiet", "--max-requests", "1000"],
-                           capture_output=True, text=True, cwd=ROOT)
+    again = subprocess.run(
+        cmd + ["resume", str(run_dir), "--quiet", "--max-requests", "1000"], capture_output=True, text=True, cwd=ROOT
+    )
     assert again.returncode == 0, again.stderr
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "completed"
 
@@ -126,18 +150,20 @@ def test_an_experiment_limits_each_run_and_lists_the_stopped_ones(tmp_path, serv
         shutil.copy(ROOT / "agents" / f"{agent}.yaml", tmp_path / "agents")
     scenario = (ROOT / "scenarios" / "cafe_trio.yaml").read_text()
     (tmp_path / "cafe.yaml").write_text(scenario + f"\nbrain:\n  api_base: {server.api_base}\n")
-    (tmp_path / "exp.yaml").write_text(f"name: budgeted\nscenario: {tmp_path / 'cafe.yaml'}\nduration: 2h\n"
-                                       "seeds: [1]\nembedder: lexical\nconditions:\n  model: {brain: openai/test-model}\n"
-                                       "  offline: {}\n")
+    (tmp_path / "exp.yaml").write_text(
+        f"name: budgeted\nscenario: {tmp_path / 'cafe.yaml'}\nduration: 2h\n"
+        "seeds: [1]\nembedder: lexical\nconditions:\n  model: {brain: openai/test-model}\n"
+        "  offline: {}\n"
+    )
     exp = load_experiment(tmp_path / "exp.yaml")
     result = run_experiment(exp, out=tmp_path / "out", quiet=True, budget={"requests": 12})
     assert result.ok and not result.failed
     rows = {r["condition"]: r for r in load_results(tmp_path / "out")}
     assert rows["model"]["status"] == "budget_exhausted" and rows["offline"]["status"] == "completed"
     assert server.chats <= 12
-    assert [r["condition"] for r in result.summary] == ["offline"]         # a cut-short run is not averaged
+    assert [r["condition"] for r in result.summary] == ["offline"]  # a cut-short run is not averaged
     again = run_experiment(exp, out=tmp_path / "out", quiet=True, budget={"requests": 12})
-    assert sorted(again.skipped) == ["model-seed1", "offline-seed1"]        # both finished: nothing redone
+    assert sorted(again.skipped) == ["model-seed1", "offline-seed1"]  # both finished: nothing redone
 
 
 def test_the_progress_line_shows_the_spend_and_the_cost_by_the_end():
@@ -148,9 +174,9 @@ def test_the_progress_line_shows_the_spend_and_the_cost_by_the_end():
 
     ledger = Ledger()
     seen = {"session": SimpleNamespace(ledger=ledger), "free_until": 0.0}
-    assert spend_so_far(seen, 1800, 7200) == ""                       # re-simulating a record: nothing spent
+    assert spend_so_far(seen, 1800, 7200) == ""  # re-simulating a record: nothing spent
     ledger.add("plan_day", "amy", calls=10, prompt_tokens=900, completion_tokens=100, cost=0.02)
-    line = spend_so_far(seen, 3600, 7200)      # $0.02 in the 30 minutes since spending began, 60 to go
+    line = spend_so_far(seen, 3600, 7200)  # $0.02 in the 30 minutes since spending began, 60 to go
     assert line == "; 10 calls, 1,000 tok, $0.0200 (about $0.0600 by the end)"
 
 

@@ -14,8 +14,15 @@ from smallville.brain.calls import ChildCalls, InProcess, Reply
 
 
 def kwargs_for(api_base: str, text: str) -> dict:
-    return {"model": "openai/test", "api_base": api_base, "api_key": "no-key-needed", "max_tokens": 50,
-            "timeout": 10, "max_retries": 0, "messages": [{"role": "user", "content": text}]}
+    return {
+        "model": "openai/test",
+        "api_base": api_base,
+        "api_key": "no-key-needed",
+        "max_tokens": 50,
+        "timeout": 10,
+        "max_retries": 0,
+        "messages": [{"role": "user", "content": text}],
+    }
 
 
 def test_a_child_gives_the_replies_litellm_gives_here(server):
@@ -28,7 +35,7 @@ def test_a_child_gives_the_replies_litellm_gives_here(server):
             assert theirs.prompt_tokens > 0 and theirs.content
     finally:
         child.close()
-    assert child._link.proc.returncode == 0          # closed: it ended by itself
+    assert child._link.proc.returncode == 0  # closed: it ended by itself
 
 
 def test_a_refused_call_fails_alike_in_both_with_no_secret_in_it(server):
@@ -59,7 +66,7 @@ def test_a_child_ignores_ctrl_c_and_ends_when_forgotten(server):
     child = ChildCalls(threads=2, timeout=10, secrets=[])
     proc = child._link.proc
     assert isinstance(child(kwargs_for(api_base, "hello"), False), Reply)
-    os.killpg(proc.pid, signal.SIGINT)              # what Ctrl-C sends a terminal's process group
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends a terminal's process group
     assert isinstance(child(kwargs_for(api_base, "still there?"), False), Reply)
     del child
     gc.collect()
@@ -73,8 +80,7 @@ def test_a_model_brain_answers_the_same_either_way(server, child):
     from smallville.brain.requests import RateImportance
 
     api_base, _ = server
-    brain = LLMBrain(LLMConfig(model="openai/test", api_base=api_base, echo_request=True, preflight=False),
-                     child=child)
+    brain = LLMBrain(LLMConfig(model="openai/test", api_base=api_base, echo_request=True, preflight=False), child=child)
     try:
         request = RateImportance(agent="ann", name="Ann", texts=("Ann baked bread.", "Ann saw a fire."))
         answer = brain.answer([request])[0]

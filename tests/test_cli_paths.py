@@ -18,25 +18,37 @@ from importlib.metadata import version
 import pytest
 import yaml
 
-from conftest import CAFE_TRIO, ROOT, THE_VILLE
-from llmserver import LLMServer
 from smallville.run import run_scenario
 from smallville.scenario import load_scenario
+
+from conftest import CAFE_TRIO, ROOT, THE_VILLE
+from llmserver import LLMServer
 
 PRICES = {"price_prompt": 2e-6, "price_completion": 8e-6}
 
 
 def clean_env(home, **more) -> dict:
     """What a user's shell might hold: no keys, no proxies, nothing of this test process."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
-           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": "1000"}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "COLUMNS": "1000",
+    }
     env.update(more)
     return env
 
 
 def smallville(*args, env, check=True):
-    out = subprocess.run([sys.executable, "-m", "smallville", *map(str, args)], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "smallville", *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if check:
         assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr
@@ -61,7 +73,7 @@ def read_until(fd: int, marker: bytes, timeout: float) -> bytes:
             break
         try:
             chunk = os.read(fd, 65536)
-        except OSError:                    # the program ended and closed the terminal
+        except OSError:  # the program ended and closed the terminal
             break
         if not chunk:
             break
@@ -75,16 +87,32 @@ def test_ctrl_c_stops_a_run_with_exit_130_and_keeps_what_it_wrote(tmp_path):
     import pty
 
     terminal, program_side = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "smallville", "run", str(THE_VILLE), "--for", "2d",
-                             "--embedder", "lexical", "--runs-dir", str(tmp_path / "runs")],
-                            stdin=subprocess.DEVNULL, stdout=program_side, stderr=program_side, cwd=ROOT,
-                            env=clean_env(tmp_path, TERM="xterm", COLUMNS="120"))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "smallville",
+            "run",
+            str(THE_VILLE),
+            "--for",
+            "2d",
+            "--embedder",
+            "lexical",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=program_side,
+        stderr=program_side,
+        cwd=ROOT,
+        env=clean_env(tmp_path, TERM="xterm", COLUMNS="120"),
+    )
     os.close(program_side)
     try:
         shown = read_until(terminal, b"simulated 2023-02-1", timeout=300)
         assert b"simulated 2023-02-1" in shown, shown.decode(errors="replace")
         proc.send_signal(signal.SIGINT)
-        shown += read_until(terminal, b"\0", timeout=300)            # everything, to the end
+        shown += read_until(terminal, b"\0", timeout=300)  # everything, to the end
         code = proc.wait(timeout=300)
     finally:
         if proc.poll() is None:
@@ -115,8 +143,19 @@ def test_checkpoint_every_sets_how_often_a_run_is_saved(tmp_path):
 
     env = clean_env(tmp_path)
     for name, every in (("hourly", []), ("half_hourly", ["--checkpoint-every", "30m"])):
-        smallville("run", CAFE_TRIO, "--for", "2h", "--embedder", "lexical", "--quiet", "--runs-dir",
-                   tmp_path / name, *every, env=env)
+        smallville(
+            "run",
+            CAFE_TRIO,
+            "--for",
+            "2h",
+            "--embedder",
+            "lexical",
+            "--quiet",
+            "--runs-dir",
+            tmp_path / name,
+            *every,
+            env=env,
+        )
     hourly, half_hourly = only_run(tmp_path / "hourly")[0], only_run(tmp_path / "half_hourly")[0]
     assert [c.t for c in checkpoints(hourly)] == [3600.0, 7200.0]
     assert [c.t for c in checkpoints(half_hourly)] == [1800.0, 3600.0, 5400.0, 7200.0]
@@ -143,15 +182,19 @@ def ask(*args, home):
 def test_inspect_as_text_shows_place_plan_and_recalled_memories(trio_run, tmp_path):
     text, state = ask("inspect", trio_run, "--agent", "maria_lopez", "--at", "2023-02-13 15:00", home=tmp_path)
     assert state["recall"] and state["plan"]
-    for shown in [state["name"], "2023-02-13 15:00", state["activity"], state["area"]] + \
-                 [m["text"] for m in state["recall"]] + [block[2] for block in state["plan"]]:
+    for shown in (
+        [state["name"], "2023-02-13 15:00", state["activity"], state["area"]]
+        + [m["text"] for m in state["recall"]]
+        + [block[2] for block in state["plan"]]
+    ):
         assert shown in text, shown
 
 
 def test_inspect_query_recalls_for_the_question_asked(trio_run, tmp_path):
     query = "Valentine's Day party at Hobbs Cafe"
-    text, state = ask("inspect", trio_run, "--agent", "klaus_mueller", "--at", "2023-02-13 17:00",
-                      "--query", query, home=tmp_path)
+    text, state = ask(
+        "inspect", trio_run, "--agent", "klaus_mueller", "--at", "2023-02-13 17:00", "--query", query, home=tmp_path
+    )
     assert state["query"] == query and query in text
     assert any("Valentine" in m["text"] for m in state["recall"]), state["recall"]
     for memory in state["recall"]:
@@ -187,8 +230,13 @@ def model_config(tmp_path, server, **more) -> str:
     """Brain settings for the test server. It answers at whatever length, never cut at
     `max_tokens` as a model would be: so `max_tokens` is above its longest answer (a day's
     plan), or a token limit could be passed by what no model would have sent."""
-    settings = {"model": "openai/test-model", "api_base": server.api_base, "preflight": False, "max_tokens": 1000,
-                **more}
+    settings = {
+        "model": "openai/test-model",
+        "api_base": server.api_base,
+        "preflight": False,
+        "max_tokens": 1000,
+        **more,
+    }
     path = tmp_path / "brain.yaml"
     path.write_text(yaml.safe_dump(settings))
     return str(path)
@@ -198,9 +246,22 @@ def model_run(tmp_path, server, name, *flags, config=None, check=True):
     """`smallville run` of cafe_trio for 2 hours on the test server; the process's output
     and the requests the server got meanwhile."""
     before = len(server.usages)
-    out = smallville("run", CAFE_TRIO, "--for", "2h", "--embedder", "lexical", "--quiet",
-                     "--brain-config", config or model_config(tmp_path, server), "--runs-dir", tmp_path / name,
-                     *flags, env=clean_env(tmp_path), check=check)
+    out = smallville(
+        "run",
+        CAFE_TRIO,
+        "--for",
+        "2h",
+        "--embedder",
+        "lexical",
+        "--quiet",
+        "--brain-config",
+        config or model_config(tmp_path, server),
+        "--runs-dir",
+        tmp_path / name,
+        *flags,
+        env=clean_env(tmp_path),
+        check=check,
+    )
     return out, server.usages[before:]
 
 
@@ -217,8 +278,10 @@ def test_max_tokens_and_budget_flags_stop_a_run_with_exit_3(tmp_path, llm):
     out, billed = model_run(tmp_path, llm, "usd", "--budget", "0.02", config=config, check=False)
     assert out.returncode == 3, out.stderr
     run, manifest = only_run(tmp_path / "usd")
-    cost = sum(u["prompt_tokens"] * PRICES["price_prompt"] + u["completion_tokens"] * PRICES["price_completion"]
-               for u in billed)
+    cost = sum(
+        u["prompt_tokens"] * PRICES["price_prompt"] + u["completion_tokens"] * PRICES["price_completion"]
+        for u in billed
+    )
     assert 0 < cost <= 0.02 and manifest["spend"]["usd"] == pytest.approx(cost)
     assert manifest["budget_stop"]["limit"] == "budget"
     assert f"smallville resume {run} --budget MORE" in out.stderr
@@ -246,8 +309,16 @@ def test_cache_answers_a_second_run_without_the_model(tmp_path, llm, recorded):
 def test_replay_from_needs_no_model_and_no_key(tmp_path, llm, recorded):
     first, _ = recorded
     chats = llm.chats
-    smallville("run", CAFE_TRIO, "--replay-from", first, "--quiet", "--runs-dir", tmp_path / "replayed",
-               env=clean_env(tmp_path))
+    smallville(
+        "run",
+        CAFE_TRIO,
+        "--replay-from",
+        first,
+        "--quiet",
+        "--runs-dir",
+        tmp_path / "replayed",
+        env=clean_env(tmp_path),
+    )
     replayed, manifest = only_run(tmp_path / "replayed")
     assert llm.chats == chats
     assert manifest["brain"]["name"] == "replay"
@@ -259,12 +330,35 @@ def test_estimate_from_a_recorded_run_on_the_command_line(tmp_path, recorded):
     from smallville.estimate import estimate
 
     first, _ = recorded
-    sized = json.loads(smallville("estimate", CAFE_TRIO, "--brain", "openai/test-model", "--for", "2h", "--embedder",
-                                  "lexical", "--json", "--from", first, env=clean_env(tmp_path)).stdout)
+    sized = json.loads(
+        smallville(
+            "estimate",
+            CAFE_TRIO,
+            "--brain",
+            "openai/test-model",
+            "--for",
+            "2h",
+            "--embedder",
+            "lexical",
+            "--json",
+            "--from",
+            first,
+            env=clean_env(tmp_path),
+        ).stdout
+    )
 
     def offline(**more) -> dict:
-        return json.loads(json.dumps(estimate(load_scenario(CAFE_TRIO), LLMConfig(model="openai/test-model"),
-                                              duration=7200, embedder="lexical", **more).to_dict()))
+        return json.loads(
+            json.dumps(
+                estimate(
+                    load_scenario(CAFE_TRIO),
+                    LLMConfig(model="openai/test-model"),
+                    duration=7200,
+                    embedder="lexical",
+                    **more,
+                ).to_dict()
+            )
+        )
 
     expected, plain = offline(from_run=first), offline()
     for figure in ("requests", "prompt_tokens", "completion_tokens", "by_kind", "range", "completion_from"):
@@ -290,7 +384,7 @@ class Trap:
         while True:
             try:
                 conn, peer = self.sock.accept()
-            except OSError:                  # closed
+            except OSError:  # closed
                 return
             conn.close()
             with self.accepted:
@@ -310,11 +404,23 @@ class Trap:
 
 def test_estimate_needs_no_key_and_no_network(tmp_path):
     trap = Trap()
-    proxies = {name: trap.address for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
-                                                "https_proxy", "all_proxy")}
+    proxies = {
+        name: trap.address
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+    }
     try:
-        out = smallville("estimate", CAFE_TRIO, "--brain", "openai/gpt-4o-mini", "--for", "1h", "--embedder",
-                         "lexical", "--json", env=clean_env(tmp_path, NO_PROXY="", no_proxy="", **proxies))
+        out = smallville(
+            "estimate",
+            CAFE_TRIO,
+            "--brain",
+            "openai/gpt-4o-mini",
+            "--for",
+            "1h",
+            "--embedder",
+            "lexical",
+            "--json",
+            env=clean_env(tmp_path, NO_PROXY="", no_proxy="", **proxies),
+        )
     finally:
         connections = trap.close()
     data = json.loads(out.stdout)

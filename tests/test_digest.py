@@ -15,10 +15,19 @@ def agent(seed: int = 1) -> dict:
     rng = random.Random(seed)
     rng.random()
     version, numbers, gauss = rng.getstate()
-    return {"plan": [[0.0, 3600.0, "breakfast", "home"], [3600.0, 7200.0, "work", "office"]], "plan_day": 0,
-            "since_reflection": 5, "relationships": {"bob": "a friend"}, "talks": {"bob": 1}, "last_talk": {},
-            "earlier_lines": {"bob": ["hi"]}, "seen": {}, "mind": {"places": [], "summary": "Ann, 30.", "yesterday": ""},
-            "memories": 3, "rng": [version, list(numbers), gauss]}
+    return {
+        "plan": [[0.0, 3600.0, "breakfast", "home"], [3600.0, 7200.0, "work", "office"]],
+        "plan_day": 0,
+        "since_reflection": 5,
+        "relationships": {"bob": "a friend"},
+        "talks": {"bob": 1},
+        "last_talk": {},
+        "earlier_lines": {"bob": ["hi"]},
+        "seen": {},
+        "mind": {"places": [], "summary": "Ann, 30.", "yesterday": ""},
+        "memories": 3,
+        "rng": [version, list(numbers), gauss],
+    }
 
 
 def state(**agents) -> dict:
@@ -28,10 +37,10 @@ def state(**agents) -> dict:
 def test_the_digest_sees_every_difference():
     base = agent()
     word = json.loads(json.dumps(base))
-    word["rng"][1][300] ^= 1                                    # one bit of the generator
+    word["rng"][1][300] ^= 1  # one bit of the generator
     where = json.loads(json.dumps(base))
-    where["rng"][1][624] -= 1                                   # its position
-    typed = {**base, "since_reflection": 5.0}                   # 5 and 5.0: equal in Python, not in JSON
+    where["rng"][1][624] -= 1  # its position
+    typed = {**base, "since_reflection": 5.0}  # 5 and 5.0: equal in Python, not in JSON
     later = {**base, "plan": [[0.0, 3600.0, "breakfast", "home"], [3600.0, 7200.0, "work", "cafe"]]}
     variants = [base, word, where, typed, later, {**base, "memories": 4}]
     digests = {digest(state(ann=v)) for v in variants}
@@ -60,13 +69,13 @@ def test_a_checkpoint_refers_back_to_an_unchanged_agent_and_plan_only(tmp_path):
     first, refs1 = write(root, 1, None, {"ann": agent(), "bob": agent(2)})
     typed = {**agent(2), "plan": [[0, 3600.0, "breakfast", "home"], [3600.0, 7200.0, "work", "office"]]}
     second, refs2 = write(root, 2, first.now, {"ann": agent(), "bob": typed})
-    assert refs2["ann"] == refs1["ann"] and refs2["bob"][0] == 2              # ann held again, bob written anew
+    assert refs2["ann"] == refs1["ann"] and refs2["bob"][0] == 2  # ann held again, bob written anew
     written = (root / folder_name(2) / "parts.jsonl").read_text()
-    assert '[[0,3600.0,"breakfast"' in written                               # 0.0 became 0: a new plan
+    assert '[[0,3600.0,"breakfast"' in written  # 0.0 became 0: a new plan
     moved = {**agent(), "since_reflection": 5.0}
     third, refs3 = write(root, 3, second.now, {"ann": moved, "bob": typed})
     assert refs3["bob"] == refs2["bob"] and refs3["ann"][0] == 3
-    assert '"plan":[1,' in (root / folder_name(3) / "parts.jsonl").read_text()   # ann's plan: the first's
+    assert '"plan":[1,' in (root / folder_name(3) / "parts.jsonl").read_text()  # ann's plan: the first's
     reader = Reader(root, {"t": 3})
     back = {a: reader.record(a, ref) for a, ref in refs3.items()}
     reader.close()

@@ -55,24 +55,29 @@ def test_lexical_ignores_case_and_punctuation():
 def test_lexical_same_in_another_process():
     emb = LexicalEmbedder()
     # numpy writes an array to a file by its position, which a buffered pipe has not: save to bytes first
-    code = ("import io, numpy as np, sys; from smallville.embed import LexicalEmbedder; out = io.BytesIO(); "
-            "np.save(out, LexicalEmbedder().embed(['the bed is idle'])); sys.stdout.buffer.write(out.getvalue())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True,
-                         env={**os.environ, "PYTHONHASHSEED": "123"}).stdout
+    code = (
+        "import io, numpy as np, sys; from smallville.embed import LexicalEmbedder; out = io.BytesIO(); "
+        "np.save(out, LexicalEmbedder().embed(['the bed is idle'])); sys.stdout.buffer.write(out.getvalue())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, check=True, env={**os.environ, "PYTHONHASHSEED": "123"}
+    ).stdout
     other = np.load(io.BytesIO(out), allow_pickle=False)
     assert np.array_equal(other, emb.embed(["the bed is idle"]))
 
 
 def test_lexical_shared_words_are_closer():
     q, near, far = LexicalEmbedder().embed(
-        ["who is throwing a party", "Isabella is throwing a party", "the stove is cold"])
+        ["who is throwing a party", "Isabella is throwing a party", "the stove is cold"]
+    )
     assert cos(q, near) > cos(q, far)
     assert cos(q, near) > 0.5
 
 
 def test_lexical_word_pairs_count():
     q, same_order, swapped = LexicalEmbedder().embed(
-        ["klaus loves maria", "klaus loves maria today", "maria loves klaus today"])
+        ["klaus loves maria", "klaus loves maria today", "maria loves klaus today"]
+    )
     assert cos(q, same_order) > cos(q, swapped)
 
 
@@ -142,9 +147,15 @@ def test_use_is_lazy_and_shapes(use):
 
 
 def test_use_understands_the_question(use):
-    q, party, bed, q2, paper = use.embed([
-        "Who is hosting a party?", "Isabella is throwing a party at the cafe",
-        "The bed is idle", "What is Klaus working on?", "Klaus is writing a research paper"])
+    q, party, bed, q2, paper = use.embed(
+        [
+            "Who is hosting a party?",
+            "Isabella is throwing a party at the cafe",
+            "The bed is idle",
+            "What is Klaus working on?",
+            "Klaus is writing a research paper",
+        ]
+    )
     assert cos(q, party) > cos(q, bed)
     assert cos(q2, paper) > max(cos(q2, party), cos(q2, bed)) + 0.3  # no shared words but Klaus
 
@@ -172,8 +183,7 @@ def test_litellm_batches_and_normalises(server):
 
 def test_litellm_learns_dim_on_demand(server):
     api_base, requests = server
-    cached = CachedEmbedder(LiteLLMEmbedder("openai/test-embed", api_base=api_base,
-                                            api_key="x"))
+    cached = CachedEmbedder(LiteLLMEmbedder("openai/test-embed", api_base=api_base, api_key="x"))
     assert cached.dim == 8 and len(requests) == 1
     cached.embed(["x", "x", "y"])
     assert requests[-1]["input"] == ["x", "y"]
@@ -184,8 +194,7 @@ def test_litellm_unreachable_is_a_brain_error(monkeypatch):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    emb = LiteLLMEmbedder("openai/test-embed", api_base=f"http://127.0.0.1:{port}/v1",
-                          api_key="x", timeout=5)
+    emb = LiteLLMEmbedder("openai/test-embed", api_base=f"http://127.0.0.1:{port}/v1", api_key="x", timeout=5)
     with pytest.raises(BrainError) as err:
         emb.embed(["hello"])
     message = str(err.value)

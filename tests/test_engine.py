@@ -6,10 +6,10 @@ import json
 import os
 from collections import Counter
 
-from conftest import CAFE_TRIO, ROOT, manifest_of, simulate
-
 from smallville.run import run_scenario
 from smallville.scenario import load_scenario
+
+from conftest import CAFE_TRIO, ROOT, manifest_of, simulate
 
 GOLDEN = ROOT / "tests" / "golden" / "cafe_trio_3h.jsonl"
 
@@ -38,13 +38,16 @@ def test_every_agent_plans_its_day_in_hourly_blocks(trio_day):
     plans = kinds(trio_day, "plan")
     assert {p["agent"] for p in plans} == set(trio_day.agents)
     for plan in plans:
-        for start, end, activity, where in plan["data"]["blocks"]:
+        for start, end, activity, _where in plan["data"]["blocks"]:
             if "sleep" not in activity:
                 h1, m1 = map(int, start.split(":"))
                 h2, m2 = map(int, end.split(":"))
                 assert ((h2 * 60 + m2) - (h1 * 60 + m1)) % 1440 <= 75
-    assert all(a.stream[i].kind != "plan" or "'s plan for " in a.stream[i].text or "'s plan until " in a.stream[i].text
-               for a in trio_day.agents.values() for i in range(len(a.stream)))
+    assert all(
+        a.stream[i].kind != "plan" or "'s plan for " in a.stream[i].text or "'s plan until " in a.stream[i].text
+        for a in trio_day.agents.values()
+        for i in range(len(a.stream))
+    )
 
 
 def test_actions_last_five_to_fifteen_minutes_and_use_objects(trio_day):
@@ -74,8 +77,7 @@ def test_both_sides_remember_a_conversation(trio_day):
     assert starts
     first = starts[0]
     a, b = trio_day.agents[first["agent"]], trio_day.agents[first["data"]["with"]]
-    said = [r["data"]["text"] for r in kinds(trio_day, "say")
-            if {r["agent"], r["data"]["to"]} == {a.id, b.id}]
+    said = [r["data"]["text"] for r in kinds(trio_day, "say") if {r["agent"], r["data"]["to"]} == {a.id, b.id}]
     for agent in (a, b):
         chats = [agent.stream[i].text for i in range(len(agent.stream)) if agent.stream[i].kind == "chat"]
         assert any(said[0] in c for c in chats)
@@ -83,10 +85,14 @@ def test_both_sides_remember_a_conversation(trio_day):
 
 
 def test_reflection_links_insights_to_existing_evidence(trio_day):
-    reflections = [(a, a.stream[i]) for a in trio_day.agents.values() for i in range(len(a.stream))
-                   if a.stream[i].kind == "reflection"]
+    reflections = [
+        (a, a.stream[i])
+        for a in trio_day.agents.values()
+        for i in range(len(a.stream))
+        if a.stream[i].kind == "reflection"
+    ]
     assert reflections
-    for agent, memory in reflections:
+    for _agent, memory in reflections:
         assert memory.links and all(link < memory.id for link in memory.links)
     assert kinds(trio_day, "reflect")
 
@@ -94,8 +100,10 @@ def test_reflection_links_insights_to_existing_evidence(trio_day):
 def test_world_events_and_whispers_reach_the_right_agents():
     sim = simulate(ROOT / "tests" / "fixtures" / "tiny_town" / "scenarios" / "tiny.yaml", 6 * 3600)
     bob = sim.agents["bob_ray"]
-    assert any(bob.stream[i].text == "Bob decides to repaint his flat." and bob.stream[i].kind == "thought"
-               for i in range(len(bob.stream)))
+    assert any(
+        bob.stream[i].text == "Bob decides to repaint his flat." and bob.stream[i].kind == "thought"
+        for i in range(len(bob.stream))
+    )
     band = [r for r in kinds(sim, "event") if "brass band" in r["data"]["what"]]
     assert len(band) == 1
     for agent_id, agent in sim.agents.items():
@@ -109,7 +117,7 @@ def test_two_days_in_the_ville(ville_two_days):
     assert counts["talk_start"] >= 50
     assert sim.counts["reflections"] >= 50
     assert counts["replan"] >= 25
-    assert counts["plan"] >= 50                       # every agent plans each day
+    assert counts["plan"] >= 50  # every agent plans each day
     start, end = sim.probe_start, sim.probe_knowers()
     assert start["party"] == ["isabella_rodriguez"] and start["election"] == ["sam_moore"]
     # experiments/paper.yaml's five seeds: 14.0 +- 1.2 of 25 knew of the party by the end, 10.6
@@ -119,13 +127,17 @@ def test_two_days_in_the_ville(ville_two_days):
     # changed every seed's draws it was 7.0 +- 4.1), and this seed has 5.
     assert abs(len(end["party"]) - 14.0) <= 3 * 1.2, end["party"]
     assert abs(len(end["election"]) - 7.6) <= 3, end["election"]
-    assert len(end["election"]) >= 4, end["election"]       # more than without planning (2.4 +- 0.9)
+    assert len(end["election"]) >= 4, end["election"]  # more than without planning (2.4 +- 0.9)
     (party,) = party_attendance(sim)
     assert len(party["told"]) >= 10 and len(party["told_and_attended"]) >= 3, party
     # Reflections build on reflections.
-    assert any(agent.stream[link].kind == "reflection"
-               for agent in sim.agents.values() for i in range(len(agent.stream))
-               if agent.stream[i].kind == "reflection" for link in agent.stream[i].links)
+    assert any(
+        agent.stream[link].kind == "reflection"
+        for agent in sim.agents.values()
+        for i in range(len(agent.stream))
+        if agent.stream[i].kind == "reflection"
+        for link in agent.stream[i].links
+    )
     # Relationships change as people talk.
     assert any(r["data"]["talks"] >= 2 for r in kinds(sim, "relationship"))
 
@@ -135,8 +147,11 @@ def party_attendance(sim) -> list[dict]:
     from smallville.metrics import compute
     from smallville.timefmt import format_sim
 
-    manifest = manifest_of(agents=list(sim.agents), sim_start=format_sim(sim.scenario.start, 0),
-                           sim_reached=format_sim(sim.scenario.start, sim.env.now))
+    manifest = manifest_of(
+        agents=list(sim.agents),
+        sim_start=format_sim(sim.scenario.start, 0),
+        sim_reached=format_sim(sim.scenario.start, sim.env.now),
+    )
     return compute(manifest, sim.log.records, sim.scenario).coordination
 
 
@@ -147,25 +162,30 @@ def test_news_travels_by_conversation_or_by_being_there(ville_two_days):
     sim = ville_two_days
     learned = [r for r in kinds(sim, "learned") if r["data"]["probe"] == "party" and r["t"] > 0]
     said = [(r["t"], r["agent"], r["data"]["to"], r["data"]["text"]) for r in kinds(sim, "say")]
-    present = {(r["t"], r["data"]["what"], agent) for r in kinds(sim, "event")
-               for agent in r["data"].get("present", ())}         # a whisper has no one present
+    present = {
+        (r["t"], r["data"]["what"], agent) for r in kinds(sim, "event") for agent in r["data"].get("present", ())
+    }  # a whisper has no one present
     assert learned
     for r in learned:
         stream = sim.agents[r["agent"]].stream
         memory = stream[r["data"]["memory"]]
         if memory.kind == "reflection":
-            assert any(stream[link].kind in ("chat", "conversation", "thought", "reflection", "observation")
-                       for link in memory.links), memory.text
+            assert any(
+                stream[link].kind in ("chat", "conversation", "thought", "reflection", "observation")
+                for link in memory.links
+            ), memory.text
             continue
-        if memory.kind == "observation":              # there when it began, or saw people talk about it
+        if memory.kind == "observation":  # there when it began, or saw people talk about it
             assert (r["t"], memory.text, r["agent"]) in present or " is talking with " in memory.text, memory.text
             continue
-        if memory.kind in ("conversation", "thought"):   # what the agent kept of a conversation it was in
+        if memory.kind in ("conversation", "thought"):  # what the agent kept of a conversation it was in
             assert any(t <= r["t"] and r["agent"] in (speaker, to) for t, speaker, to, _ in said), memory.text
             continue
         assert memory.kind == "chat", memory.text
-        assert any(t <= r["t"] and to == r["agent"] and speaker != r["agent"] and memory.text.endswith(": " + text)
-                   for t, speaker, to, text in said), memory.text
+        assert any(
+            t <= r["t"] and to == r["agent"] and speaker != r["agent"] and memory.text.endswith(": " + text)
+            for t, speaker, to, text in said
+        ), memory.text
 
 
 def test_reflection_fires_only_past_the_importance_threshold():
@@ -176,8 +196,9 @@ def test_reflection_fires_only_past_the_importance_threshold():
     scenario = load_scenario(CAFE_TRIO)
     counts = {}
     for threshold in (60.0, 150.0, 10_000.0):
-        sim = Simulation(scenario, OfflineBrain(1), make_embedder("lexical"),
-                         config=SimConfig(reflection_threshold=threshold))
+        sim = Simulation(
+            scenario, OfflineBrain(1), make_embedder("lexical"), config=SimConfig(reflection_threshold=threshold)
+        )
         sim.run(16 * 3600)
         reflections = kinds(sim, "reflect")
         counts[threshold] = len(reflections)

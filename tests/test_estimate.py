@@ -9,12 +9,13 @@ import sys
 
 import pytest
 
-from conftest import CAFE_TRIO, ROOT
-from llmserver import LLMServer
 from smallville.brain import LLMConfig
 from smallville.estimate import estimate
 from smallville.run import run_scenario
 from smallville.scenario import load_scenario
+
+from conftest import CAFE_TRIO, ROOT
+from llmserver import LLMServer
 
 CLI = [sys.executable, "-c", "from smallville.cli import main; raise SystemExit(main())"]
 
@@ -33,17 +34,23 @@ def settings(server=None, **more) -> LLMConfig:
     would be sent, and only a server told the request can answer as the offline brain
     (the estimate renders the same prompts, REQUEST_JSON line included). Against models
     that act otherwise, see test_estimate_pilot.py."""
-    return LLMConfig(model="openai/test-model", api_base=server.api_base if server else None, echo_request=True,
-                     preflight=False, **more)
+    return LLMConfig(
+        model="openai/test-model",
+        api_base=server.api_base if server else None,
+        echo_request=True,
+        preflight=False,
+        **more,
+    )
 
 
 def test_the_estimate_of_a_window_lands_near_what_the_window_sends(tmp_path, server):
     scenario = load_scenario(CAFE_TRIO)
     est = estimate(scenario, settings(), duration=3 * 3600, embedder="lexical").to_dict()
-    actual = run_scenario(scenario, runs_dir=tmp_path, duration=3 * 3600, brain=settings(server, lookahead=0),
-                          embedder="lexical")
+    actual = run_scenario(
+        scenario, runs_dir=tmp_path, duration=3 * 3600, brain=settings(server, lookahead=0), embedder="lexical"
+    )
     sent_prompt = sum(u["prompt_tokens"] for u in server.usages)
-    assert est["requests"] == pytest.approx(server.chats, rel=0.01)          # the README: within 1%
+    assert est["requests"] == pytest.approx(server.chats, rel=0.01)  # the README: within 1%
     assert est["prompt_tokens"] == pytest.approx(sent_prompt, rel=0.01)
     lo, hi = est["range"]["requests"]
     assert lo <= server.chats <= hi
@@ -57,8 +64,14 @@ def test_the_estimate_of_a_window_lands_near_what_the_window_sends(tmp_path, ser
 
 def test_prices_come_from_the_settings_and_the_wall_time_from_latency(tmp_path):
     scenario = load_scenario(CAFE_TRIO)
-    est = estimate(scenario, settings(price_prompt=1e-6, price_completion=4e-6), duration=3600, embedder="lexical",
-                   latency=1.5, concurrency=4).to_dict()
+    est = estimate(
+        scenario,
+        settings(price_prompt=1e-6, price_completion=4e-6),
+        duration=3600,
+        embedder="lexical",
+        latency=1.5,
+        concurrency=4,
+    ).to_dict()
     assert est["cost_usd"] == pytest.approx(est["prompt_tokens"] * 1e-6 + est["completion_tokens"] * 4e-6)
     assert est["range"]["cost_usd"][0] < est["cost_usd"] < est["range"]["cost_usd"][1]
     assert est["rounds"] > 0 and est["wall_s"] >= est["rounds"] * 1.5
@@ -67,23 +80,45 @@ def test_prices_come_from_the_settings_and_the_wall_time_from_latency(tmp_path):
 
 
 def test_the_command_line_prints_json_and_a_table(tmp_path):
-    out = subprocess.run(CLI + ["estimate", str(CAFE_TRIO), "--brain", "openai/gpt-4o-mini", "--for", "1h",
-                                "--embedder", "lexical", "--json"], capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        CLI
+        + [
+            "estimate",
+            str(CAFE_TRIO),
+            "--brain",
+            "openai/gpt-4o-mini",
+            "--for",
+            "1h",
+            "--embedder",
+            "lexical",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert {"requests", "prompt_tokens", "completion_tokens", "cost_usd", "by_kind"} <= set(data)
     assert data["cost_usd"] > 0 and data["requests"] == sum(r["requests"] for r in data["by_kind"].values())
-    table = subprocess.run(CLI + ["estimate", str(CAFE_TRIO), "--brain", "openai/gpt-4o-mini", "--for", "1h",
-                                  "--embedder", "lexical"], capture_output=True, text=True, cwd=ROOT)
+    table = subprocess.run(
+        CLI + ["estimate", str(CAFE_TRIO), "--brain", "openai/gpt-4o-mini", "--for", "1h", "--embedder", "lexical"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert table.returncode == 0 and "rate_importance" in table.stdout and "range" in table.stdout
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--brain", "offline"], "needs a model"),
-    (["--brain", "nosuchprovider/x"], "unknown brain"),
-    (["--brain", "openai/gpt-4o-mini", "--from", "."], "not a run on a model"),
-    (["--brain", "openai/gpt-4o-mini", "--for", "soon"], "--for"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--brain", "offline"], "needs a model"),
+        (["--brain", "nosuchprovider/x"], "unknown brain"),
+        (["--brain", "openai/gpt-4o-mini", "--from", "."], "not a run on a model"),
+        (["--brain", "openai/gpt-4o-mini", "--for", "soon"], "--for"),
+    ],
+)
 def test_bad_input_gets_one_line(argv, message):
     out = subprocess.run(CLI + ["estimate", str(CAFE_TRIO), *argv], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode != 0 and message in out.stderr and "Traceback" not in out.stderr

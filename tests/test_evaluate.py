@@ -25,8 +25,14 @@ def smallville(*args, cwd=None) -> subprocess.CompletedProcess:
     """The command line as a user runs it: a clean environment, no API key."""
     env = {k: v for k, v in os.environ.items() if "KEY" not in k and "TOKEN" not in k}
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    return subprocess.run([sys.executable, "-m", "smallville", *map(str, args)], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "smallville", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+    )
 
 
 def jsonl(path: Path) -> list[dict]:
@@ -49,9 +55,11 @@ def experiment(tmp_path_factory) -> Path:
 
     folder = tmp_path_factory.mktemp("exp")
     spec = folder / "exp.yaml"
-    spec.write_text(f"name: tiny\nscenario: {TOWN}\nduration: 3h\nseeds: [1]\nembedder: lexical\n"
-                    f"out: {folder / 'out'}\nconditions:\n  full: {{}}\n"
-                    f"  ablated: {{ablate: [memory, reflection, planning]}}\nevaluate: {{judge: offline}}\n")
+    spec.write_text(
+        f"name: tiny\nscenario: {TOWN}\nduration: 3h\nseeds: [1]\nembedder: lexical\n"
+        f"out: {folder / 'out'}\nconditions:\n  full: {{}}\n"
+        f"  ablated: {{ablate: [memory, reflection, planning]}}\nevaluate: {{judge: offline}}\n"
+    )
     result = run_experiment(load_experiment(spec), quiet=True)
     assert result.ok
     return folder / "out"
@@ -116,14 +124,14 @@ def test_the_protocol_has_five_categories_of_five_versioned_questions_filled_per
     scenario = load_scenario(str(TOWN))
     ann = protocol.questions_for(scenario, "ann_lee", datetime(2023, 2, 13, 10, 0))
     texts = [q.text for q in ann]
-    assert "Who is Bob Ray?" in texts                                   # someone she knows, by name
-    assert "Do you know who is running for mayor?" in texts             # the probe's own question
+    assert "Who is Bob Ray?" in texts  # someone she knows, by name
+    assert "Do you know who is running for mayor?" in texts  # the probe's own question
     assert any("A brass band starts playing in the park." in t for t in texts)
     assert any("10:00 on Tuesday, February 14" in t for t in texts)
     facts = {q.id: q.fact for q in ann if q.fact}
     assert facts == {"memory.1": "person:bob_ray", "memory.2.mayor": "probe:mayor"}
     cy = protocol.questions_for(scenario, "cy_dale", datetime(2023, 2, 13, 10, 0))
-    assert [q.id for q in cy] == [q.id for q in ann]                    # the same questions for everyone
+    assert [q.id for q in cy] == [q.id for q in ann]  # the same questions for everyone
     assert all("{" not in q.text for q in ann + cy)
 
 
@@ -141,17 +149,20 @@ def test_a_question_the_scenario_cannot_fill_is_left_out(tmp_path):
 
 def test_a_researchers_protocol_is_checked_and_a_bad_one_named_in_one_line(experiment, tmp_path):
     mine = tmp_path / "mine.yaml"
-    mine.write_text("version: 2\ncategories:\n  memory:\n    - {ask: 'Who is {person}?', fact: person}\n"
-                    "    - Where is {place}?\n")
+    mine.write_text(
+        "version: 2\ncategories:\n  memory:\n    - {ask: 'Who is {person}?', fact: person}\n    - Where is {place}?\n"
+    )
     done = smallville("evaluate", experiment, "--questions", mine, "--out", tmp_path / "ev")
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.strip() == (f"smallville: error: {mine}: categories.memory[2]: unknown field {{place}} "
-                                   "(known: name, first_name, person, event, tomorrow, probe)")
+    assert done.stderr.strip() == (
+        f"smallville: error: {mine}: categories.memory[2]: unknown field {{place}} "
+        "(known: name, first_name, person, event, tomorrow, probe)"
+    )
     mine.write_text("version: 2\ncategories:\n  memory:\n    - {ask: 'Who is {person}?', fact: person}\n")
     done = smallville("evaluate", experiment, "--questions", mine, "--out", tmp_path / "ev", "--json")
     assert done.returncode == 0, done.stderr
     rows = jsonl(tmp_path / "ev" / "interviews.jsonl")
-    assert {r["question_id"] for r in rows} == {"memory.1"} and len(rows) == 2 * 3      # 2 conditions x 3 agents
+    assert {r["question_id"] for r in rows} == {"memory.1"} and len(rows) == 2 * 3  # 2 conditions x 3 agents
 
 
 # ---- offline: interviews and the checks that need no judge ----------------------------
@@ -164,14 +175,18 @@ def test_evaluate_interviews_every_agent_of_every_run_and_never_changes_a_run(ex
     assert {p.name: folder_digest(p) for p in experiment.iterdir() if p.name in before} == before
     assert "factual" in done.stdout and "29.89" in done.stdout and "21.21" in done.stdout
     rows = jsonl(tmp_path / "ev" / "interviews.jsonl")
-    assert {(r["condition"], r["agent"]) for r in rows} == {(c, a) for c in ("full", "ablated")
-                                                            for a in ("ann_lee", "bob_ray", "cy_dale")}
-    assert len({r["time"] for r in rows}) == 1 and rows[0]["time"] == "2023-02-13 10:00"   # the end, for all
+    assert {(r["condition"], r["agent"]) for r in rows} == {
+        (c, a) for c in ("full", "ablated") for a in ("ann_lee", "bob_ray", "cy_dale")
+    }
+    assert len({r["time"] for r in rows}) == 1 and rows[0]["time"] == "2023-02-13 10:00"  # the end, for all
     full = [r for r in rows if r["condition"] == "full"]
-    assert any(r["memories"] for r in full)                             # answers name what they drew on
-    assert all(shared_fact(m["text"]).rstrip(".") in r["answer"] or r["brain"] != "offline"   # said back
-               for r in full for m in r["memories"][:1])
-    assert not any(r["memories"] for r in rows if r["condition"] == "ablated")   # nothing recalled
+    assert any(r["memories"] for r in full)  # answers name what they drew on
+    assert all(
+        shared_fact(m["text"]).rstrip(".") in r["answer"] or r["brain"] != "offline"  # said back
+        for r in full
+        for m in r["memories"][:1]
+    )
+    assert not any(r["memories"] for r in rows if r["condition"] == "ablated")  # nothing recalled
     ratings = (tmp_path / "ev" / "ratings.csv").read_text().splitlines()
     assert ratings[0].startswith("condition,runs,answers,trueskill_mu,trueskill_sigma,embellishment_rate")
 
@@ -201,15 +216,27 @@ def test_factual_agreement_is_right_on_a_hand_made_run(scripted, tmp_path):
     learned = [e for e in jsonl(run.path / "events.jsonl") if e["kind"] == "learned"]
     talks = [e for e in jsonl(run.path / "events.jsonl") if e["kind"] == "talk_start"]
     assert [(e["agent"], e["data"]["probe"]) for e in learned] == [("bob_ray", "mayor")] and not talks
-    server.brain = Scripted(answers={"Do you know who is running for mayor?": "Yes: Bob Ray is running for mayor.",
-                                     "Who is Bob Ray?": "I have no idea who that is.",
-                                     "Who is Ann Lee?": "I have no idea who that is."})
+    server.brain = Scripted(
+        answers={
+            "Do you know who is running for mayor?": "Yes: Bob Ray is running for mayor.",
+            "Who is Bob Ray?": "I have no idea who that is.",
+            "Who is Ann Lee?": "I have no idea who that is.",
+        }
+    )
     result = evaluate([run.path], brain_settings=load_config(file=settings), out=tmp_path / "ev")
-    facts = {(a.row["agent"], a.row["fact"].split(":")[0]): (a.row["knew"], a.row["agrees"])
-             for a in result.asked if "fact" in a.row}
-    assert facts == {("ann_lee", "probe"): (False, False), ("ann_lee", "person"): (True, False),
-                     ("bob_ray", "probe"): (True, True), ("bob_ray", "person"): (True, False),
-                     ("cy_dale", "probe"): (False, False), ("cy_dale", "person"): (False, True)}
+    facts = {
+        (a.row["agent"], a.row["fact"].split(":")[0]): (a.row["knew"], a.row["agrees"])
+        for a in result.asked
+        if "fact" in a.row
+    }
+    assert facts == {
+        ("ann_lee", "probe"): (False, False),
+        ("ann_lee", "person"): (True, False),
+        ("bob_ray", "probe"): (True, True),
+        ("bob_ray", "person"): (True, False),
+        ("cy_dale", "probe"): (False, False),
+        ("cy_dale", "person"): (False, True),
+    }
     [row] = result.conditions
     assert row["factual_agreement"] == round(2 / 6, 4)
 
@@ -224,13 +251,25 @@ def test_a_judge_that_prefers_one_condition_rates_it_highest_and_flags_a_strange
     assert done.returncode == 0, done.stderr
     rows = jsonl(out / "interviews.jsonl")
     ann_ablated = [r for r in rows if r["agent"] == "ann_lee" and r["condition"] == "ablated"]
-    assert ann_ablated and all(r["strangers"] == ["Cy Dale"] for r in ann_ablated)   # she never met him
+    assert ann_ablated and all(r["strangers"] == ["Cy Dale"] for r in ann_ablated)  # she never met him
     assert not any(r["strangers"] for r in rows if r["condition"] == "full")
     # The judge always prefers the ablated condition's answer, which it can only tell by its text.
-    server.brain = Scripted(preferred={(r["agent"], r["question"]): r["answer"] for r in rows
-                                       if r["condition"] == "ablated"})
-    done = smallville("evaluate", experiment, "--brain-config", settings, "--judge-config", settings,
-                      "--out", out, "--seed", "4", "--json")
+    server.brain = Scripted(
+        preferred={(r["agent"], r["question"]): r["answer"] for r in rows if r["condition"] == "ablated"}
+    )
+    done = smallville(
+        "evaluate",
+        experiment,
+        "--brain-config",
+        settings,
+        "--judge-config",
+        settings,
+        "--out",
+        out,
+        "--seed",
+        "4",
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     rating = {c["condition"]: c for c in report["conditions"]}
@@ -238,19 +277,32 @@ def test_a_judge_that_prefers_one_condition_rates_it_highest_and_flags_a_strange
     assert best["trueskill_mu"] - best["trueskill_sigma"] > other["trueskill_mu"] + other["trueskill_sigma"]
     assert best["embellishment_rate"] > 0 and other["embellishment_rate"] == 0
     judged = jsonl(out / "judgements.jsonl")
-    assert len(judged) == len(rows) // 2                                 # one per agent and question
+    assert len(judged) == len(rows) // 2  # one per agent and question
     flagged = [j for j in judged if j["embellished"]]
     assert flagged and all(j["agent"] == "ann_lee" for j in flagged)
-    assert all(f == {"condition": "ablated", "claim": "had tea with Cy Dale"} for j in flagged for f in j["embellished"])
+    assert all(
+        f == {"condition": "ablated", "claim": "had tea with Cy Dale"} for j in flagged for f in j["embellished"]
+    )
     # anonymised, in a seeded order that puts each condition first sometimes
     firsts = {j["shown"][0]["condition"] for j in judged}
     assert firsts == {"full", "ablated"}
     prompts = server.prompts_of("judge")
     assert len(prompts) == len(judged) and not any("ablated" in p for p in prompts)
-    again = smallville("evaluate", experiment, "--brain-config", settings, "--judge-config", settings,
-                       "--out", out, "--seed", "4", "--json")
-    assert json.loads(again.stdout)["conditions"] == report["conditions"]      # replayed from the cache
-    assert len(server.prompts_of("judge")) == len(judged)                       # no call paid twice
+    again = smallville(
+        "evaluate",
+        experiment,
+        "--brain-config",
+        settings,
+        "--judge-config",
+        settings,
+        "--out",
+        out,
+        "--seed",
+        "4",
+        "--json",
+    )
+    assert json.loads(again.stdout)["conditions"] == report["conditions"]  # replayed from the cache
+    assert len(server.prompts_of("judge")) == len(judged)  # no call paid twice
 
 
 def test_a_garbage_judge_answer_takes_the_safe_default(experiment, scripted, tmp_path):
@@ -268,8 +320,18 @@ def test_a_garbage_judge_answer_takes_the_safe_default(experiment, scripted, tmp
 
 
 def test_a_dry_run_prices_the_evaluation_and_writes_nothing(experiment, tmp_path):
-    done = smallville("evaluate", experiment, "--judge", "openai/gpt-4o-mini", "--brain", "openai/gpt-4o-mini",
-                      "--dry-run", "--json", "--out", tmp_path / "ev")
+    done = smallville(
+        "evaluate",
+        experiment,
+        "--judge",
+        "openai/gpt-4o-mini",
+        "--brain",
+        "openai/gpt-4o-mini",
+        "--dry-run",
+        "--json",
+        "--out",
+        tmp_path / "ev",
+    )
     assert done.returncode == 0, done.stderr
     bill = {row["kind"]: row for row in json.loads(done.stdout)["estimate"]}
     questions = len(jsonl(experiment / "evaluation" / "interviews.jsonl"))
@@ -284,7 +346,7 @@ def test_the_offline_judge_rates_and_plots_beside_the_paper(experiment, tmp_path
     assert "judged by offline" in done.stdout and "29.89" in done.stdout
     assert (tmp_path / "ev" / "believability.png").read_bytes()[:4] == b"\x89PNG"
     rows = (tmp_path / "ev" / "ratings.csv").read_text().splitlines()[1:]
-    assert len(rows) == 2 and all(row.split(",")[3] for row in rows)         # a mu for each condition
+    assert len(rows) == 2 and all(row.split(",")[3] for row in rows)  # a mu for each condition
 
 
 def test_an_experiment_with_evaluate_gains_believability_columns(experiment):

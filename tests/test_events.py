@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import CAFE_TRIO, ROOT
 
 from smallville import events
 from smallville.run import run_scenario
 from smallville.scenario import load_scenario
+
+from conftest import CAFE_TRIO, ROOT
 
 DOC = ROOT / "docs" / "run-format.md"
 
@@ -19,7 +20,7 @@ def doc_table() -> dict[str, tuple[str, list[tuple[str, str, bool]]]]:
     lines = DOC.read_text(encoding="utf-8").splitlines()
     start = lines.index("| kind | agent | fields | data |")
     table = {}
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         kind, agent, fields, _ = (cell.strip() for cell in line.strip("|").split(" | "))
@@ -48,17 +49,32 @@ def test_the_kind_names_are_the_constants():
 @pytest.fixture(scope="module")
 def trio_run(tmp_path_factory):
     """cafe_trio until just after its party begins, as written to disk."""
-    result = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path_factory.mktemp("runs"),
-                          duration=35 * 3600, embedder="lexical")
+    result = run_scenario(
+        load_scenario(CAFE_TRIO), runs_dir=tmp_path_factory.mktemp("runs"), duration=35 * 3600, embedder="lexical"
+    )
     with open(result.path / "events.jsonl", encoding="utf-8") as f:
         return [json.loads(line) for line in f]
 
 
 def test_a_run_writes_only_known_kinds_with_exactly_their_fields(trio_run):
-    assert {e["kind"] for e in trio_run} >= {events.PLAN, events.ACTION, events.MOVE, events.OBJECT, events.MEMORY,
-                                             events.REFLECT, events.TALK_START, events.SAY, events.TALK_END,
-                                             events.RELATIONSHIP, events.REPLAN, events.SLEEP, events.WAKE,
-                                             events.EVENT, events.LEARNED, events.SPAWN}
+    assert {e["kind"] for e in trio_run} >= {
+        events.PLAN,
+        events.ACTION,
+        events.MOVE,
+        events.OBJECT,
+        events.MEMORY,
+        events.REFLECT,
+        events.TALK_START,
+        events.SAY,
+        events.TALK_END,
+        events.RELATIONSHIP,
+        events.REPLAN,
+        events.SLEEP,
+        events.WAKE,
+        events.EVENT,
+        events.LEARNED,
+        events.SPAWN,
+    }
     for e in trio_run:
         assert list(e) == ["t", "time", "kind", "agent", "data"]
         assert events.problems(e) == [], e
@@ -67,7 +83,7 @@ def test_a_run_writes_only_known_kinds_with_exactly_their_fields(trio_run):
 def test_a_chat_memory_names_speaker_and_listener_and_the_line_said(trio_run):
     said = [e for e in trio_run if e["kind"] == events.SAY]
     chats = [e for e in trio_run if e["kind"] == events.MEMORY and e["data"]["kind"] == "chat"]
-    assert said and len(chats) == 2 * len(said)              # both sides remember every line
+    assert said and len(chats) == 2 * len(said)  # both sides remember every line
     lines = {(e["agent"], e["data"]["to"], e["data"]["text"]) for e in said}
     for e in chats:
         line = events.said(e)
@@ -83,19 +99,30 @@ def test_the_golden_log_is_well_formed():
 
 
 def test_data_orders_the_fields_and_leaves_out_absent_optional_ones():
-    assert list(events.data(events.MOVE, tiles=3, arrive="09:00", area="cafe", to=[1, 2], from_=[0, 0])) == \
-        ["from", "to", "area", "tiles", "arrive"]
-    assert events.data(events.EVENT, what="a party", where="cafe", present=[], whisper=None) == \
-        {"what": "a party", "where": "cafe", "present": []}
+    assert list(events.data(events.MOVE, tiles=3, arrive="09:00", area="cafe", to=[1, 2], from_=[0, 0])) == [
+        "from",
+        "to",
+        "area",
+        "tiles",
+        "arrive",
+    ]
+    assert events.data(events.EVENT, what="a party", where="cafe", present=[], whisper=None) == {
+        "what": "a party",
+        "where": "cafe",
+        "present": [],
+    }
     assert events.data(events.ACTION, action="reading", area="home", object=None, until="10:00")["object"] is None
 
 
-@pytest.mark.parametrize("fields, message", [
-    ({"to": "bob"}, "needs its field 'text'"),
-    ({"to": "bob", "text": "hi", "loud": True}, "no field 'loud'"),
-    ({"to": "bob", "text": 3}, "'text' is str, not 3"),
-    ({"to": True, "text": "hi"}, "'to' is str, not True"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"to": "bob"}, "needs its field 'text'"),
+        ({"to": "bob", "text": "hi", "loud": True}, "no field 'loud'"),
+        ({"to": "bob", "text": 3}, "'text' is str, not 3"),
+        ({"to": True, "text": "hi"}, "'to' is str, not True"),
+    ],
+)
 def test_data_refuses_missing_unknown_and_mistyped_fields(fields, message):
     with pytest.raises(ValueError, match=message):
         events.data(events.SAY, **fields)

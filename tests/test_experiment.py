@@ -52,8 +52,15 @@ def test_a_tiny_experiment_runs_gathers_and_skips_on_rerun(tiny, tmp_path):
 
     rows = list(csv.DictReader(open(out / "results.csv")))
     assert [(r["condition"], r["seed"]) for r in rows] == [("full", "1"), ("full", "2"), ("bare", "1"), ("bare", "2")]
-    assert {"party_known_start", "party_known_end", "network_density_end", "conversations", "replans",
-            "memories_per_agent", "requests"} <= set(rows[0])
+    assert {
+        "party_known_start",
+        "party_known_end",
+        "network_density_end",
+        "conversations",
+        "replans",
+        "memories_per_agent",
+        "requests",
+    } <= set(rows[0])
     assert all(r["party_known_start"] == "1" for r in rows)
     summary = list(csv.DictReader(open(out / "summary.csv")))
     assert [s["condition"] for s in summary] == ["full", "bare"]
@@ -108,11 +115,30 @@ def test_public_api_and_plots_need_no_experiment():
     import smallville.experiment as experiment
     import smallville.plots as plots
 
-    assert sorted(experiment.__all__) == sorted([
-        "ABLATIONS", "FINISHED", "MATH_THREADS", "SUMMARY_COLUMNS", "Condition", "Experiment", "ExperimentError",
-        "ExperimentResult", "Rows", "compare_pairs", "gather", "is_completed", "load_experiment", "load_results",
-        "plot_experiment",
-        "print_summary", "run_experiment", "run_status", "slot_name", "summarize"])
+    assert sorted(experiment.__all__) == sorted(
+        [
+            "ABLATIONS",
+            "FINISHED",
+            "MATH_THREADS",
+            "SUMMARY_COLUMNS",
+            "Condition",
+            "Experiment",
+            "ExperimentError",
+            "ExperimentResult",
+            "Rows",
+            "compare_pairs",
+            "gather",
+            "is_completed",
+            "load_experiment",
+            "load_results",
+            "plot_experiment",
+            "print_summary",
+            "run_experiment",
+            "run_status",
+            "slot_name",
+            "summarize",
+        ]
+    )
     assert all(hasattr(experiment, name) for name in experiment.__all__)
     tree = ast.parse(Path(plots.__file__).read_text(encoding="utf-8"))
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
@@ -125,11 +151,13 @@ def test_the_paper_experiment_names_the_paper_ablations():
     assert exp.duration == 2 * 86400 and exp.seeds == [1, 2, 3, 4, 5]
     assert Path(exp.scenario).name == "the_ville.yaml"
     knobs = {c.name: c.knobs for c in exp.conditions}
-    assert knobs == {"full": {}, "no_reflection": {"reflection": False},
-                     "no_reflection_no_planning": {"reflection": False, "planning": False},
-                     "no_memory_no_reflection_no_planning": {"retrieval": False, "reflection": False,
-                                                             "planning": False}}
-    assert all(c.brain is None for c in exp.conditions)      # offline
+    assert knobs == {
+        "full": {},
+        "no_reflection": {"reflection": False},
+        "no_reflection_no_planning": {"reflection": False, "planning": False},
+        "no_memory_no_reflection_no_planning": {"retrieval": False, "reflection": False, "planning": False},
+    }
+    assert all(c.brain is None for c in exp.conditions)  # offline
     grid = load_experiment(ROOT / "experiments" / "quick.yaml")
     assert len(grid.conditions) == 4
 
@@ -147,15 +175,27 @@ def test_experiment_takes_runs_dir_as_every_command_does(tmp_path):
     """`--runs-dir` puts an experiment's runs and tables where it says, as for `run`; `--out`
     is the same flag; on the command line, in a clean environment with no key."""
     path = tmp_path / "one.yaml"
-    path.write_text(TINY.format(scenario=ROOT / "scenarios" / "cafe_trio.yaml").replace("seeds: [1, 2]", "seeds: [1]")
-                    .replace("duration: 1h", "duration: 10m"))
+    path.write_text(
+        TINY.format(scenario=ROOT / "scenarios" / "cafe_trio.yaml")
+        .replace("seeds: [1, 2]", "seeds: [1]")
+        .replace("duration: 1h", "duration: 10m")
+    )
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     for flag in ("--runs-dir", "--out"):
         where = tmp_path / flag.strip("-")
-        done = subprocess.run([sys.executable, "-m", "smallville", "experiment", str(path), flag, str(where), "--quiet"],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "smallville", "experiment", str(path), flag, str(where), "--quiet"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr
-        assert sorted(p.name for p in where.iterdir() if (p / "manifest.json").is_file()) == ["bare-seed1", "full-seed1"]
+        assert sorted(p.name for p in where.iterdir() if (p / "manifest.json").is_file()) == [
+            "bare-seed1",
+            "full-seed1",
+        ]
         assert len(load_results(where)) == 2
     assert not (tmp_path / "runs").exists()
 
@@ -184,7 +224,7 @@ def test_optional_extras_say_what_to_install(tiny, tmp_path, monkeypatch):
     summary = [{"condition": "full", "runs": 2, "party_known_end_mean": 3.0, "party_known_end_std": 0.5}]
     assert plot_summary(summary, tmp_path / "summary.png").read_bytes()[:4] == b"\x89PNG"
     for name in [n for n in sys.modules if n.split(".")[0] in ("matplotlib", "ray")] + ["matplotlib", "ray"]:
-        monkeypatch.setitem(sys.modules, name, None)              # as if it were not installed
+        monkeypatch.setitem(sys.modules, name, None)  # as if it were not installed
     with pytest.raises(ImportError, match=r"smallville\[plot\]"):
         plot_summary(summary, tmp_path / "none.png")
     with pytest.raises(ExperimentError, match=r"smallville\[ray\]"):
@@ -195,7 +235,7 @@ def test_optional_extras_say_what_to_install(tiny, tmp_path, monkeypatch):
 def test_a_ray_address_where_no_head_answers_is_a_user_error(tiny, tmp_path):
     import socket
 
-    with socket.socket() as s:                          # a local port that nothing listens on
+    with socket.socket() as s:  # a local port that nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(ExperimentError, match=f"no Ray head answers at 127.0.0.1:{port}.*ray start --head"):
@@ -225,20 +265,21 @@ def test_ray_tasks_give_the_process_pool_results_and_resume_the_same(tmp_path, c
     # without it, as on a fresh machine, and give the environment back as it was afterwards.
     monkeypatch.setenv("RAY_AUTH_MODE", "unset")
     monkeypatch.delenv("RAY_AUTH_MODE")
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)    # a local Ray, not a cluster named in the environment
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)  # a local Ray, not a cluster named in the environment
 
     # the command starts its own local Ray, quietly, and stops it
     capfd.readouterr()
     assert main(["experiment", str(path), "--executor", "ray", "--workers", "2", "--out", str(tmp_path / "ray")]) == 0
     assert not ray.is_initialized()
     captured = capfd.readouterr()
-    said = " ".join(captured.err.split())              # the console wraps at 80 columns
+    said = " ".join(captured.err.split())  # the console wraps at 80 columns
     assert "0 done already, 2 to run as Ray tasks" in said and "completed bare-seed1" in said
     assert not [noise for noise in ("INFO", "WARNING", "(raylet", "pid=") if noise in captured.out + captured.err]
     assert metric_rows(tmp_path / "ray") == metric_rows(tmp_path / "pool")
-    for slot in pool.ran:                               # runs are deterministic wherever they ran
-        assert (tmp_path / "ray" / slot / "events.jsonl").read_bytes() == \
-            (tmp_path / "pool" / slot / "events.jsonl").read_bytes()
+    for slot in pool.ran:  # runs are deterministic wherever they ran
+        assert (tmp_path / "ray" / slot / "events.jsonl").read_bytes() == (
+            tmp_path / "pool" / slot / "events.jsonl"
+        ).read_bytes()
     assert list((tmp_path / "ray" / ".partial").iterdir()) == []
 
     # resumable as with the pool, on a Ray the caller started (and which is left running)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from conftest import THE_VILLE
-
 from smallville.replay.initials import initials
 from smallville.replay.page import agent_list
+
+from conftest import THE_VILLE
 
 
 def test_initials_are_lengthened_where_two_people_share_them():
     assert initials({"ann": "Ann Lee", "bo": "Bo Roy"}) == {"ann": "AL", "bo": "BR"}
     assert initials({"m": "Maria Lopez", "l": "Mei Lin", "j": "Jane Smith", "k": "John Smith"}) == {
-        "m": "MaL", "l": "MeL", "j": "JaS", "k": "JoS"}
+        "m": "MaL",
+        "l": "MeL",
+        "j": "JaS",
+        "k": "JoS",
+    }
     assert initials({"a": "Dakota Smith", "b": "Dakota Smyth"}) == {"a": "DSmi", "b": "DSmy"}
     assert initials({"a": "John Smith", "b": "John Smith", "c": "Cher"}) == {"a": "JS1", "b": "JS2", "c": "C"}
 

@@ -22,8 +22,12 @@ def modules() -> dict[str, ast.Module]:
 
 def imports(tree: ast.Module, known: set[str]) -> set[str]:
     """The smallville modules a module imports anywhere in it, `if TYPE_CHECKING:` aside."""
-    checking = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-                and getattr(node.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(node)}
+    checking = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING"
+        for n in ast.walk(node)
+    }
     out = set()
     for node in ast.walk(tree):
         if id(node) in checking:
@@ -47,7 +51,7 @@ def test_no_module_imports_one_that_imports_it_back():
             for nxt in sorted(graph[node]):
                 if nxt == start:
                     cycles.append(path + [start])
-                elif nxt not in seen and nxt > start:      # each cycle once, from its smallest module
+                elif nxt not in seen and nxt > start:  # each cycle once, from its smallest module
                     seen.add(nxt)
                     path.append(nxt)
                     walk(nxt)
@@ -62,12 +66,20 @@ def test_every_exception_lives_in_the_one_tree():
     docstring's tree; each one a user sees has its exit code."""
     from smallville import errors
 
-    elsewhere = sorted(f"{name}.{node.name}" for name, tree in modules().items() if name != "smallville.errors"
-                       for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
-                       and any(_exception_name(ast.unparse(base).split(".")[-1], errors) for base in node.bases))
+    elsewhere = sorted(
+        f"{name}.{node.name}"
+        for name, tree in modules().items()
+        if name != "smallville.errors"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+        and any(_exception_name(ast.unparse(base).split(".")[-1], errors) for base in node.bases)
+    )
     assert elsewhere == []
-    classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, BaseException)
-               and c.__module__ == errors.__name__]
+    classes = [
+        c
+        for c in vars(errors).values()
+        if isinstance(c, type) and issubclass(c, BaseException) and c.__module__ == errors.__name__
+    ]
     drawn = errors.__doc__
     assert [c.__name__ for c in classes if c.__name__ not in drawn] == []
     for c in classes:
@@ -83,7 +95,7 @@ def _exception_name(name: str, errors) -> bool:
     return isinstance(found, type) and issubclass(found, BaseException)
 
 
-NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_make", "_field_defaults"}   # public, despite the underscore
+NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_make", "_field_defaults"}  # public, despite the underscore
 
 
 def test_no_module_uses_another_modules_private_names():
@@ -146,8 +158,12 @@ def _private_names(tree: ast.AST) -> set[str]:
             out.add(node.arg)
         elif isinstance(node, ast.alias):
             out.add(node.asname or "")
-        elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del))
-              and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, (ast.Store, ast.Del))
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+        ):
             out.add(node.attr)
     return {n for n in out if _private(n)}
 
@@ -169,17 +185,30 @@ def _foreign_uses(tree: ast.AST, own: set[str]) -> list[str]:
 def _inherited_uses(tree: ast.AST, name: str, trees: dict[str, ast.Module]) -> list[str]:
     """Underscore names a class defines or uses through `self` that a base class of it,
     defined in another smallville module, defines too."""
-    where = {a.asname or a.name: (node.module, a.name) for node in ast.walk(tree)
-             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("smallville") for a in node.names}
+    where = {
+        a.asname or a.name: (node.module, a.name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("smallville")
+        for a in node.names
+    }
     out = []
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
         for base in (b.id for b in cls.bases if isinstance(b, ast.Name) and b.id in where):
             module, base_name = where[base]
-            theirs = next((_private_names(c) for c in ast.walk(trees.get(module, ast.Module(body=[])))
-                           if isinstance(c, ast.ClassDef) and c.name == base_name), set())
+            theirs = next(
+                (
+                    _private_names(c)
+                    for c in ast.walk(trees.get(module, ast.Module(body=[])))
+                    if isinstance(c, ast.ClassDef) and c.name == base_name
+                ),
+                set(),
+            )
             mine = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-            mine |= {n.attr for n in ast.walk(cls) if isinstance(n, ast.Attribute)
-                     and isinstance(n.value, ast.Name) and n.value.id == "self"}
+            mine |= {
+                n.attr
+                for n in ast.walk(cls)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+            }
             out += [f"class {cls.name} uses {base_name}.{n} of {module}" for n in sorted(mine & theirs)]
     return out
 
@@ -187,10 +216,12 @@ def _inherited_uses(tree: ast.AST, name: str, trees: dict[str, ast.Module]) -> l
 def test_every_function_that_runs_a_run_reads_at_a_glance():
     """No function in smallville/run/ (where a run is made, resumed, forked and gone on with)
     is over 40 lines, its nested functions counted in."""
-    long = [f"{path.name}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
-            for path in sorted((PACKAGE / "run").glob("*.py"))
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 40]
+    long = [
+        f"{path.name}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for path in sorted((PACKAGE / "run").glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 40
+    ]
     assert long == []
 
 
@@ -203,8 +234,13 @@ def test_no_caller_asks_a_brain_what_it_can_do():
     found = []
     for name, tree in modules().items():
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr")
-                    and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
-                    and node.args[1].value in declared):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("hasattr", "getattr")
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in declared
+            ):
                 found.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
     assert found == []

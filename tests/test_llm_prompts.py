@@ -6,7 +6,6 @@ import io
 import json
 
 import pytest
-from conftest import CAFE_TRIO
 
 from smallville.brain import kinds
 from smallville.brain import requests as rq
@@ -18,6 +17,8 @@ from smallville.brain.prompts import AnswerError, load_templates, to_model_json
 from smallville.brain.record import Recording, Replaying
 from smallville.brain.wrappers import RatingMemo, Retrying, WithFallbacks
 from smallville.errors import BrainError
+
+from conftest import CAFE_TRIO
 
 
 @pytest.fixture(scope="module")
@@ -71,13 +72,13 @@ def test_prompts_put_the_fixed_part_first_and_name_every_field(asked):
     templates = load_templates()
     for request, _ in asked:
         system, user = templates[request.kind].render(request, "json_schema")
-        assert system["role"] == "system" and "{" not in system["content"]    # no request data in it
+        assert system["role"] == "system" and "{" not in system["content"]  # no request data in it
         assert request.name in user["content"] and "REQUEST_JSON" not in user["content"]
     request = asked[0][0]
     prompt = templates[request.kind].render(request, "prompt", echo=True)
-    assert prompt[0] == templates[request.kind].render(request, "json_schema")[0]   # the fixed part stays fixed
+    assert prompt[0] == templates[request.kind].render(request, "json_schema")[0]  # the fixed part stays fixed
     schema = json.dumps(templates[request.kind].schema_for(request), separators=(",", ":"))
-    assert schema in prompt[1]["content"]                                      # the schema, for servers without one
+    assert schema in prompt[1]["content"]  # the schema, for servers without one
     assert prompt[1]["content"].splitlines()[-1].startswith("REQUEST_JSON: {")
 
 
@@ -85,10 +86,17 @@ def test_replies_are_parsed_leniently_and_validated_strictly():
     template = load_templates()["rate_importance"]
     request = rq.RateImportance("a", "Ann", ("x", "y"))
     assert template.parse(request, 'Sure!\n```json\n{"scores": {"1": 9, "0": 3}}\n```').scores == (3, 9)
-    cases = {"{'scores': {'0': 3, '1': 9}}": "bad_json", '{"scores": {"0": 3, "1": 9': "bad_json",
-             "no idea": "bad_json", '{"scores": {"0": 3}}': "schema", '{"scores": {"0": 3, "1": 11}}': "schema",
-             '{"score": {"0": 3, "1": 9}}': "schema", '{"scores": {"0": "3", "1": "9"}}': "schema",
-             '{"scores": {"0": 3, "1": 9, "2": 4}}': "schema", '{"scores": [3, 9]}': "schema"}
+    cases = {
+        "{'scores': {'0': 3, '1': 9}}": "bad_json",
+        '{"scores": {"0": 3, "1": 9': "bad_json",
+        "no idea": "bad_json",
+        '{"scores": {"0": 3}}': "schema",
+        '{"scores": {"0": 3, "1": 11}}': "schema",
+        '{"score": {"0": 3, "1": 9}}': "schema",
+        '{"scores": {"0": "3", "1": "9"}}': "schema",
+        '{"scores": {"0": 3, "1": 9, "2": 4}}': "schema",
+        '{"scores": [3, 9]}': "schema",
+    }
     for reply, reason in cases.items():
         with pytest.raises(AnswerError) as err:
             template.parse(request, reply)
@@ -109,8 +117,10 @@ class Scripted(Brain):
     def answer(self, requests):
         self.batches.append(list(requests))
         step = self.script.pop(0) if self.script else None
-        return [step(r) if callable(step) else step if step is not None else OfflineBrain(0).answer([r])[0]
-                for r in requests]
+        return [
+            step(r) if callable(step) else step if step is not None else OfflineBrain(0).answer([r])[0]
+            for r in requests
+        ]
 
 
 def test_retries_then_fallbacks_are_listed_and_counted():
@@ -121,7 +131,9 @@ def test_retries_then_fallbacks_are_listed_and_counted():
     answers = brain.answer(requests)
     assert answers == [rq.Reaction("continue"), rq.Importance((5,))]
     assert [(f.index, f.kind, f.error) for f in answers.fallbacks] == [
-        (0, "react", "server: HTTP 500"), (1, "rate_importance", "server: HTTP 500")]
+        (0, "react", "server: HTTP 500"),
+        (1, "rate_importance", "server: HTTP 500"),
+    ]
     assert ledger.total()["retries"] == 4 and ledger.total()["fallbacks"] == 2
     again = brain.answer(requests[1:])
     assert again == [rq.Importance((2,))] and again.fallbacks == ()
@@ -131,7 +143,8 @@ def test_retry_backoff_doubles_and_refusals_are_not_retried():
     waits = []
     inner = Scripted(Failed("rate_limit", "429"), Failed("rate_limit", "429"), None)
     assert Retrying(inner, retries=3, backoff=0.5, sleep=waits.append).answer(
-        [rq.RateImportance("a", "A", ("x",))]) == [rq.Importance((2,))]
+        [rq.RateImportance("a", "A", ("x",))]
+    ) == [rq.Importance((2,))]
     assert waits == [0.5, 1.0]
     inner = Scripted(Failed("refused", "401 bad key"))
     assert isinstance(Retrying(inner, retries=3, backoff=0).answer([rq.RateImportance("a", "A", ("x",))])[0], Failed)
@@ -147,19 +160,24 @@ def test_a_model_that_never_connects_is_an_error_not_a_fallback():
 def test_safe_answers_are_valid_for_every_kind(asked):
     for request, _ in asked:
         assert isinstance(safe_answer(request), kinds.ANSWER_OF[type(request)])
-    plan = safe_answer(rq.PlanDay("a", "Ann", "", "Monday", ((420, "wake up", "home"), (480, "open the shop", "Shop")),
-                                  (), ("Shop",)))
-    assert [(b.start, b.end, b.activity) for b in plan.blocks] == [(420, 480, "waking up"), (480, 1860, "opening the shop")]
+    plan = safe_answer(
+        rq.PlanDay("a", "Ann", "", "Monday", ((420, "wake up", "home"), (480, "open the shop", "Shop")), (), ("Shop",))
+    )
+    assert [(b.start, b.end, b.activity) for b in plan.blocks] == [
+        (420, 480, "waking up"),
+        (480, 1860, "opening the shop"),
+    ]
 
 
 def test_ratings_of_a_repeated_text_are_reused():
     inner, ledger = Scripted(), Ledger()
     memo = RatingMemo(inner, ledger)
     assert memo.answer([rq.RateImportance("a", "A", ("bed is idle", "a party tonight"))]) == [rq.Importance((1, 7))]
-    both = memo.answer([rq.RateImportance("a", "A", ("a party tonight", "news")),
-                        rq.RateImportance("b", "B", ("bed is idle",))])
+    both = memo.answer(
+        [rq.RateImportance("a", "A", ("a party tonight", "news")), rq.RateImportance("b", "B", ("bed is idle",))]
+    )
     assert both == [rq.Importance((7, 4)), rq.Importance((1,))]
-    assert [r.texts for r in inner.batches[1]] == [("news",), ("bed is idle",)]    # per agent
+    assert [r.texts for r in inner.batches[1]] == [("news",), ("bed is idle",)]  # per agent
     assert memo.answer([rq.RateImportance("a", "A", ("news", "bed is idle"))]) == [rq.Importance((4, 1))]
     assert len(inner.batches) == 2 and ledger.total()["reused"] == 3
 
@@ -183,7 +201,7 @@ def test_settings_come_from_the_scenario_then_the_file_then_flags(tmp_path):
     from smallville.brain.config import load_config
 
     block = {"model": "ollama/llama3", "temperature": 0.7, "retries": 4}
-    assert load_config(scenario=block).model == "offline"                 # a town runs offline by default
+    assert load_config(scenario=block).model == "offline"  # a town runs offline by default
     chosen = load_config(scenario=block, flags={"model": "llm"})
     assert (chosen.model, chosen.temperature, chosen.retries) == ("ollama/llama3", 0.7, 4)
     settings = tmp_path / "brain.yaml"
@@ -206,7 +224,7 @@ def test_every_request_says_all_its_answer_must_be_in_every_mode(asked):
         assert scores["required"] == ["0", "1", "2"] and scores["additionalProperties"] is False
         assert all(p["enum"] == list(range(1, 11)) for p in scores["properties"].values())
     assert template.response_format("prompt", request) is None
-    assert "properties" not in template.schema["properties"]["scores"]        # the template itself is untouched
+    assert "properties" not in template.schema["properties"]["scores"]  # the template itself is untouched
     templates = load_templates()
     plan = next(r for r, _ in asked if r.kind == "plan_day")
     where = templates["plan_day"].schema_for(plan)["properties"]["blocks"]["items"]["properties"]["where"]
@@ -232,35 +250,59 @@ def test_any_answer_that_follows_the_schema_sent_is_accepted(asked):
 def test_a_plan_is_repaired_against_the_day_and_each_repair_is_named():
     from smallville.brain.kinds import repaired as repair
 
-    routine = ((360, "wake up and get ready", "Isabella Rodriguez's apartment"), (480, "open Hobbs Cafe", "Hobbs Cafe"),
-               (1200, "close up and go home", "Isabella Rodriguez's apartment"), (1380, "sleep", ""))
-    request = rq.PlanDay("isabella_rodriguez", "Isabella Rodriguez", "", "Monday", routine, (),
-                         ("Hobbs Cafe", "Isabella Rodriguez's apartment", "Johnson Park"))
-    model = rq.DayPlan((rq.Block(1, 480, "morning", "home"), rq.Block(60, 420, "morning", "hobbs cafe"),
-                        rq.Block(500, 450, "lunch", "Johnson Park")))        # SmolLM2's plan for Isabella
+    routine = (
+        (360, "wake up and get ready", "Isabella Rodriguez's apartment"),
+        (480, "open Hobbs Cafe", "Hobbs Cafe"),
+        (1200, "close up and go home", "Isabella Rodriguez's apartment"),
+        (1380, "sleep", ""),
+    )
+    request = rq.PlanDay(
+        "isabella_rodriguez",
+        "Isabella Rodriguez",
+        "",
+        "Monday",
+        routine,
+        (),
+        ("Hobbs Cafe", "Isabella Rodriguez's apartment", "Johnson Park"),
+    )
+    model = rq.DayPlan(
+        (
+            rq.Block(1, 480, "morning", "home"),
+            rq.Block(60, 420, "morning", "hobbs cafe"),
+            rq.Block(500, 450, "lunch", "Johnson Park"),
+        )
+    )  # SmolLM2's plan for Isabella
     plan, notes = repair(request, model)
     assert [(b.start, b.end, b.where) for b in plan.blocks] == [
-        (1, 480, ""), (480, 1200, "Hobbs Cafe"), (1200, 1380, "Isabella Rodriguez's apartment"), (1380, 1800, "")]
+        (1, 480, ""),
+        (480, 1200, "Hobbs Cafe"),
+        (1200, 1380, "Isabella Rodriguez's apartment"),
+        (1380, 1800, ""),
+    ]
     assert [b.activity for b in plan.blocks][1:] == ["opening Hobbs Cafe", "closing up and going home", "sleeping"]
     assert any("ends before it starts" in n for n in notes) and any("inside the block before it" in n for n in notes)
     assert any("'home' is not known: stay put" in n for n in notes)
     assert any("08:00-06:00 next day was not planned: filled from the routine" in n for n in notes)
-    assert repair(request, plan) == (plan, ())                                 # a repaired plan needs nothing more
+    assert repair(request, plan) == (plan, ())  # a repaired plan needs nothing more
 
 
 def test_actions_are_cut_to_their_block_and_talk_needs_someone_there():
     from smallville.brain.kinds import repaired as repair
 
     block = rq.Decompose("a", "Ann", "reading", "Library", 600, 630, (), ())
-    actions, notes = repair(block, rq.Actions((rq.Step(15, "reading"), rq.Step(10, "more"), rq.Step(10, "even more"),
-                                               rq.Step(5, "past the end"))))
+    actions, notes = repair(
+        block,
+        rq.Actions((rq.Step(15, "reading"), rq.Step(10, "more"), rq.Step(10, "even more"), rq.Step(5, "past the end"))),
+    )
     assert [(s.minutes, s.description) for s in actions.steps] == [(15, "reading"), (10, "more"), (5, "even more")]
     assert len(notes) == 2
     assert repair(block, rq.Actions(()))[0] == rq.Actions((rq.Step(15, "reading"), rq.Step(15, "reading")))
     react = rq.React("a", "Ann", "reading", ("Bob is here",), (("bob", "Bob", "idle"),), (), ())
     assert repair(react, rq.Reaction("talk", "bob")) == (rq.Reaction("talk", "bob"), ())
     reaction, notes = repair(react, rq.Reaction("talk", None, "hi"))
-    assert reaction == rq.Reaction("continue", None, "hi") and notes == ("talk to None, who is not here to talk: carry on",)
+    assert reaction == rq.Reaction("continue", None, "hi") and notes == (
+        "talk to None, who is not here to talk: carry on",
+    )
 
 
 def test_numbers_out_of_their_bounds_are_clamped_not_refused():
@@ -270,15 +312,24 @@ def test_numbers_out_of_their_bounds_are_clamped_not_refused():
     templates = load_templates()
     request = rq.Decompose("a", "Ann", "reading", "Library", 600, 900, (), ())
     assert templates["decompose"].schema_for(request)["properties"]["steps"]["items"]["properties"]["minutes"] == {
-        "type": "integer", "description": "duration in minutes, 5..15", "minimum": 5, "maximum": 15}
-    answer = templates["decompose"].parse(request, '{"steps": [{"minutes": 0, "description": "x", "object": null},'
-                                                   ' {"minutes": 40, "description": "y", "object": null}]}')
+        "type": "integer",
+        "description": "duration in minutes, 5..15",
+        "minimum": 5,
+        "maximum": 15,
+    }
+    answer = templates["decompose"].parse(
+        request,
+        '{"steps": [{"minutes": 0, "description": "x", "object": null},'
+        ' {"minutes": 40, "description": "y", "object": null}]}',
+    )
     actions, notes = repair(request, answer)
     assert [(s.minutes, s.description) for s in actions.steps] == [(5, "x"), (15, "y"), (15, "y"), (10, "y")]
     assert len(notes) == 2
     plan = rq.PlanDay("a", "Ann", "", "Monday", ((420, "wake up", ""),), (), ())
-    answer = templates["plan_day"].parse(plan, '{"broad": ["work"], "blocks": [{"start": 420, "end": 3456, '
-                                               '"activity": "work", "where": "", "sleep": false}]}')
+    answer = templates["plan_day"].parse(
+        plan,
+        '{"broad": ["work"], "blocks": [{"start": 420, "end": 3456, "activity": "work", "where": "", "sleep": false}]}',
+    )
     fixed, notes = repair(plan, answer)
     assert [(b.start, b.end) for b in fixed.blocks] == [(420, 2880)] and "clamped" in notes[0]
 
@@ -289,22 +340,50 @@ def test_names_not_offered_are_mapped_onto_what_was_offered_not_refused():
     from smallville.brain.kinds import repaired as repair
 
     templates = load_templates()
-    request = rq.Decompose("a", "Ann", "cooking", "Ann's house / kitchen", 600, 630, ("stove",), (), "",
-                           ("bed (bedroom)", "fridge (pantry)"))
+    request = rq.Decompose(
+        "a",
+        "Ann",
+        "cooking",
+        "Ann's house / kitchen",
+        600,
+        630,
+        ("stove",),
+        (),
+        "",
+        ("bed (bedroom)", "fridge (pantry)"),
+    )
     sent = templates["decompose"].schema_for(request)["properties"]["steps"]["items"]["properties"]["object"]
-    assert sent["enum"] == ["bed (bedroom)", "fridge (pantry)", "stove", None]     # the server is told exactly
-    answer = templates["decompose"].parse(request, json.dumps({"steps": [
-        {"minutes": 10, "description": "x", "object": "Fridge"}, {"minutes": 10, "description": "y", "object": "stove!"},
-        {"minutes": 10, "description": "z", "object": "Bloomsbury Coffee Co."}]}))
+    assert sent["enum"] == ["bed (bedroom)", "fridge (pantry)", "stove", None]  # the server is told exactly
+    answer = templates["decompose"].parse(
+        request,
+        json.dumps(
+            {
+                "steps": [
+                    {"minutes": 10, "description": "x", "object": "Fridge"},
+                    {"minutes": 10, "description": "y", "object": "stove!"},
+                    {"minutes": 10, "description": "z", "object": "Bloomsbury Coffee Co."},
+                ]
+            }
+        ),
+    )
     actions, notes = repair(request, answer)
     assert [s.object for s in actions.steps] == ["fridge (pantry)", "stove", None]
     assert len(notes) == 3 and all("is not offered" in n for n in notes)
     plan = rq.PlanDay("a", "Ann", "", "Monday", ((420, "wake up", "Hobbs Cafe"),), (), ("Hobbs Cafe", "Johnson Park"))
-    answer = templates["plan_day"].parse(plan, json.dumps({"broad": ["work"], "blocks": [
-        {"start": 420, "end": 1860, "activity": "work", "where": "Hobbs cafe downtown", "sleep": False}]}))
+    answer = templates["plan_day"].parse(
+        plan,
+        json.dumps(
+            {
+                "broad": ["work"],
+                "blocks": [
+                    {"start": 420, "end": 1860, "activity": "work", "where": "Hobbs cafe downtown", "sleep": False}
+                ],
+            }
+        ),
+    )
     fixed, notes = repair(plan, answer)
     assert fixed.blocks[0].where == "Hobbs Cafe" and "is not known" in notes[0]
-    with pytest.raises(AnswerError):                   # what is not a name is still checked
+    with pytest.raises(AnswerError):  # what is not a name is still checked
         templates["decompose"].parse(request, '{"steps": [{"minutes": 10, "description": "x", "object": 3}]}')
 
 
@@ -312,7 +391,7 @@ def test_prices_written_as_yaml_people_write_them_are_numbers(tmp_path):
     from smallville.brain.config import load_config
 
     settings = tmp_path / "brain.yaml"
-    settings.write_text("model: openai/x\nprice: {prompt: 2e-6, completion: 8.0e-6}\n")   # YAML 1.1: 2e-6 is a string
+    settings.write_text("model: openai/x\nprice: {prompt: 2e-6, completion: 8.0e-6}\n")  # YAML 1.1: 2e-6 is a string
     config = load_config(file=settings)
     assert (config.price_prompt, config.price_completion) == (2e-6, 8e-6)
     settings.write_text("model: openai/x\nprice_prompt: cheap\n")

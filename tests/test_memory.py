@@ -15,7 +15,6 @@ from smallville.embed import CachedEmbedder, LexicalEmbedder
 from smallville.errors import RunError
 from smallville.memory import CONSTANT_TERM, Hit, Memory, MemoryStream
 
-
 # -- the reference: the formula, one memory at a time, in plain Python ------------------
 
 
@@ -136,8 +135,7 @@ def test_ties_do_not_depend_on_how_the_stream_grew(tmp_path):
     bed = rng.normal(size=384)
     grown = MemoryStream(dim=384, weights=(0.0, 0.0, 1.0))
     for i in range(300):
-        grown.add(str(i), bed if i % 4 == 0 else rng.normal(size=384), importance=3,
-                  created=0.0)
+        grown.add(str(i), bed if i % 4 == 0 else rng.normal(size=384), importance=3, created=0.0)
     grown.save(tmp_path / "s")
     q = rng.normal(size=384)
     loaded = MemoryStream.load(tmp_path / "s")
@@ -180,7 +178,7 @@ def test_equal_importances_and_equal_recency():
 
 def test_ties_rank_newer_first():
     stream = MemoryStream(dim=4)
-    for i in range(6):
+    for _i in range(6):
         stream.add("the bed is idle", [1, 1, 0, 0], importance=3, created=0.0)
     stream.add("other", [0, 0, 1, 0], importance=3, created=0.0)
     hits = stream.retrieve([1, 1, 0, 0], k=4, now=0.0)
@@ -197,15 +195,16 @@ def test_repeated_memories_tie_exactly(dim):
     bed = rng.normal(size=dim)
     for i in range(23):
         repeat = i % 3 != 0
-        stream.add("the bed is idle" if repeat else "other",
-                   bed if repeat else rng.normal(size=dim), importance=3, created=0.0)
+        stream.add(
+            "the bed is idle" if repeat else "other", bed if repeat else rng.normal(size=dim), importance=3, created=0.0
+        )
     hits = stream.retrieve(rng.normal(size=dim), k=23, now=0.0)
     repeats = [h for h in hits if h.memory.text == "the bed is idle"]
     assert len({h.score for h in repeats}) == 1
     ids = [h.memory.id for h in repeats]
     assert ids == sorted(ids, reverse=True)
     start = hits.index(repeats[0])
-    assert hits[start:start + len(repeats)] == repeats  # no other memory in between
+    assert hits[start : start + len(repeats)] == repeats  # no other memory in between
 
 
 def test_ties_at_the_cut_keep_the_newest():
@@ -267,8 +266,9 @@ def test_retrieve_many_equals_retrieve_on_the_same_stream(tmp_path):
     many = stream.retrieve_many(queries, k=9, now=now)
     singles = [MemoryStream.load(tmp_path / "s").retrieve(q, k=9, now=now) for q in queries]
     for got, want in zip(many, singles):
-        assert [(h.memory.id, h.score, h.recency, h.importance, h.relevance) for h in got] \
-            == [(h.memory.id, h.score, h.recency, h.importance, h.relevance) for h in want]
+        assert [(h.memory.id, h.score, h.recency, h.importance, h.relevance) for h in got] == [
+            (h.memory.id, h.score, h.recency, h.importance, h.relevance) for h in want
+        ]
     touched = {h.memory.id for hits in many for h in hits}
     assert {m.id for m in stream if m.last_accessed == now} == touched
 
@@ -286,7 +286,7 @@ def test_a_branch_is_the_stream_at_its_mark_and_shares_nothing(tmp_path, index):
         stream = twin
     stream.retrieve(rng.normal(size=16), k=10, now=86400.0)
     mark = stream.mark()
-    stream.save(tmp_path / "then")                          # the stream at the mark, another way
+    stream.save(tmp_path / "then")  # the stream at the mark, another way
     stream.add("later", rng.normal(size=16), importance=9, created=90000.0)
     stream.retrieve(rng.normal(size=16), k=10, now=90000.0)
     branch = stream.branch(mark)
@@ -314,8 +314,12 @@ def test_text_queries_through_an_embedder():
     embedder = CachedEmbedder(LexicalEmbedder())
     stream = MemoryStream(embedder=embedder)
     assert stream.dim == 512 and stream.embedder_name == "lexical-512"
-    for text in ["Isabella is throwing a party at the cafe", "the bed is idle",
-                 "Klaus is writing a paper", "the bed is idle"]:
+    for text in [
+        "Isabella is throwing a party at the cafe",
+        "the bed is idle",
+        "Klaus is writing a paper",
+        "the bed is idle",
+    ]:
         stream.add(text, importance=5, created=0.0)
     hits = stream.retrieve("who is throwing a party?", k=1, now=0.0)
     assert hits[0].memory.text == "Isabella is throwing a party at the cafe"
@@ -323,8 +327,9 @@ def test_text_queries_through_an_embedder():
     twin = MemoryStream(dim=512)
     for m in stream:
         twin.add(m.text, m.embedding, importance=m.importance, created=m.created)
-    assert [h.memory.id for h in stream.retrieve("the bed", k=4, now=10.0)] == \
-        [h.memory.id for h in twin.retrieve(vec, k=4, now=10.0)]
+    assert [h.memory.id for h in stream.retrieve("the bed", k=4, now=10.0)] == [
+        h.memory.id for h in twin.retrieve(vec, k=4, now=10.0)
+    ]
     assert (embedder.misses, embedder.hits) == (5, 1)  # 3 distinct memories, 2 queries
 
 
@@ -345,12 +350,18 @@ def test_text_without_embedder_is_refused():
 def test_memory_records():
     stream = MemoryStream(dim=2)
     a = stream.add("saw Klaus", [3, 4], importance=2, created=10.0)
-    b = stream.add("Klaus likes papers", [0, 1], importance=8, created=20.0,
-                   kind="reflection", links=[a])
+    b = stream.add("Klaus likes papers", [0, 1], importance=8, created=20.0, kind="reflection", links=[a])
     m = stream[b]
     assert isinstance(m, Memory) and m == stream[b] and m != stream[a]
-    assert (m.id, m.text, m.kind, m.created, m.last_accessed, m.importance, m.links) == \
-        (1, "Klaus likes papers", "reflection", 20.0, 20.0, 8, (0,))
+    assert (m.id, m.text, m.kind, m.created, m.last_accessed, m.importance, m.links) == (
+        1,
+        "Klaus likes papers",
+        "reflection",
+        20.0,
+        20.0,
+        8,
+        (0,),
+    )
     np.testing.assert_allclose(stream[a].embedding, [0.6, 0.8], atol=1e-7)
     assert [x.id for x in stream] == [0, 1] and len(stream) == 2
     assert stream.texts() == ["saw Klaus", "Klaus likes papers"]
@@ -361,20 +372,23 @@ def test_memory_records():
     assert stream.index.ntotal == 2
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"importance": 0}, "importance"),
-    ({"importance": 11}, "importance"),
-    ({"importance": 5.0}, "importance"),
-    ({"importance": True}, "importance"),
-    ({"importance": "5"}, "importance"),
-    ({"created": float("nan")}, "created"),
-    ({"links": [1]}, "links"),
-    ({"links": [-1]}, "links"),
-    ({"embedding": [1, 0]}, "shape"),
-    ({"embedding": [0, 0, 0]}, "non-zero"),
-    ({"embedding": [1, float("inf"), 0]}, "finite"),
-    ({"kind": ""}, "kind"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"importance": 0}, "importance"),
+        ({"importance": 11}, "importance"),
+        ({"importance": 5.0}, "importance"),
+        ({"importance": True}, "importance"),
+        ({"importance": "5"}, "importance"),
+        ({"created": float("nan")}, "created"),
+        ({"links": [1]}, "links"),
+        ({"links": [-1]}, "links"),
+        ({"embedding": [1, 0]}, "shape"),
+        ({"embedding": [0, 0, 0]}, "non-zero"),
+        ({"embedding": [1, float("inf"), 0]}, "finite"),
+        ({"kind": ""}, "kind"),
+    ],
+)
 def test_add_validates(kwargs, message):
     stream = MemoryStream(dim=3)
     stream.add("first", [1, 0, 0], importance=1, created=0.0)
@@ -400,12 +414,10 @@ def test_settings_are_validated():
 
 def test_save_load_round_trip(tmp_path):
     stream, _, rng = random_pair(7, 80, dim=24)
-    stream.add("insight", rng.normal(size=24), importance=9, created=3e5,
-               kind="reflection", links=[3, 4])
+    stream.add("insight", rng.normal(size=24), importance=9, created=3e5, kind="reflection", links=[3, 4])
     stream.retrieve(rng.normal(size=24), k=10, now=3e5)
     stream.save(tmp_path / "mem")
-    assert sorted(os.listdir(tmp_path / "mem")) == [
-        "accessed.npy", "embeddings.f32", "manifest.json", "memories.jsonl"]
+    assert sorted(os.listdir(tmp_path / "mem")) == ["accessed.npy", "embeddings.f32", "manifest.json", "memories.jsonl"]
     loaded = MemoryStream.load(tmp_path / "mem")
     assert (loaded.dim, loaded.weights, loaded.decay) == (24, stream.weights, stream.decay)
     assert [m.to_dict() for m in loaded] == [m.to_dict() for m in stream]
@@ -455,8 +467,9 @@ def test_saving_again_appends(tmp_path):
     assert [m.to_dict() for m in loaded] == [m.to_dict() for m in stream]
     assert np.array_equal(loaded.embeddings(), stream.embeddings())
     q = rng.normal(size=16)
-    assert [(h.memory.id, h.score) for h in loaded.retrieve(q, k=8, now=4e6)] == \
-        [(h.memory.id, h.score) for h in stream.retrieve(q, k=8, now=4e6)]
+    assert [(h.memory.id, h.score) for h in loaded.retrieve(q, k=8, now=4e6)] == [
+        (h.memory.id, h.score) for h in stream.retrieve(q, k=8, now=4e6)
+    ]
 
 
 def test_schema_1_still_loads(tmp_path):
@@ -465,8 +478,15 @@ def test_schema_1_still_loads(tmp_path):
     path = tmp_path / "v1"
     path.mkdir()
     np.save(path / "embeddings.npy", stream.embeddings())
-    state = {"schema": 1, "dim": 8, "weights": list(stream.weights), "decay": stream.decay,
-             "embedder": None, "count": 12, "memories": [m.to_dict() for m in stream]}
+    state = {
+        "schema": 1,
+        "dim": 8,
+        "weights": list(stream.weights),
+        "decay": stream.decay,
+        "embedder": None,
+        "count": 12,
+        "memories": [m.to_dict() for m in stream],
+    }
     (path / "memories.json").write_text(json.dumps(state))
     loaded = MemoryStream.load(path)
     assert [m.to_dict() for m in loaded] == [m.to_dict() for m in stream]
@@ -504,8 +524,10 @@ def test_ten_thousand_memories_rank_as_the_formula_says():
         stream.add("m", v, importance=1 + i % 10, created=float(i))
     hits = stream.retrieve(vectors[0], k=10, now=now)
     unit = vectors.astype(np.float64) / np.linalg.norm(vectors.astype(np.float64), axis=1, keepdims=True)
-    terms = [Reference.norm(list(values)) for values in (
-        stream.decay ** ((now - np.arange(n)) / 3600), 1.0 + np.arange(n) % 10, unit @ unit[0])]
+    terms = [
+        Reference.norm(list(values))
+        for values in (stream.decay ** ((now - np.arange(n)) / 3600), 1.0 + np.arange(n) % 10, unit @ unit[0])
+    ]
     scores = sum(w * np.array(t) for w, t in zip(stream.weights, terms))
     best = sorted(range(n), key=lambda i: (-scores[i], -i))[:10]
     assert [h.memory.id for h in hits] == best
@@ -516,10 +538,10 @@ def test_ten_thousand_memories_rank_as_the_formula_says():
 def test_a_large_streams_helper_threads_change_nothing_and_end_when_it_is_closed(monkeypatch, index):
     """A search over a large stream splits it between helper threads that the stream owns:
     the hits are those found on one thread, and `close` ends the threads."""
-    from conftest import smallville_threads
-
     from smallville.memory import scoring
     from smallville.memory.approx import hnsw
+
+    from conftest import smallville_threads
 
     rng = np.random.default_rng(5)
     stream = MemoryStream(dim=16, index=index)
@@ -528,12 +550,12 @@ def test_a_large_streams_helper_threads_change_nothing_and_end_when_it_is_closed
     query = rng.normal(size=16)
     alone = [(h.memory.id, h.score) for h in stream.branch().retrieve(query, k=10, now=4000.0)]
     before = smallville_threads()
-    monkeypatch.setattr(scoring, "PARALLEL_ROWS", 8)         # "large" from 8 rows on
+    monkeypatch.setattr(scoring, "PARALLEL_ROWS", 8)  # "large" from 8 rows on
     monkeypatch.setattr(scoring, "threads", lambda: 2)
     monkeypatch.setattr(hnsw, "threads", lambda: 2)
     helped = [(h.memory.id, h.score) for h in stream.retrieve(query, k=10, now=4000.0)]
-    assert smallville_threads() - before                    # the search had helpers
+    assert smallville_threads() - before  # the search had helpers
     if index == "exact":
-        assert helped == alone                               # the very same scores
+        assert helped == alone  # the very same scores
     stream.close()
     assert smallville_threads() - before == set()

@@ -37,6 +37,7 @@ def twins(seed, n, dim=16, dup=0.0, centres=None, shuffled=True, **hnsw):
 def one_faiss_thread():
     """FAISS on one thread, so that two graphs built from the same rows are the same."""
     import faiss
+
     threads = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(1)
     yield
@@ -77,8 +78,7 @@ def test_small_stream_matches_exact_through_many_refreshes(monkeypatch, shuffled
         want, got = exact.retrieve(q, k=k, now=now), approx.retrieve(q, k=k, now=now)
         assert ids(got) == ids(want)
         for g, w in zip(got, want):
-            assert (g.recency, g.importance) == pytest.approx((w.recency, w.importance),
-                                                              abs=1e-9)
+            assert (g.recency, g.importance) == pytest.approx((w.recency, w.importance), abs=1e-9)
             assert (g.score, g.relevance) == pytest.approx((w.score, w.relevance), abs=1e-6)
         assert [m.last_accessed for m in approx] == [m.last_accessed for m in exact]
         now += float(rng.uniform(0, 3600))
@@ -160,8 +160,7 @@ def test_cosines_reused_across_rounds_are_fresh_cosines():
         for g in got:
             w = want.get(g.memory.id)
             if w is not None:
-                assert (g.recency, g.importance) == pytest.approx(
-                    (w.recency, w.importance), abs=1e-9)
+                assert (g.recency, g.importance) == pytest.approx((w.recency, w.importance), abs=1e-9)
         now += 900.0
 
 
@@ -178,12 +177,16 @@ def test_recall_at_least_99_in_100_on_a_20k_clustered_stream(one_faiss_thread):
     exact, approx = MemoryStream(dim), MemoryStream(dim, index="hnsw")
     for i in range(n):
         for s in (exact, approx):
-            s.add("m", x[i], importance=int(rng.integers(1, 11)) if s is exact else exact[i].importance,
-                  created=float(i) * 60)
+            s.add(
+                "m",
+                x[i],
+                importance=int(rng.integers(1, 11)) if s is exact else exact[i].importance,
+                created=float(i) * 60,
+            )
     now, found = n * 60.0 + 3600, []
     queries = topics[rng.integers(300, size=100)] + rng.standard_normal((100, dim), dtype=np.float32)
     for q in queries / np.linalg.norm(queries, axis=1, keepdims=True):
-        exact.columns.accessed[:n] = approx.columns.accessed[:n]      # the same state: compare this query only
+        exact.columns.accessed[:n] = approx.columns.accessed[:n]  # the same state: compare this query only
         want = set(ids(exact.retrieve(q, k=10, now=now)))
         found.append(len(want & set(ids(approx.retrieve(q, k=10, now=now)))) / 10)
         now += 60
@@ -196,9 +199,9 @@ def test_least_cosine_does_not_depend_on_the_graph(monkeypatch):
     (M=6) whose negated-query search found it for 19 of 30 queries, the hits' relevance
     terms equal the exact ones for nearly every query and are close for all."""
     from smallville.memory.approx import hnsw
+
     monkeypatch.setattr(hnsw, "SCAN_ROWS", 0)  # the lists, not the scan of small streams
-    exact, approx, rng, topics = twins(5, 3000, dim=32, centres=20, hnsw_m=6,
-                                       ef_construction=8)
+    exact, approx, rng, topics = twins(5, 3000, dim=32, centres=20, hnsw_m=6, ef_construction=8)
     now, equal = 31 * 86400.0, 0
     for _ in range(30):
         q = topics[rng.integers(20)] + 0.5 * rng.normal(size=32)
@@ -216,6 +219,7 @@ def test_least_cosine_found_among_rows_added_after_a_search(monkeypatch):
     are trained again), so a least cosine that only new rows hold is still found: the
     relevance terms of the hits equal the exact ones."""
     from smallville.memory.approx import hnsw
+
     monkeypatch.setattr(hnsw, "SCAN_ROWS", 0)
     rng = np.random.default_rng(8)
     exact, approx = MemoryStream(16), MemoryStream(16, index="hnsw")
@@ -234,12 +238,12 @@ def test_least_cosine_found_among_rows_added_after_a_search(monkeypatch):
         for m in got.keys() & want.keys():
             assert got[m] == pytest.approx(want[m], abs=1e-6)  # float32 rounding
 
-    add(rng.normal(size=(400, 16)) + 2 * q, 0.0)   # every row leans towards q
+    add(rng.normal(size=(400, 16)) + 2 * q, 0.0)  # every row leans towards q
     check(1e5)
     trained = approx._retriever.far.trained_at
     add(-q + 0.05 * rng.normal(size=(50, 16)), 1e5)  # the least cosines, added later
     check(2e5)
-    assert approx._retriever.far.trained_at == trained   # taken in, not trained again
+    assert approx._retriever.far.trained_at == trained  # taken in, not trained again
     add(rng.normal(size=(1500, 16)) + 2 * q, 2e5)
     add(-q + 0.01 * rng.normal(size=(5, 16)), 4e5)
     check(5e5)
@@ -250,12 +254,12 @@ def test_same_result_with_and_without_the_helper_thread(monkeypatch, one_faiss_t
     """The negated query's search runs on a helper thread where there are two or more
     CPUs; without one it runs first. The hits are the same either way."""
     from smallville.memory.approx import hnsw
+
     monkeypatch.setattr(hnsw, "SCAN_ROWS", 0)
 
     def run(helper):
         monkeypatch.setattr(hnsw, "_helper", lambda: helper)
-        exact, approx, rng, topics = twins(6, 3000, dim=32, centres=30, dup=0.1,
-                                           hnsw_m=8, ef_construction=16)
+        exact, approx, rng, topics = twins(6, 3000, dim=32, centres=30, dup=0.1, hnsw_m=8, ef_construction=16)
         now, out = 31 * 86400.0, []
         for _ in range(20):
             q = topics[rng.integers(30)] + 0.5 * rng.normal(size=32)
@@ -271,6 +275,7 @@ def test_a_search_begins_where_the_last_one_ended(monkeypatch):
     after PROBE_EVERY searches in a row that ended in their first round, the next begins
     one step shallower. Recall against the exact path holds throughout."""
     from smallville.memory.approx import hnsw
+
     monkeypatch.setattr(hnsw, "FIRST_DEPTH", 16)
     monkeypatch.setattr(hnsw, "EXTRA_LIMIT", 64)
     exact, approx, rng, topics = twins(7, 3000, dim=16, centres=20, dup=0.1)
@@ -305,6 +310,7 @@ def test_cosines_computed_ahead_change_no_result(monkeypatch, one_faiss_thread):
     memories the last search's bound selects. A good guess, a poor one and none give
     the same hits and scores."""
     from smallville.memory.approx import hnsw
+
     monkeypatch.setattr(hnsw, "SCAN_ROWS", 0)
     monkeypatch.setattr(hnsw, "_helper", lambda: True)
     likely = hnsw.HNSWRetriever._likely
@@ -313,15 +319,16 @@ def test_cosines_computed_ahead_change_no_result(monkeypatch, one_faiss_thread):
         if shift is None:
             monkeypatch.setattr(hnsw.HNSWRetriever, "_likely", lambda *a: None)
         else:
-            monkeypatch.setattr(hnsw.HNSWRetriever, "_likely", lambda self, s, need, *a:
-                                likely(self, s, None if need is None else need + shift, *a))
-        exact, approx, rng, topics = twins(8, 3000, dim=32, centres=30, dup=0.1,
-                                           hnsw_m=8, ef_construction=16)
+            monkeypatch.setattr(
+                hnsw.HNSWRetriever,
+                "_likely",
+                lambda self, s, need, *a: likely(self, s, None if need is None else need + shift, *a),
+            )
+        exact, approx, rng, topics = twins(8, 3000, dim=32, centres=30, dup=0.1, hnsw_m=8, ef_construction=16)
         now, out = 31 * 86400.0, []
         for _ in range(20):
             q = topics[rng.integers(30)] + 0.5 * rng.normal(size=32)
-            out.append([(h.memory.id, h.score, h.relevance)
-                        for h in approx.retrieve(q, k=10, now=now)])
+            out.append([(h.memory.id, h.score, h.relevance) for h in approx.retrieve(q, k=10, now=now)])
             now += 900.0
         return out
 
@@ -334,6 +341,7 @@ def test_graph_laid_out_by_list_gives_the_same_hits(monkeypatch, one_faiss_threa
     graph has doubled. Searches still answer in rows, and the hits are those of a graph
     left in its first order, for rows added after a layout too."""
     from smallville.memory.approx import hnsw
+
     monkeypatch.setattr(hnsw, "SCAN_ROWS", 0)
     exact, laid, rng, topics = twins(9, 500, dim=16, centres=20)
     _, plain, _, _ = twins(9, 500, dim=16, centres=20)

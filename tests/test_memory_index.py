@@ -7,15 +7,15 @@ import json
 import shutil
 
 import pytest
-from conftest import CAFE_TRIO, ROOT
 
 from smallville.cli import main
-from smallville.run import resume_run
 from smallville.memory import INDEXES
-from smallville.run import run_scenario
+from smallville.run import resume_run, run_scenario
 from smallville.scenario import load_scenario
 from smallville.scenario.model import MEMORY_INDEXES
 from smallville.sim.engine import SimConfig
+
+from conftest import CAFE_TRIO, ROOT
 
 
 def cafe_trio(tmp_path, memory: str = "") -> str:
@@ -58,11 +58,13 @@ def test_a_scenario_choosing_hnsw_runs_with_it_and_a_resumed_run_keeps_it(tmp_pa
 
 def test_a_simconfig_index_overrides_the_scenarios(tmp_path):
     scenario = load_scenario(cafe_trio(tmp_path, "memory:\n  index: hnsw\n"))
-    result = run_scenario(scenario, runs_dir=tmp_path, duration=3600, embedder="lexical",
-                          config=SimConfig(index="exact"))
+    result = run_scenario(
+        scenario, runs_dir=tmp_path, duration=3600, embedder="lexical", config=SimConfig(index="exact")
+    )
     assert result.manifest.config["index"] == "exact" and indexes(result) == {"exact"}
-    plain = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path, duration=3600, embedder="lexical",
-                         config=SimConfig(index="hnsw"))
+    plain = run_scenario(
+        load_scenario(CAFE_TRIO), runs_dir=tmp_path, duration=3600, embedder="lexical", config=SimConfig(index="hnsw")
+    )
     assert plain.manifest.config["index"] == "hnsw" and indexes(plain) == {"hnsw"}
     with pytest.raises(ValueError, match="index must be one of exact, hnsw, got 'ivf'"):
         SimConfig(index="ivf")
@@ -73,7 +75,8 @@ def test_a_bad_index_in_a_scenario_is_one_line(tmp_path, capsys):
     line = len(CAFE_TRIO.read_text().splitlines()) + 2
     assert main(["run", path, "--for", "1h", "--runs-dir", str(tmp_path / "runs")]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        f"{path}:{line}:10: index must be one of exact, hnsw, got 'ivf' (at memory.index)"]
+        f"{path}:{line}:10: index must be one of exact, hnsw, got 'ivf' (at memory.index)"
+    ]
     assert not (tmp_path / "runs").exists()
 
 
@@ -96,8 +99,9 @@ def test_an_experiment_condition_chooses_hnsw(tmp_path):
     path.write_text(EXPERIMENT.format(scenario=CAFE_TRIO, index="hnsw"))
     result = run_experiment(load_experiment(path), workers=1, out=tmp_path / "out", quiet=True)
     assert result.ok and sorted(result.ran) == ["approx-seed1", "exact-seed1"]
-    config = {slot: json.loads((tmp_path / "out" / slot / "manifest.json").read_text())["config"]
-              for slot in result.ran}
+    config = {
+        slot: json.loads((tmp_path / "out" / slot / "manifest.json").read_text())["config"] for slot in result.ran
+    }
     assert (config["exact-seed1"]["index"], config["approx-seed1"]["index"]) == ("exact", "hnsw")
     assert set(saved_indexes(tmp_path / "out" / "approx-seed1")) == {"hnsw"}
     assert set(saved_indexes(tmp_path / "out" / "exact-seed1")) == {"exact"}
@@ -108,4 +112,5 @@ def test_a_bad_index_in_an_experiment_condition_is_one_line(tmp_path, capsys):
     path.write_text(EXPERIMENT.format(scenario=CAFE_TRIO, index="ivf"))
     assert main(["experiment", str(path), "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        f"smallville: error: {path}: condition 'approx': index must be one of exact, hnsw, got 'ivf'"]
+        f"smallville: error: {path}: condition 'approx': index must be one of exact, hnsw, got 'ivf'"
+    ]

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import manifest_of
 
 from smallville.metrics import run_metrics
+
+from conftest import manifest_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,7 +66,7 @@ def clock(t):
 class Log:
     def __init__(self, legacy=False):
         self.events, self.ids = [], {}
-        self.legacy = legacy            # chat memories as logs wrote them before `speaker` and `listener`
+        self.legacy = legacy  # chat memories as logs wrote them before `speaker` and `listener`
 
     def add(self, t, event_kind, agent, **data):
         h, rest = divmod(int(t), 3600)
@@ -96,11 +97,23 @@ def write_run(folder: Path, log: Log, relationships: dict, probes: dict, end="20
     for aid, name in NAMES.items():
         rels = json.dumps({o: "a friend" for o in relationships.get(aid, ())})
         (folder / "scenario" / "agents" / f"{aid}.yaml").write_text(AGENT.format(name=name, rels=rels))
-    manifest = {"schema": 1, "run_id": folder.name, "status": "completed",
-                "scenario": {"path": "hand.yaml", "name": "Hand Made", "sha256": "x"}, "seed": 1,
-                "brain": {"name": "offline"}, "embedder": {"name": "lexical-512"}, "agents": sorted(NAMES), "sim_start": "2023-02-13 07:00:00", "sim_end": end, "sim_reached": end,
-                "duration_s": 172800, "requests": {"speak": 3, "plan_day": 8}, "probes": probes,
-                "usage": {"total": {"requests": 11, "prompt_tokens": 100, "completion_tokens": 20, "cost": 0.5}}}
+    manifest = {
+        "schema": 1,
+        "run_id": folder.name,
+        "status": "completed",
+        "scenario": {"path": "hand.yaml", "name": "Hand Made", "sha256": "x"},
+        "seed": 1,
+        "brain": {"name": "offline"},
+        "embedder": {"name": "lexical-512"},
+        "agents": sorted(NAMES),
+        "sim_start": "2023-02-13 07:00:00",
+        "sim_end": end,
+        "sim_reached": end,
+        "duration_s": 172800,
+        "requests": {"speak": 3, "plan_day": 8},
+        "probes": probes,
+        "usage": {"total": {"requests": 11, "prompt_tokens": 100, "completion_tokens": 20, "cost": 0.5}},
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest))
     (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log.events))
     return folder
@@ -123,8 +136,9 @@ def chain_log(legacy=False):
 
 @pytest.fixture
 def chain_run(tmp_path):
-    return write_run(tmp_path / "chain", chain_log(), {"ann": ["bob"]},
-                     {"party": {"start": ["ann"], "end": sorted(NAMES)}})
+    return write_run(
+        tmp_path / "chain", chain_log(), {"ann": ["bob"]}, {"party": {"start": ["ann"], "end": sorted(NAMES)}}
+    )
 
 
 def test_a_chain_of_three_conversations_is_traced_back_to_the_seed(chain_run):
@@ -145,8 +159,9 @@ def test_a_chain_of_three_conversations_is_traced_back_to_the_seed(chain_run):
 
 
 def test_a_log_from_before_chat_lines_named_their_speaker_is_traced_by_its_sentences(tmp_path):
-    old = write_run(tmp_path / "old", chain_log(legacy=True), {"ann": ["bob"]},
-                    {"party": {"start": ["ann"], "end": sorted(NAMES)}})
+    old = write_run(
+        tmp_path / "old", chain_log(legacy=True), {"ann": ["bob"]}, {"party": {"start": ["ann"], "end": sorted(NAMES)}}
+    )
     assert "speaker" not in (old / "events.jsonl").read_text()
     party = run_metrics(old).diffusion["party"]
     assert party["chains"]["dan"] == ["dan", "cat", "bob", "ann"]
@@ -167,7 +182,7 @@ def test_network_density_and_activity(chain_run):
     m = run_metrics(chain_run)
     net = m.network
     assert net["edges_start"] == 1 and net["density_start"] == round(1 / 6, 4)
-    assert net["edges_end"] == 3 and net["density_end"] == 0.5         # ann-bob, bob-cat, cat-dan
+    assert net["edges_end"] == 3 and net["density_end"] == 0.5  # ann-bob, bob-cat, cat-dan
     assert net["talked_pairs"] == 3
     act = m.activity
     assert act["totals"]["conversations"] == 3
@@ -189,19 +204,47 @@ def party_run(tmp_path):
     log.talk(3600, "ann", "bob", f"Hi Bob! {PARTY}")
     log.talk(2 * 3600, "ann", "cat", f"Hi Cat! {PARTY}")
     day2 = 24 * 3600
-    for a, where in (("ann", "Hobbs Cafe / cafe"), ("bob", "Hobbs Cafe"), ("cat", "Homes / house"),
-                     ("dan", "Homes / house")):
-        log.add(day2 + 60, "plan", a, date="Tuesday, February 14, 2023",
-                blocks=[["07:00", "16:45", "working", "Homes / house"], ["16:45", "19:00", "going out", where],
-                        ["19:00", "07:00", "going to bed and sleeping", "Homes / house"]])
-    party_t = day2 + 10 * 3600                                         # 17:00 on the 14th
+    for a, where in (
+        ("ann", "Hobbs Cafe / cafe"),
+        ("bob", "Hobbs Cafe"),
+        ("cat", "Homes / house"),
+        ("dan", "Homes / house"),
+    ):
+        log.add(
+            day2 + 60,
+            "plan",
+            a,
+            date="Tuesday, February 14, 2023",
+            blocks=[
+                ["07:00", "16:45", "working", "Homes / house"],
+                ["16:45", "19:00", "going out", where],
+                ["19:00", "07:00", "going to bed and sleeping", "Homes / house"],
+            ],
+        )
+    party_t = day2 + 10 * 3600  # 17:00 on the 14th
     for a, t in (("ann", party_t - 1800), ("bob", party_t - 600), ("dan", party_t + 3600)):
-        log.add(t, "move", a, **{"from": [5, 2], "to": [2, 1], "area": "Hobbs Cafe / cafe", "tiles": 4,
-                                  "arrive": clock(t + 60)})
-    log.add(party_t, "event", None, what="The Valentine's Day party at Hobbs Cafe has started.",
-            where="Hobbs Cafe", present=["ann", "bob"])
-    log.add(party_t + 7200, "event", None, what="The Valentine's Day party at Hobbs Cafe has ended.",
-            where="Hobbs Cafe", present=["ann", "bob", "dan"])
+        log.add(
+            t,
+            "move",
+            a,
+            **{"from": [5, 2], "to": [2, 1], "area": "Hobbs Cafe / cafe", "tiles": 4, "arrive": clock(t + 60)},
+        )
+    log.add(
+        party_t,
+        "event",
+        None,
+        what="The Valentine's Day party at Hobbs Cafe has started.",
+        where="Hobbs Cafe",
+        present=["ann", "bob"],
+    )
+    log.add(
+        party_t + 7200,
+        "event",
+        None,
+        what="The Valentine's Day party at Hobbs Cafe has ended.",
+        where="Hobbs Cafe",
+        present=["ann", "bob", "dan"],
+    )
     return write_run(tmp_path / "party", log, {}, {"party": {"start": ["ann"], "end": ["ann", "bob", "cat"]}})
 
 
@@ -224,8 +267,12 @@ def test_metrics_of_a_real_run_agree_with_its_manifest(tmp_path):
     from smallville.run import run_scenario
     from smallville.scenario import load_scenario
 
-    result = run_scenario(load_scenario(str(ROOT / "scenarios" / "cafe_trio.yaml")), runs_dir=tmp_path,
-                          duration=8 * 3600, embedder="lexical")
+    result = run_scenario(
+        load_scenario(str(ROOT / "scenarios" / "cafe_trio.yaml")),
+        runs_dir=tmp_path,
+        duration=8 * 3600,
+        embedder="lexical",
+    )
     m = run_metrics(result.path)
     for name, probe in result.manifest.probes.items():
         assert m.diffusion[name]["start"] == probe["start"]
@@ -237,9 +284,9 @@ def test_metrics_of_a_real_run_agree_with_its_manifest(tmp_path):
     assert m.activity["totals"]["replans"] == counts["replans"]
     assert m.activity["totals"]["memories"] == counts["memories"]
     assert m.activity["requests_total"] == sum(result.manifest.requests.values())
-    for name, d in m.diffusion.items():
+    for d in m.diffusion.values():
         for row in d["learned"]:
-            if row["via"] == "chat":              # heard in a conversation: traced back to a seed holder
+            if row["via"] == "chat":  # heard in a conversation: traced back to a seed holder
                 assert row["from"] in result.manifest.agents
                 assert d["chains"][row["agent"]][-1] in d["start"]
 
@@ -257,7 +304,7 @@ def test_metrics_command_prints_a_table_and_json(chain_run, capsys):
 
 def test_python_api_gives_plain_rows_and_pandas_when_installed(chain_run):
     m = run_metrics(chain_run)
-    json.dumps(m.to_dict())                          # plain data all the way down
+    json.dumps(m.to_dict())  # plain data all the way down
     row = m.flat()
     assert all(isinstance(v, (int, float, type(None))) for v in row.values())
     try:
@@ -289,7 +336,7 @@ def test_metrics_plot_draws_diffusion_network_and_attendance_beside_the_run(part
         width, height = png_size(path)
         assert 500 <= width <= 2000 and 300 <= height <= 1200 and path.stat().st_size > 10_000
         pixels = matplotlib.image.imread(path)[..., :3]
-        assert (pixels.min(axis=2) < 0.5).mean() > 0.005            # something is drawn, not a blank page
+        assert (pixels.min(axis=2) < 0.5).mean() > 0.005  # something is drawn, not a blank page
     assert main(["metrics", str(party_run), "--json", "--plot", str(tmp_path / "elsewhere")]) == 0
     assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir()) == sorted(names)
 
@@ -301,7 +348,7 @@ def test_a_run_with_no_scheduled_event_has_no_attendance_plot(chain_run, tmp_pat
     m = run_metrics(chain_run)
     m.coordination = []
     assert [p.name for p in plot_run(m, tmp_path)] == ["diffusion.png", "network.png"]
-    empty = compute(manifest_of(sim_start="2023-02-13 07:00:00"), [])      # nothing to draw still draws
+    empty = compute(manifest_of(sim_start="2023-02-13 07:00:00"), [])  # nothing to draw still draws
     assert all(png_size(p)[0] > 0 for p in plot_run(empty, tmp_path / "empty"))
 
 
@@ -312,7 +359,7 @@ def test_plots_say_what_to_install_without_matplotlib(chain_run, tmp_path, monke
     from smallville.plots import plot_attendance, plot_diffusion, plot_network, plot_run
 
     for name in [n for n in sys.modules if n.split(".")[0] == "matplotlib"] + ["matplotlib"]:
-        monkeypatch.setitem(sys.modules, name, None)              # as if it were not installed
+        monkeypatch.setitem(sys.modules, name, None)  # as if it were not installed
     m = run_metrics(chain_run)
     for plot in (plot_diffusion, plot_network, plot_attendance):
         with pytest.raises(ImportError, match=r"smallville\[plot\]"):

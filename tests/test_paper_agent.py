@@ -10,7 +10,6 @@ import os
 from collections import Counter
 
 import pytest
-from conftest import CAFE_TRIO, ROOT
 
 from smallville.brain import requests as rq
 from smallville.brain.offline import OfflineBrain
@@ -19,6 +18,8 @@ from smallville.scenario import load_scenario
 from smallville.sim import Simulation
 from smallville.sim.recall import recall
 from smallville.world.grid import room_open_to
+
+from conftest import CAFE_TRIO, ROOT
 
 TINY = ROOT / "tests" / "fixtures" / "tiny_town" / "scenarios" / "tiny.yaml"
 
@@ -66,7 +67,7 @@ def test_the_summary_is_asked_each_day_and_after_each_reflection_and_reaches_the
         asked = brain.of("summarize", agent.id)
         reflections = sum(1 for r in sim.log.records if r["kind"] == "reflect" and r["agent"] == agent.id)
         plans = sum(1 for r in sim.log.records if r["kind"] == "plan" and r["agent"] == agent.id)
-        assert len(asked) == 1 + plans + reflections    # one for the run's first plan, one after each; cached between
+        assert len(asked) == 1 + plans + reflections  # one for the run's first plan, one after each; cached between
         request = asked[0][0]
         assert request.identity == agent.identity() and request.persona == agent.background()
         assert request.core and request.occupation and request.now.startswith("Monday, February 13, 2023, ")
@@ -109,8 +110,9 @@ def test_plans_are_memories_retrieval_surfaces(trio):
     assert any(m.text.startswith("Isabella Rodriguez's plan for Tuesday, February 14, 2023: ") for m in plans)
     assert any("'s plan until " in m.text for m in plans)
     early, _ = run(CAFE_TRIO, 3600)
-    found = [text for _, text in recall(early, early.agents["klaus_mueller"], "Klaus Mueller's plan for the morning",
-                                        10)]
+    found = [
+        text for _, text in recall(early, early.agents["klaus_mueller"], "Klaus Mueller's plan for the morning", 10)
+    ]
     assert any("Klaus Mueller's plan for Monday" in text for text in found)
     assert any("Klaus Mueller's plan until " in text for text in found)
 
@@ -125,28 +127,34 @@ class Replanning(Listening):
 
     def _plan_day(self, req, rng):
         if req.start:
-            return rq.DayPlan((rq.Block(req.start, req.start + 60, "dancing to the band", ""),
-                               *(rq.Block(max(s, req.start + 60), e, a, w) for s, e, a, w in req.current
-                                 if e > req.start + 60)))
+            return rq.DayPlan(
+                (
+                    rq.Block(req.start, req.start + 60, "dancing to the band", ""),
+                    *(rq.Block(max(s, req.start + 60), e, a, w) for s, e, a, w in req.current if e > req.start + 60),
+                )
+            )
         return super()._plan_day(req, rng)
 
 
 def test_a_reaction_plans_the_rest_of_the_day_again_and_keeps_what_was_done():
     # Whether Ann and Bob notice each other in eight hours turns on their walks: the first seed in which they do.
-    sim, brain = next((sim, brain) for sim, brain in (run(TINY, 8 * 3600, Replanning(s)) for s in range(10))
-                      if brain.of("react"))
+    sim, brain = next(
+        (sim, brain) for sim, brain in (run(TINY, 8 * 3600, Replanning(s)) for s in range(10)) if brain.of("react")
+    )
     [(request, _)] = [(r, a) for r, a in brain.of("plan_day") if r.start]
     agent = sim.agents[request.agent]
     assert request.reason == "a brass band is playing outside" and request.current
     day0 = sim.midnight(agent.plan_day)
     at = day0 + request.start * 60
-    assert [b for b in agent.plan if b.start == at] and agent.plan[[b.start for b in agent.plan].index(at)].activity \
-        == "dancing to the band"
-    assert all(b.end <= at for b in agent.plan if b.start < at)         # what was done is kept, cut at then
+    assert [b for b in agent.plan if b.start == at] and agent.plan[
+        [b.start for b in agent.plan].index(at)
+    ].activity == "dancing to the band"
+    assert all(b.end <= at for b in agent.plan if b.start < at)  # what was done is kept, cut at then
     replans = [r for r in sim.log.records if r["kind"] == "replan" and r["agent"] == agent.id]
     assert replans[0]["data"]["reason"] == "a brass band is playing outside"
-    assert any(r["kind"] == "action" and r["agent"] == agent.id and "dancing" in r["data"]["action"]
-               for r in sim.log.records)
+    assert any(
+        r["kind"] == "action" and r["agent"] == agent.id and "dancing" in r["data"]["action"] for r in sim.log.records
+    )
 
 
 # ---- reacting -----------------------------------------------------------------------------
@@ -157,10 +165,12 @@ def test_a_reaction_is_asked_with_the_summary_the_time_and_two_queries_of_contex
     reacts = brain.of("react")
     assert reacts
     for request, _ in reacts:
-        assert request.summary and request.now.startswith(("Monday, February 13, 2023, ",
-                                                           "Tuesday, February 14, 2023, "))
-        assert request.where and all(last == "never talked" or last.startswith(("today ", "yesterday "))
-                                     for *_, last in request.people)
+        assert request.summary and request.now.startswith(
+            ("Monday, February 13, 2023, ", "Tuesday, February 14, 2023, ")
+        )
+        assert request.where and all(
+            last == "never talked" or last.startswith(("today ", "yesterday ")) for *_, last in request.people
+        )
         assert request.observations and request.activity
         assert not set(request.memories) & set(request.doing)
     assert any(r.memories and r.doing for r, _ in reacts)
@@ -185,13 +195,16 @@ def test_a_reaction_may_wait_and_then_the_action_goes_on():
     for i, waiting in enumerate(acts):
         if waiting["data"]["action"] != "waiting (the band is loud)":
             continue
-        before = next(r for r in reversed(acts[:i]) if r["agent"] == waiting["agent"] and r is not waiting
-                      and not r["data"]["action"].startswith("waiting"))
-        after = next(r for r in acts[i + 1:] if r["agent"] == waiting["agent"])
+        before = next(
+            r
+            for r in reversed(acts[:i])
+            if r["agent"] == waiting["agent"] and r is not waiting and not r["data"]["action"].startswith("waiting")
+        )
+        after = next(r for r in acts[i + 1 :] if r["agent"] == waiting["agent"])
         assert after["t"] - waiting["t"] <= 2 * 60
-        if waiting["data"]["until"] < before["data"]["until"]:      # the wait ended within the action
+        if waiting["data"]["until"] < before["data"]["until"]:  # the wait ended within the action
             mid_action += 1
-            assert after["data"]["action"] == before["data"]["action"]      # which goes on after it
+            assert after["data"]["action"] == before["data"]["action"]  # which goes on after it
     assert mid_action
 
 
@@ -245,8 +258,11 @@ def test_agents_perceive_their_own_actions(trio):
     sim, _ = trio
     for agent in sim.agents.values():
         actions = {r["data"]["action"] for r in sim.log.records if r["kind"] == "action" and r["agent"] == agent.id}
-        own = {m.text.removeprefix(agent.name + " is ") for m in memories(agent, "observation")
-               if m.text.startswith(agent.name + " is ")}
+        own = {
+            m.text.removeprefix(agent.name + " is ")
+            for m in memories(agent, "observation")
+            if m.text.startswith(agent.name + " is ")
+        }
         assert len(actions & own) > len(actions) / 2
 
 
@@ -256,8 +272,9 @@ def test_an_agent_plans_with_the_places_it_knows_and_learns_more():
     sim = Simulation(scenario, brain, make_embedder("lexical"))
     klaus = sim.agents["klaus_mueller"]
     start = set(klaus.places)
-    assert start == {sim.place_of(w) for w in (klaus.spec.home, klaus.spec.start_at,
-                                                *(r.where or "" for r in klaus.spec.routine))} & set(sim.places)
+    assert start == {
+        sim.place_of(w) for w in (klaus.spec.home, klaus.spec.start_at, *(r.where or "" for r in klaus.spec.routine))
+    } & set(sim.places)
     assert start < set(sim.places)
     sim.run(12 * 3600)
     [(first, _)] = brain.of("plan_day", "klaus_mueller")[:1]
@@ -266,7 +283,7 @@ def test_an_agent_plans_with_the_places_it_knows_and_learns_more():
     assert klaus.places >= set(first.places)
     unknown = sorted(set(sim.places) - klaus.places)[0]
     sim.store(klaus, f"Maria Lopez said to Klaus Mueller: have you been to {unknown}?", "chat", 3)
-    assert unknown in klaus.places                                  # told of it
+    assert unknown in klaus.places  # told of it
 
 
 def test_an_agent_file_may_name_the_places_known(tmp_path):
@@ -292,10 +309,10 @@ def test_an_agent_file_may_name_the_places_known(tmp_path):
 
 def test_each_action_chooses_its_room_among_the_rooms_of_the_place_open_to_the_agent(trio):
     sim, brain = trio
-    went = set()                               # (agent, room, object) of actions using another room's object
+    went = set()  # (agent, room, object) of actions using another room's object
     for request, answer in brain.of("decompose"):
         name = sim.agents[request.agent].name
-        for label in request.elsewhere:        # other rooms of the place, never someone else's
+        for label in request.elsewhere:  # other rooms of the place, never someone else's
             room = label.removesuffix(")").split(" (", 1)[1]
             assert room_open_to(f"{sim.place_of(request.where)} / {room}", name), (name, label)
         here = set(request.objects)
@@ -306,10 +323,13 @@ def test_each_action_chooses_its_room_among_the_rooms_of_the_place_open_to_the_a
             else:
                 assert step.object is None or step.object in here
     assert went
-    used = {(r["agent"], r["data"]["area"].rsplit(" / ", 1)[-1], r["data"]["object"])
-            for r in sim.log.records if r["kind"] == "action" and r["data"]["object"]}
-    assert went & used                         # the action took its agent to the object's room
-    for r in sim.log.records:                  # and no one went into someone else's room
+    used = {
+        (r["agent"], r["data"]["area"].rsplit(" / ", 1)[-1], r["data"]["object"])
+        for r in sim.log.records
+        if r["kind"] == "action" and r["data"]["object"]
+    }
+    assert went & used  # the action took its agent to the object's room
+    for r in sim.log.records:  # and no one went into someone else's room
         if r["kind"] in ("action", "sleep"):
             assert room_open_to(r["data"]["area"], sim.agents[r["agent"]].name), r
 
@@ -320,13 +340,15 @@ def test_a_room_named_as_someone_s_is_theirs_and_others_are_everyone_s():
     assert room_open_to("Lin family's house / John and Mei's bedroom", "Mei Lin")
     assert room_open_to("Lin family's house / kitchen", "Mei Lin")
     assert room_open_to("The Rose and Crown Pub / men's restroom", "Mei Lin")
-    assert room_open_to("Moreno family's house", "Mei Lin")             # a place as a whole
+    assert room_open_to("Moreno family's house", "Mei Lin")  # a place as a whole
 
 
 def test_a_whole_place_sends_an_agent_to_a_room_open_to_it():
     sim = Simulation(load_scenario(CAFE_TRIO), OfflineBrain(1), make_embedder("lexical"))
-    rooms = {who: {sim.world.grid.area_at(sim.pick_tile(sim.agents[who], "Oak Hill College Dorm"))
-                   for _ in range(300)} for who in ("maria_lopez", "isabella_rodriguez")}
+    rooms = {
+        who: {sim.world.grid.area_at(sim.pick_tile(sim.agents[who], "Oak Hill College Dorm")) for _ in range(300)}
+        for who in ("maria_lopez", "isabella_rodriguez")
+    }
     assert rooms["maria_lopez"] == {"Oak Hill College Dorm / common room", "Oak Hill College Dorm / Maria Lopez's room"}
     assert rooms["isabella_rodriguez"] == {"Oak Hill College Dorm / common room"}
 
@@ -335,8 +357,12 @@ class SleepsInTheDorm(Listening):
     """Plans an hour in the common room, then sleep somewhere in the dorm (a whole place)."""
 
     def _plan_day(self, req, rng):
-        return rq.DayPlan((rq.Block(7 * 60, 8 * 60, "reading", "Oak Hill College Dorm / common room"),
-                           rq.Block(8 * 60, 10 * 60, "going to bed and sleeping", "Oak Hill College Dorm")))
+        return rq.DayPlan(
+            (
+                rq.Block(7 * 60, 8 * 60, "reading", "Oak Hill College Dorm / common room"),
+                rq.Block(8 * 60, 10 * 60, "going to bed and sleeping", "Oak Hill College Dorm"),
+            )
+        )
 
 
 def test_sleeping_at_a_whole_place_finds_the_agent_s_own_bed_in_another_room():
@@ -350,7 +376,7 @@ def test_sleeping_at_a_whole_place_finds_the_agent_s_own_bed_in_another_room():
 def test_an_action_saved_before_rooms_comes_back_in_the_room_the_agent_is_in(trio):
     sim, _ = trio
     state = json.loads(json.dumps(sim.get_state()))
-    for agent in state["agents"].values():     # as a checkpoint written before actions had rooms
+    for agent in state["agents"].values():  # as a checkpoint written before actions had rooms
         agent["queue"] = [a[:4] for a in agent["queue"]]
         agent["action"] = agent["action"][:4] if agent["action"] else None
     again = Simulation(sim.scenario, OfflineBrain(sim.seed), make_embedder("lexical"))
@@ -369,20 +395,21 @@ def test_only_perceived_events_count_toward_a_reflection(trio):
         kept = memories(agent)
         perceived = sum(m.importance for m in kept if m.kind == "observation")
         reflections = sum(1 for r in sim.log.records if r["kind"] == "reflect" and r["agent"] == agent.id)
-        triggers = sum(r["data"]["importance"] for r in sim.log.records
-                       if r["kind"] == "reflect" and r["agent"] == agent.id)
+        triggers = sum(
+            r["data"]["importance"] for r in sim.log.records if r["kind"] == "reflect" and r["agent"] == agent.id
+        )
         assert triggers + agent.since_reflection == pytest.approx(perceived)
         assert reflections == 0 or triggers >= reflections * sim.config.reflection_threshold
-    for request, answer in brain.of("reflect_questions"):
+    for _request, answer in brain.of("reflect_questions"):
         assert len(answer.questions) <= 3
-    for request, answer in brain.of("insights"):
+    for _request, answer in brain.of("insights"):
         assert len(answer.insights) <= 5 and all(i.because for i in answer.insights)
 
 
 def test_an_agent_holds_each_insight_once_and_is_shown_the_ones_it_holds(trio):
     sim, brain = trio
     asked = brain.of("insights")
-    assert any(request.known for request, _ in asked)       # later reflections see the earlier insights
+    assert any(request.known for request, _ in asked)  # later reflections see the earlier insights
     for request, answer in asked:
         assert not {i.text for i in answer.insights} & set(request.known)
     held = {agent.id: [m.text for m in memories(agent, "reflection")] for agent in sim.agents.values()}
@@ -390,8 +417,8 @@ def test_an_agent_holds_each_insight_once_and_is_shown_the_ones_it_holds(trio):
     for texts in held.values():
         assert len(texts) == len(set(texts))
     greeted = [(r, a) for r, a in brain.of("reflect_questions") if any(": Hi " in m for _, m in r.memories)]
-    assert greeted                                          # chat lines open "Hi Maria! ..."
-    for _, answer in greeted:                               # a greeting is not a name to think about
+    assert greeted  # chat lines open "Hi Maria! ..."
+    for _, answer in greeted:  # a greeting is not a name to think about
         assert not [q for q in answer.questions if q.startswith("What do I think about Hi ")]
 
 
@@ -425,20 +452,25 @@ def test_the_summary_yesterday_and_places_are_state_and_come_back(trio):
 def test_every_new_request_goes_to_a_model_and_comes_back_valid(tmp_path, monkeypatch):
     """Against the local test server (random answers valid for each schema): every kind is
     asked, none falls back, actions keep to 5-15 minutes."""
-    from llmserver import SOCIABLE, LLMServer
-
     from smallville.brain import LLMConfig
     from smallville.run import run_scenario
+
+    from llmserver import SOCIABLE, LLMServer
 
     for name in list(os.environ):
         if name.endswith("_API_KEY"):
             monkeypatch.delenv(name)
     with LLMServer(seed=3) as server:
-        server.prefer = {**SOCIABLE, "where": "Hobbs Cafe", "summary": "we talked about the party at the cafe",
-                         "sleep": False}
+        server.prefer = {
+            **SOCIABLE,
+            "where": "Hobbs Cafe",
+            "summary": "we talked about the party at the cafe",
+            "sleep": False,
+        }
         config = LLMConfig(model="openai/test-model", api_base=server.api_base, backoff=0.0, retries=1)
-        result = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path, duration=3 * 3600, brain=config,
-                              embedder="lexical")
+        result = run_scenario(
+            load_scenario(CAFE_TRIO), runs_dir=tmp_path, duration=3 * 3600, brain=config, embedder="lexical"
+        )
         asked = Counter(p["kind"] for p in server.prompts)
     usage = result.manifest.usage["by_kind"]
     for kind in ("summarize", "plan_day", "decompose", "react", "speak", "after_talk", "rate_importance"):

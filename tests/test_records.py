@@ -18,8 +18,10 @@ from smallville.embed.record import EmbeddingRecord, RecordedEmbedder
 
 
 def write_record(path, keys: list[str]) -> list[bytes]:
-    lines = [(json.dumps({"key": key, "kind": "speak", "answer": {"n": i}}, separators=(",", ":")) + "\n").encode()
-             for i, key in enumerate(keys)]
+    lines = [
+        (json.dumps({"key": key, "kind": "speak", "answer": {"n": i}}, separators=(",", ":")) + "\n").encode()
+        for i, key in enumerate(keys)
+    ]
     path.write_bytes(b"".join(lines))
     return lines
 
@@ -49,16 +51,17 @@ class WholeFile:
 @pytest.mark.parametrize("seed", range(6))
 def test_the_record_read_from_an_offset_serves_what_the_whole_file_served(tmp_path, seed, monkeypatch):
     rng = random.Random(seed)
-    monkeypatch.setattr(recordfile, "BLOCK", rng.choice([16, 64, 1 << 16]))     # lines across blocks too
+    monkeypatch.setattr(recordfile, "BLOCK", rng.choice([16, 64, 1 << 16]))  # lines across blocks too
     monkeypatch.setattr(recordfile, "SCAN_BLOCK", rng.choice([32, 100, 1 << 20]))
     keys = [f"{rng.randrange(40):016x}" for _ in range(300)]
     lines = write_record(tmp_path / "answers.jsonl", keys)
-    start = rng.randrange(sum(map(len, lines)) + 1)                           # a line start or not
+    start = rng.randrange(sum(map(len, lines)) + 1)  # a line start or not
     read, whole = RecordFile(tmp_path / "answers.jsonl", start), WholeFile(lines, start)
-    asked = [rng.choice(keys + [f"{k:016x}" for k in range(40, 45)]) for _ in range(400)]   # some never recorded
+    asked = [rng.choice(keys + [f"{k:016x}" for k in range(40, 45)]) for _ in range(400)]  # some never recorded
     assert [read.take(key) for key in asked] == [whole.take(key) for key in asked]
-    assert read.lines_before() == sum(1 for line, offset in zip(lines, np.cumsum([0] + [len(x) for x in lines]))
-                                      if offset < start)
+    assert read.lines_before() == sum(
+        1 for line, offset in zip(lines, np.cumsum([0] + [len(x) for x in lines])) if offset < start
+    )
 
 
 def test_replay_from_a_checkpoint_reads_only_the_record_after_it_until_asked_what_it_lacks(tmp_path, monkeypatch):
@@ -70,15 +73,16 @@ def test_replay_from_a_checkpoint_reads_only_the_record_after_it_until_asked_wha
     monkeypatch.setattr(RecordFile, "_read", lambda self, lo, hi: reads.append((lo, hi)) or real(self, lo, hi))
     read = RecordFile(tmp_path / "answers.jsonl", start)
     assert [read.take(key) for key in keys[1500:1600]] == lines[1500:1600]
-    assert min(lo for lo, _ in reads) >= start - 1                     # nothing before the checkpoint
-    assert max(hi for _, hi in reads) < start + 4 * recordfile.BLOCK    # nor far after what was served
-    assert read.take(keys[10]) == lines[10]                              # a key only before: looked for there
-    assert read.take("f" * 16) is None                                   # one the record lacks
+    assert min(lo for lo, _ in reads) >= start - 1  # nothing before the checkpoint
+    assert max(hi for _, hi in reads) < start + 4 * recordfile.BLOCK  # nor far after what was served
+    assert read.take(keys[10]) == lines[10]  # a key only before: looked for there
+    assert read.take("f" * 16) is None  # one the record lacks
 
 
 def test_a_line_that_is_not_a_record_line_is_an_error_when_reached(tmp_path):
-    (tmp_path / "answers.jsonl").write_bytes(b'{"key":"0000000000000001","answer":{}}\nnot json\n'
-                                             b'{"key":"0000000000000002","answer":{}}\n')
+    (tmp_path / "answers.jsonl").write_bytes(
+        b'{"key":"0000000000000001","answer":{}}\nnot json\n{"key":"0000000000000002","answer":{}}\n'
+    )
     read = RecordFile(tmp_path / "answers.jsonl")
     assert read.take("0000000000000001")
     with pytest.raises(ValueError):
@@ -92,12 +96,12 @@ def test_the_record_of_embeddings_reads_a_row_when_its_text_is_asked_for(tmp_pat
     rows = written.embed(texts)
     written.close()
     record = EmbeddingRecord(tmp_path)
-    assert record.rows == {}                                             # opening reads nothing
+    assert record.rows == {}  # opening reads nothing
     for i in (3, 50, 51, 7):
-        assert np.array_equal(record.get(texts[i]), rows[i])             # the very bits
+        assert np.array_equal(record.get(texts[i]), rows[i])  # the very bits
     assert sorted(record.rows) == sorted(texts[i] for i in (3, 50, 51, 7))
     assert record.get("never embedded") is None
-    again = RecordedEmbedder(inner, tmp_path)                            # goes on appending after what it holds
+    again = RecordedEmbedder(inner, tmp_path)  # goes on appending after what it holds
     again.embed(["new text"])
     again.close()
     lines = (tmp_path / "texts.jsonl").read_text(encoding="utf-8").splitlines()
@@ -110,7 +114,7 @@ def test_a_torn_record_of_embeddings_is_read_as_far_as_both_files_go(tmp_path):
     written = RecordedEmbedder(inner, tmp_path)
     rows = written.embed(["one", "two", "three"])
     written.close()
-    with open(tmp_path / "vectors.f32", "r+b") as f:                    # a crash after the third text's line
+    with open(tmp_path / "vectors.f32", "r+b") as f:  # a crash after the third text's line
         f.truncate(2 * 16 * 4 + 10)
     record = EmbeddingRecord(tmp_path)
     assert np.array_equal(record.get("two"), rows[1]) and record.get("three") is None
@@ -130,8 +134,11 @@ def test_a_request_key_is_the_hash_of_its_canonical_json_and_is_worked_out_once(
     from smallville.brain import requests as rq
 
     day = rq.DayPlan((rq.Block(420, 480, "waking up", "home"), rq.Block(480, 540, "café au lait", "")))
-    asked = [rq.RateImportance("a1", "Ann Lee", ("saw Bob", "ünïcode")),
-             rq.Interview("a1", "Ann Lee", "a painter", "How are you?", ((0, "saw Bob"), (3, "x"))), day]
+    asked = [
+        rq.RateImportance("a1", "Ann Lee", ("saw Bob", "ünïcode")),
+        rq.Interview("a1", "Ann Lee", "a painter", "How are you?", ((0, "saw Bob"), (3, "x"))),
+        day,
+    ]
     for request in asked:
         canonical = json.dumps(request.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         expected = hashlib.sha256(canonical.encode()).hexdigest()[:16]

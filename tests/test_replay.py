@@ -10,13 +10,14 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CAFE_TRIO, ROOT
 
 from smallville.errors import RunError
 from smallville.replay import load_run
 from smallville.replay.page import page_data, render_page
 from smallville.run import run_scenario
 from smallville.scenario import load_scenario
+
+from conftest import CAFE_TRIO, ROOT
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -29,8 +30,13 @@ def trio_run(tmp_path_factory):
 
 
 def replay(*args):
-    return subprocess.run([sys.executable, "-m", "smallville", "replay", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "smallville", "replay", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_text_timeline_tells_the_story(trio_run):
@@ -42,8 +48,7 @@ def test_text_timeline_tells_the_story(trio_run):
     text = result.stdout
     assert "Isabella Rodriguez plans Monday, February 13, 2023: " in text
     assert " walks to " in text and " starts talking with " in text
-    said = [json.loads(line) for line in (trio_run / "events.jsonl").read_text().splitlines()
-            if '"kind":"say"' in line]
+    said = [json.loads(line) for line in (trio_run / "events.jsonl").read_text().splitlines() if '"kind":"say"' in line]
     assert said and said[0]["data"]["text"] in text
 
 
@@ -62,7 +67,7 @@ def test_a_torn_last_line_is_ignored_and_foreign_schemas_refused(trio_run, tmp_p
     shutil.copytree(trio_run, copy)
     whole = len(load_run(copy).events)
     with open(copy / "events.jsonl", "a") as f:
-        f.write('{"t": 99999, "kind": "mem')          # a crash mid-write
+        f.write('{"t": 99999, "kind": "mem')  # a crash mid-write
     assert len(load_run(copy).events) == whole
     manifest = json.loads((copy / "manifest.json").read_text())
     manifest["schema"] = 99
@@ -87,7 +92,7 @@ def test_page_is_self_contained(trio_run):
     html = render_page(load_run(trio_run))
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
     assert "fetch(" not in html and "XMLHttpRequest" not in html and "@import" not in html
-    assert html.count("<script") == 2          # the data and the code, both inline
+    assert html.count("<script") == 2  # the data and the code, both inline
 
 
 @pytest.mark.skipif(CHROMIUM is None and not IN_CI, reason="needs Debian's chromium (.ci/run installs it)")
@@ -99,11 +104,28 @@ def test_page_in_a_real_browser(trio_run, tmp_path):
 
     def chromium(*args, at=0):
         url = f"{page.as_uri()}#t={at}&agent=maria_lopez"
-        return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                               "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                               "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr",
-                               "--v=0", "--window-size=1400,900", *args, url],
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={tmp_path / 'profile'}",
+                "--enable-logging=stderr",
+                "--v=0",
+                "--window-size=1400,900",
+                *args,
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     def positions(at):
         out = chromium("--dump-dom", at=at)
@@ -115,11 +137,11 @@ def test_page_in_a_real_browser(trio_run, tmp_path):
 
     morning, noon = positions(0), positions(5 * 3600)
     assert set(morning) == {"isabella_rodriguez", "maria_lopez", "klaus_mueller"}
-    assert morning != noon                      # moving the slider moves the agents
+    assert morning != noon  # moving the slider moves the agents
     shot = tmp_path / "shot.png"
     chromium(f"--screenshot={shot}", at=5 * 3600)
     png = shot.read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000    # a drawn map, not a blank page
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000  # a drawn map, not a blank page
 
 
 def test_live_frame_shows_the_clock_the_people_and_the_talk(trio_run):
@@ -136,7 +158,7 @@ def test_live_frame_shows_the_clock_the_people_and_the_talk(trio_run):
     assert "2023-02-13 " + stamp_of(frames, said[0]) in screen
     assert "Maria Lopez" in screen and "Klaus Mueller" in screen and "Isabella Rodriguez" in screen
     assert said[3][:40] in screen
-    assert "M" in frames.map_text(player.t, 200, 40, "maria_lopez").plain     # Maria on the map
+    assert "M" in frames.map_text(player.t, 200, 40, "maria_lopez").plain  # Maria on the map
 
 
 def stamp_of(frames, t):
@@ -164,15 +186,18 @@ def test_live_keys_step_seek_pause_and_quit():
     player.advance(1.0)
     assert player.t == 1440.0 + 1200.0
     player.advance(100.0)
-    assert player.t == 3600.0                       # never past the end
+    assert player.t == 3600.0  # never past the end
     assert player.key("q") is False
 
 
 def digest_of(folder):
     import hashlib
 
-    return {p.relative_to(folder): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
-            if p.is_file()}
+    return {
+        p.relative_to(folder): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_inspect_shows_an_agent_at_a_time_and_changes_nothing(trio_run):
@@ -186,12 +211,20 @@ def test_inspect_shows_an_agent_at_a_time_and_changes_nothing(trio_run):
     assert reflected, "nobody reflected in ten hours"
     agent = reflected["agent"]
     doing = [e for e in events if e["agent"] == agent and e["kind"] in ("action", "move", "talk_start")]
-    action = next(e for e, after in zip(doing, doing[1:]) if e["kind"] == "action" and e["t"] > reflected["t"]
-                  and after["t"] > e["t"] + 60)
+    action = next(
+        e
+        for e, after in zip(doing, doing[1:])
+        if e["kind"] == "action" and e["t"] > reflected["t"] and after["t"] > e["t"] + 60
+    )
     at = (datetime.fromisoformat(action["time"]) + timedelta(minutes=1)).strftime("%Y-%m-%d %H:%M")
     before = digest_of(trio_run)
-    result = subprocess.run([sys.executable, "-m", "smallville", "inspect", str(trio_run), "--agent", agent,
-                             "--at", at, "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "smallville", "inspect", str(trio_run), "--agent", agent, "--at", at, "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     state = json.loads(result.stdout)
     assert state["time"] == at and state["agent"] == agent
@@ -210,21 +243,35 @@ def test_interview_answers_from_memories_and_cites_them(trio_run):
     from datetime import datetime, timedelta
 
     when = (datetime.fromisoformat(heard["time"]) + timedelta(minutes=1)).strftime("%Y-%m-%d %H:%M")
-    result = replay_cli("interview", trio_run, heard["agent"], "Do you know about a Valentine's Day party?",
-                        "--at", when, "--json")
+    result = replay_cli(
+        "interview", trio_run, heard["agent"], "Do you know about a Valentine's Day party?", "--at", when, "--json"
+    )
     answer = json.loads(result.stdout)
     assert "Valentine's Day party" in answer["answer"]
     assert heard["data"]["memory"] in [m["id"] for m in answer["memories"]]
-    before = replay_cli("interview", trio_run, heard["agent"], "Do you know about a Valentine's Day party?",
-                        "--at", "2023-02-13 07:30", "--json")
+    before = replay_cli(
+        "interview",
+        trio_run,
+        heard["agent"],
+        "Do you know about a Valentine's Day party?",
+        "--at",
+        "2023-02-13 07:30",
+        "--json",
+    )
     assert "Valentine" not in json.loads(before.stdout)["answer"]
-    unknown = subprocess.run([sys.executable, "-m", "smallville", "interview", str(trio_run), "nobody", "hi?"],
-                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+    unknown = subprocess.run(
+        [sys.executable, "-m", "smallville", "interview", str(trio_run), "nobody", "hi?"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert unknown.returncode == 2 and "unknown agent 'nobody'" in unknown.stderr
 
 
 def replay_cli(*args):
-    result = subprocess.run([sys.executable, "-m", "smallville", *map(str, args)], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "smallville", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     return result

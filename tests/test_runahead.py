@@ -9,12 +9,13 @@ import threading
 
 import pytest
 
-from conftest import ROOT
-from llmserver import SOCIABLE, LLMServer
 from smallville.brain import LLMConfig
 from smallville.run import run_scenario
 from smallville.scenario import load_scenario
 from smallville.sim import SimConfig
+
+from conftest import ROOT
+from llmserver import SOCIABLE, LLMServer
 
 THE_VILLE = ROOT / "scenarios" / "the_ville.yaml"
 
@@ -30,10 +31,17 @@ def server(monkeypatch):
 
 
 def town_hour(tmp_path, server, name, config=None, duration=3600, **settings):
-    brain = LLMConfig(model="openai/test-model", api_base=server.api_base, preflight=False,
-                      max_concurrency=16, **settings)
-    return run_scenario(load_scenario(THE_VILLE), runs_dir=tmp_path / name, duration=duration, brain=brain,
-                        embedder="lexical", config=config)
+    brain = LLMConfig(
+        model="openai/test-model", api_base=server.api_base, preflight=False, max_concurrency=16, **settings
+    )
+    return run_scenario(
+        load_scenario(THE_VILLE),
+        runs_dir=tmp_path / name,
+        duration=duration,
+        brain=brain,
+        embedder="lexical",
+        config=config,
+    )
 
 
 def test_the_town_run_ahead_writes_exactly_the_in_order_run(tmp_path, server, monkeypatch):
@@ -43,8 +51,8 @@ def test_the_town_run_ahead_writes_exactly_the_in_order_run(tmp_path, server, mo
     held answer goes out, and the run ends as the in-order run did."""
     in_order = town_hour(tmp_path, server, "in_order", lookahead=0)
     calls_in_order, first = server.chats, len(server.bodies)
-    (prompt, _), *_ = decompositions(server.bodies)         # the first breaking down the town asked for
-    held = prompt.split("\n", 1)[0] + "\nIt is "         # "NAME (AGE): TRAITS. Currently: ...\nIt is "
+    (prompt, _), *_ = decompositions(server.bodies)  # the first breaking down the town asked for
+    held = prompt.split("\n", 1)[0] + "\nIt is "  # "NAME (AGE): TRAITS. Currently: ...\nIt is "
     server.hold(held)
 
     def asked_ten_minutes_later(s) -> bool:
@@ -74,7 +82,7 @@ def test_the_town_run_ahead_writes_exactly_the_in_order_run(tmp_path, server, mo
     assert "run_ahead" not in in_order.manifest.usage
     assert stats["copies"] > 0 and stats.get("failed_copies", 0) == 0
     assert stats["most_ahead_s"] >= 600
-    assert stats["guessed_ratings"] > 0          # agents went on past ratings still to come
+    assert stats["guessed_ratings"] > 0  # agents went on past ratings still to come
     # A copy can guess wrong (in the order agents act within one instant, which a missing
     # agent can change): such a call is wasted, never used. How many is a matter of timing
     # (benchmarks/llm_brain.py reports it); every other call is one the in-order run made.
@@ -86,8 +94,11 @@ def test_the_town_run_ahead_writes_exactly_the_in_order_run(tmp_path, server, mo
 def decompositions(bodies) -> list[tuple[str, int]]:
     """(prompt, minute of the day it was asked at) of each request to break a block down."""
     prompts = [b["messages"][-1]["content"] for b in list(bodies) if "messages" in b]
-    return [(p, int(m.group(1)) * 60 + int(m.group(2))) for p in prompts
-            if (m := re.search(r"The block: .*, from (\d\d):(\d\d) to \d\d:\d\d", p))]
+    return [
+        (p, int(m.group(1)) * 60 + int(m.group(2)))
+        for p in prompts
+        if (m := re.search(r"The block: .*, from (\d\d):(\d\d) to \d\d:\d\d", p))
+    ]
 
 
 def test_run_ahead_survives_failing_calls_and_accounts_for_each(tmp_path, server):
@@ -95,9 +106,12 @@ def test_run_ahead_survives_failing_calls_and_accounts_for_each(tmp_path, server
     result = town_hour(tmp_path, server, "flaky", lookahead=3600, retries=1, backoff=0.0, timeout=0.5)
     m = result.manifest
     assert m.status == "completed"
-    fallbacks = [json.loads(line) for line in (result.path / "events.jsonl").read_text().splitlines()
-                 if '"brain_fallback"' in line]
-    wasted = m.usage["run_ahead"]["unused_fallbacks"]      # fetched ahead, never asked for
+    fallbacks = [
+        json.loads(line)
+        for line in (result.path / "events.jsonl").read_text().splitlines()
+        if '"brain_fallback"' in line
+    ]
+    wasted = m.usage["run_ahead"]["unused_fallbacks"]  # fetched ahead, never asked for
     assert len(fallbacks) == m.usage["total"]["fallbacks"] - wasted > 0
     assert m.usage["total"]["retries"] > 0
     recorded = [json.loads(line) for line in (result.path / "answers.jsonl").read_text().splitlines()]
@@ -116,7 +130,7 @@ def test_copies_that_break_are_given_up_and_the_run_goes_on_in_order(tmp_path, s
     broke = town_hour(tmp_path, server, "broke", lookahead=3600)
     assert (broke.path / "events.jsonl").read_bytes() == (in_order.path / "events.jsonl").read_bytes()
     stats = broke.manifest.usage["run_ahead"]
-    assert stats["failed_copies"] == runahead.FAILURES <= stats["copies"]     # then run-ahead gave up
+    assert stats["failed_copies"] == runahead.FAILURES <= stats["copies"]  # then run-ahead gave up
 
 
 def test_run_ahead_needs_no_fork(tmp_path, server, monkeypatch):
@@ -136,16 +150,18 @@ def test_resumed_and_forked_model_runs_fetch_ahead_and_write_the_in_order_run(tm
     from smallville.run import fork_run, resume_run
 
     in_order = town_hour(tmp_path, server, "in_order", lookahead=0)
-    brain = LLMConfig(model="openai/test-model", api_base=server.api_base, preflight=False, max_concurrency=16,
-                      lookahead=3600)
-    half = run_scenario(load_scenario(THE_VILLE), runs_dir=tmp_path / "half", duration=1800, brain=brain,
-                        embedder="lexical")
+    brain = LLMConfig(
+        model="openai/test-model", api_base=server.api_base, preflight=False, max_concurrency=16, lookahead=3600
+    )
+    half = run_scenario(
+        load_scenario(THE_VILLE), runs_dir=tmp_path / "half", duration=1800, brain=brain, embedder="lexical"
+    )
     forks_before = half.manifest.usage["run_ahead"]["copies"]
     longer = resume_run(half.path, extend=1800)
-    assert longer.manifest.resumed[-1]["restored"] == "2023-02-13 07:30:00"        # the run's last checkpoint
+    assert longer.manifest.resumed[-1]["restored"] == "2023-02-13 07:30:00"  # the run's last checkpoint
     assert longer.manifest.usage["run_ahead"]["copies"] > forks_before
     forked = fork_run(longer.path, 2700, runs_dir=tmp_path / "fork")
-    assert forked.manifest.fork["restored"] == "2023-02-13 07:30:00"               # then on to 07:45
+    assert forked.manifest.fork["restored"] == "2023-02-13 07:30:00"  # then on to 07:45
     assert forked.manifest.usage["run_ahead"]["copies"] > 0
     for run in (longer, forked):
         assert (run.path / "events.jsonl").read_bytes() == (in_order.path / "events.jsonl").read_bytes(), run.path
@@ -166,12 +182,12 @@ def salient_server():
 @pytest.fixture(scope="module")
 def salient_in_order(tmp_path_factory, salient_server):
     """The town's hour under the salience model, in order."""
-    return town_hour(tmp_path_factory.mktemp("salient"), salient_server, "in_order", SimConfig(memory="salience"),
-                     lookahead=0)
+    return town_hour(
+        tmp_path_factory.mktemp("salient"), salient_server, "in_order", SimConfig(memory="salience"), lookahead=0
+    )
 
 
-def test_a_salience_town_run_ahead_guesses_tags_and_writes_the_in_order_run(tmp_path, salient_server,
-                                                                           salient_in_order):
+def test_a_salience_town_run_ahead_guesses_tags_and_writes_the_in_order_run(tmp_path, salient_server, salient_in_order):
     """An agent whose tags have not come goes on tagged at the top (copies.Copy): the run is
     the in-order run byte for byte, though the model's tags often keep less than the guess."""
     ahead = town_hour(tmp_path, salient_server, "ahead", SimConfig(memory="salience"), lookahead=3600)
@@ -183,11 +199,12 @@ def test_a_salience_town_run_ahead_guesses_tags_and_writes_the_in_order_run(tmp_
     assert stats["sent"] - stats["unused"] == salient_in_order.manifest.usage["total"]["requests"]
     logged = [json.loads(line) for line in (ahead.path / "events.jsonl").read_text().splitlines()]
     memories = [e["data"] for e in logged if e["kind"] == "memory" and e["data"]["source"] != "given"]
-    assert any(m["id"] is None for m in memories)          # forgotten: kept in a copy that guessed, if guessed
+    assert any(m["id"] is None for m in memories)  # forgotten: kept in a copy that guessed, if guessed
 
 
-def test_a_salience_run_ahead_resumed_from_its_checkpoint_writes_the_in_order_run(tmp_path, salient_server,
-                                                                                 salient_in_order):
+def test_a_salience_run_ahead_resumed_from_its_checkpoint_writes_the_in_order_run(
+    tmp_path, salient_server, salient_in_order
+):
     """The consolidation draws taken (part of each agent's state) come back from a
     checkpoint: a half hour with run-ahead, resumed for the other half, is the in-order hour."""
     from smallville.run import resume_run

@@ -4,7 +4,6 @@ that end when a speaker repeats a line or the turn limit is reached, each with a
 from __future__ import annotations
 
 import simpy
-from conftest import CAFE_TRIO
 
 from smallville.brain import requests as rq
 from smallville.brain.base import Brain
@@ -13,6 +12,8 @@ from smallville.embed import make_embedder
 from smallville.scenario import load_scenario
 from smallville.sim import SimConfig, Simulation
 from smallville.sim.dispatch import Dispatcher
+
+from conftest import CAFE_TRIO
 
 
 class Counting(Brain):
@@ -40,12 +41,12 @@ def test_requests_past_the_ceiling_are_never_sent_and_get_the_safe_default():
             answer = yield dispatch.ask(name, rq.RateImportance(name, name, ("x",)))
             got.append((env.now, name, answer.scores[0]))
 
-    env.process(agent("amy", [0, 60, 120, 180, 3600]))     # three in the first hour: one too many
+    env.process(agent("amy", [0, 60, 120, 180, 3600]))  # three in the first hour: one too many
     env.process(agent("bob", [0, 60]))
     env.run()
-    assert brain.asked.count("amy") == 3 and brain.asked.count("bob") == 2       # 2 + 1 in the next hour
+    assert brain.asked.count("amy") == 3 and brain.asked.count("bob") == 2  # 2 + 1 in the next hour
     assert refused == [(120, "amy", 2), (180, "amy", 2)]
-    assert [s for t, n, s in got if n == "amy"] == [9, 9, 5, 5, 9]               # refused: importance 5
+    assert [s for t, n, s in got if n == "amy"] == [9, 9, 5, 5, 9]  # refused: importance 5
 
 
 class Babbling(OfflineBrain):
@@ -67,8 +68,13 @@ class Babbling(OfflineBrain):
 
 def talks(repeat: bool):
     scenario = load_scenario(CAFE_TRIO)
-    sim = Simulation(scenario, Babbling(scenario.seed, repeat), make_embedder("lexical"), seed=scenario.seed,
-                     config=SimConfig(max_turns=6))
+    sim = Simulation(
+        scenario,
+        Babbling(scenario.seed, repeat),
+        make_embedder("lexical"),
+        seed=scenario.seed,
+        config=SimConfig(max_turns=6),
+    )
     sim.run(12 * 3600)
     return [r for r in sim.log.records if r["kind"] == "talk_end"]
 
@@ -85,26 +91,31 @@ def test_a_conversation_that_never_says_goodbye_ends_at_the_turn_limit():
 
 def test_a_model_run_keeps_each_agent_under_the_ceiling(tmp_path, monkeypatch):
     import json
-    import re
-
-    from llmserver import LLMServer
 
     from smallville.brain import LLMConfig
     from smallville.run import run_scenario
+
+    from llmserver import LLMServer
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     scenario = load_scenario(CAFE_TRIO)
     with LLMServer(seed=scenario.seed) as server:
         runs = {}
         for lookahead in (0, 3600):
-            brain = LLMConfig(model="openai/test-model", api_base=server.api_base, preflight=False,
-                              max_requests_per_agent_hour=4, lookahead=lookahead)
+            brain = LLMConfig(
+                model="openai/test-model",
+                api_base=server.api_base,
+                preflight=False,
+                max_requests_per_agent_hour=4,
+                lookahead=lookahead,
+            )
             before = len(server.bodies)
-            runs[lookahead] = run_scenario(scenario, runs_dir=tmp_path / str(lookahead), duration=2 * 3600,
-                                           brain=brain, embedder="lexical")
+            runs[lookahead] = run_scenario(
+                scenario, runs_dir=tmp_path / str(lookahead), duration=2 * 3600, brain=brain, embedder="lexical"
+            )
             sent = [sender(b["messages"][-1]["content"]) for b in server.bodies[before:]]
-            most = 4 * 2                                                        # 4 an hour, for 2 hours
-            if lookahead:      # and, with run-ahead, calls fetched on a wrong guess and never used
+            most = 4 * 2  # 4 an hour, for 2 hours
+            if lookahead:  # and, with run-ahead, calls fetched on a wrong guess and never used
                 most += runs[lookahead].manifest.usage["run_ahead"]["unused"]
             assert max(sent.count(a) for a in set(sent)) <= most
     events = [json.loads(line) for line in (runs[0].path / "events.jsonl").read_text().splitlines()]
@@ -119,5 +130,6 @@ def sender(prompt: str) -> str:
     import re
 
     found = re.search(r"(?:Character|Speaker): ([A-Z][\w']* [A-Z][\w']*)", prompt) or re.match(
-        r"([A-Z][\w']* [A-Z][\w']*) \(", prompt)
+        r"([A-Z][\w']* [A-Z][\w']*) \(", prompt
+    )
     return found.group(1)

@@ -51,9 +51,21 @@ def town_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_public_api():
-    assert sorted(scenario_module.__all__) == sorted([
-        "load_scenario", "validate_files", "Scenario", "AgentSpec", "MapSpec", "MapObject",
-        "RoutineItem", "SeedMemory", "WorldEvent", "Probe", "Problem"])
+    assert sorted(scenario_module.__all__) == sorted(
+        [
+            "load_scenario",
+            "validate_files",
+            "Scenario",
+            "AgentSpec",
+            "MapSpec",
+            "MapObject",
+            "RoutineItem",
+            "SeedMemory",
+            "WorldEvent",
+            "Probe",
+            "Problem",
+        ]
+    )
 
 
 def test_top_level_values(tiny):
@@ -80,8 +92,16 @@ def test_map(tiny):
 
 def test_areas(tiny):
     assert tiny.areas() == (
-        "Ann's house", "Ann's house / bedroom", "Bob's flat", "Hobbs Cafe", "Hobbs Cafe / cafe",
-        "Hobbs Cafe / kitchen", "Johnson Park", "Tiny Town", "Tiny Town / street")
+        "Ann's house",
+        "Ann's house / bedroom",
+        "Bob's flat",
+        "Hobbs Cafe",
+        "Hobbs Cafe / cafe",
+        "Hobbs Cafe / kitchen",
+        "Johnson Park",
+        "Tiny Town",
+        "Tiny Town / street",
+    )
     assert tiny.area_exists("Hobbs Cafe/ cafe")
     assert not tiny.area_exists("Hobbs Cafe / bar")
     assert tiny.is_area_prefix("Hobbs Cafe")
@@ -113,10 +133,12 @@ def test_seed_memories_are_timed_relative_to_the_start(tiny):
         SeedMemory("Ann knows that Bob is repainting his flat.", None, None),
         SeedMemory("Ann lost her keys yesterday.", 3, -23 * 3600.0),
     )
-    assert tiny.memories == {"ann_lee": (
-        SeedMemory("Ann heard that the cafe opens early on Mondays.", None, None),
-        SeedMemory("Ann promised to meet Bob at the park.", 7, -12 * 3600.0),
-    )}
+    assert tiny.memories == {
+        "ann_lee": (
+            SeedMemory("Ann heard that the cafe opens early on Mondays.", None, None),
+            SeedMemory("Ann promised to meet Bob at the park.", 7, -12 * 3600.0),
+        )
+    }
 
 
 def test_scenario_overrides_replace_the_agent_files_values(tiny):
@@ -143,12 +165,21 @@ def test_defaults(town_copy):
     assert (minimal.memories, minimal.events, minimal.probes, minimal.brain) == ({}, (), (), {})
     solo = minimal.agents[0]
     assert (solo.age, solo.traits, solo.start_at, solo.routine, solo.relationships, solo.memories) == (
-        None, "", "Square", (), {}, ())
+        None,
+        "",
+        "Square",
+        (),
+        {},
+        (),
+    )
 
 
 def test_start_at_defaults_to_home(town_copy):
-    Path("scenarios/minimal.yaml").write_text(MINIMAL.replace("[solo]", "[bob_ray]").replace(
-        '".": Square', '".": Square, "b": "Bob\'s flat"').replace("#.#", "#b#"))
+    Path("scenarios/minimal.yaml").write_text(
+        MINIMAL.replace("[solo]", "[bob_ray]")
+        .replace('".": Square', '".": Square, "b": "Bob\'s flat"')
+        .replace("#.#", "#b#")
+    )
     bob = load_scenario("scenarios/minimal.yaml").agents[0]
     assert (bob.home, bob.start_at, bob.age) == ("Bob's flat", "Bob's flat", 40)
 
@@ -158,7 +189,8 @@ def test_agents_are_looked_up_beside_the_scenario_before_its_parent(town_copy):
     (town_copy / "scenarios" / "agents").mkdir()
     shutil.copy("agents/ann_lee.yaml", "scenarios/agents/ann_lee.yaml")
     Path("scenarios/agents/ann_lee.yaml").write_text(
-        Path("agents/ann_lee.yaml").read_text().replace("name: Ann Lee", "name: Ann Local"))
+        Path("agents/ann_lee.yaml").read_text().replace("name: Ann Lee", "name: Ann Local")
+    )
     ann = load_scenario("scenarios/tiny.yaml").agent("ann_lee")
     assert (ann.name, ann.source) == ("Ann Local", "scenarios/agents/ann_lee.yaml")
     assert load_scenario("scenarios/tiny.yaml").agent("bob_ray").source == "agents/bob_ray.yaml"
@@ -184,4 +216,5 @@ def test_an_agent_file_is_recognised_by_its_keys_outside_agents(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     Path("person.yaml").write_text("name: Pat\nhome: Somewhere\nage: old\n")
     assert [str(p) for p in validate_files(["person.yaml"])] == [
-        "person.yaml:3:6: age must be a non-negative integer, got 'old' (at age)"]
+        "person.yaml:3:6: age must be a non-negative integer, got 'old' (at age)"
+    ]

@@ -16,12 +16,13 @@ import urllib.error
 import urllib.request
 
 import pytest
-from browser import CHROMIUM, Browser
-from conftest import CAFE_TRIO, ROOT, THE_VILLE
 
 from smallville.errors import Outside, Truncated
 from smallville.serve.feed import read_from
 from smallville.serve.runs import RunsRoot
+
+from browser import CHROMIUM, Browser
+from conftest import CAFE_TRIO, ROOT, THE_VILLE
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 HOUR = 3600
@@ -47,9 +48,15 @@ class Gate:
 
         def go() -> None:
             try:
-                run_scenario(load_scenario(CAFE_TRIO), runs_dir=runs, duration=6 * HOUR, embedder="lexical",
-                             on_step=self.on_step, checkpoint_every=900)
-            except BaseException as exc:         # (seen by advance)
+                run_scenario(
+                    load_scenario(CAFE_TRIO),
+                    runs_dir=runs,
+                    duration=6 * HOUR,
+                    embedder="lexical",
+                    on_step=self.on_step,
+                    checkpoint_every=900,
+                )
+            except BaseException as exc:  # (seen by advance)
                 self.error = exc
             finally:
                 with self.cond:
@@ -77,8 +84,14 @@ class Gate:
 
 def start_server(runs, *args):
     env = {"PATH": os.environ["PATH"], "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HOME": os.environ.get("HOME", "/")}
-    proc = subprocess.Popen([sys.executable, "-m", "smallville", "serve", str(runs), "--port", "0", *args],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "smallville", "serve", str(runs), "--port", "0", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     ready, _, _ = select.select([proc.stdout], [], [], 60)
     assert ready, "the server printed no address"
     line = proc.stdout.readline()
@@ -108,15 +121,19 @@ def tile_at(run, agent: str, t: float) -> list[int]:
 
 
 def cli(*args):
-    result = subprocess.run([sys.executable, "-m", "smallville", *map(str, args)], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "smallville", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
 
 def digest_of(folder):
-    return {p.relative_to(folder): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
-            if p.is_file()}
+    return {
+        p.relative_to(folder): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.mark.skipif(CHROMIUM is None and not IN_CI, reason="needs Debian's chromium (.ci/run installs it)")
@@ -131,7 +148,7 @@ def test_a_run_followed_live_seeked_inspected_and_interviewed(tmp_path):
     agent, question = "isabella_rodriguez", "Do you know about a Valentine's Day party?"
     try:
         with Browser(tmp_path / "profile") as page:
-            page.open(url)                                   # the runs page lists the run, going
+            page.open(url)  # the runs page lists the run, going
             page.wait_for(f"!!document.querySelector('tr[data-run=\"{run.name}\"] .running')", what="the run listed")
 
             page.open(f"{url}run?id={run.name}#agent={agent}")
@@ -140,23 +157,28 @@ def test_a_run_followed_live_seeked_inspected_and_interviewed(tmp_path):
             assert page.evaluate("document.body.dataset.status") == "running"
             before = json.loads(page.evaluate("JSON.stringify(drawn.positions)"))
 
-            gate.advance(4 * HOUR)                           # the page follows the run as it goes
+            gate.advance(4 * HOUR)  # the page follows the run as it goes
             last = events_of(run)[-1]["t"]
             page.wait_for(f"drawn.t >= {last}", what="the page to follow the run")
             after = json.loads(page.evaluate("JSON.stringify(drawn.positions)"))
             assert after != before
             assert after == {a: tile_at(run, a, last) for a in after}
 
-            at = next(t for t in range(3 * HOUR, 0, -HOUR)   # seeking back shows the earlier state: an
-                      if {a: tile_at(run, a, t) for a in after} != after)   # hour when someone was elsewhere
+            at = next(
+                t
+                for t in range(3 * HOUR, 0, -HOUR)  # seeking back shows the earlier state: an
+                if {a: tile_at(run, a, t) for a in after} != after
+            )  # hour when someone was elsewhere
             clock = f"2023-02-13 {7 + at // HOUR:02d}:00"
             page.evaluate(f"slider.value = {at}; slider.dispatchEvent(new Event('input')); 1")
             page.wait_for(f"drawn.t === {at}")
             earlier = json.loads(page.evaluate("JSON.stringify(drawn.positions)"))
             assert earlier == {a: tile_at(run, a, at) for a in earlier} and earlier != after
 
-            page.wait_for(f"document.body.dataset.panelTime === '{at}' && !!document.getElementById('activity')",
-                          what="the agent panel")
+            page.wait_for(
+                f"document.body.dataset.panelTime === '{at}' && !!document.getElementById('activity')",
+                what="the agent panel",
+            )
             state = cli("inspect", run, "--agent", agent, "--at", clock, "--json")
             assert page.evaluate("document.getElementById('activity').textContent") == state["activity"]
             panel = page.evaluate("document.getElementById('info').textContent")
@@ -164,39 +186,54 @@ def test_a_run_followed_live_seeked_inspected_and_interviewed(tmp_path):
             assert page.evaluate("document.querySelector('#info li.now').textContent").endswith(state["now"][2])
             assert page.evaluate("document.getElementById('knows').textContent") == ", ".join(state["knows"])
 
-            page.evaluate(f"document.getElementById('question').value = {json.dumps(question)}; "
-                          "document.getElementById('send').click(); 1")
+            page.evaluate(
+                f"document.getElementById('question').value = {json.dumps(question)}; "
+                "document.getElementById('send').click(); 1"
+            )
             page.wait_for("document.body.dataset.answered", what="the interview's answer")
             said = page.evaluate("document.getElementById('said').textContent")
             asked = cli("interview", run, agent, question, "--at", clock, "--json")
             assert said == asked["answer"] and "Valentine" in said
             cited = page.evaluate("[...document.querySelectorAll('#answer li')].map(li => li.textContent)")
-            texts = [m["text"] for m in asked["memories"]]     # memories that say the same, listed once
-            assert cited == [t + (f" ({texts.count(t)} memories)" if texts.count(t) > 1 else "")
-                             for t in dict.fromkeys(texts)] and cited
+            texts = [m["text"] for m in asked["memories"]]  # memories that say the same, listed once
+            assert (
+                cited
+                == [t + (f" ({texts.count(t)} memories)" if texts.count(t) > 1 else "") for t in dict.fromkeys(texts)]
+                and cited
+            )
 
-            gate.finish()                                    # the run ends: the pages say so
+            gate.finish()  # the run ends: the pages say so
             page.wait_for("document.body.dataset.status === 'completed'", what="the run's end")
             env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-            resumed = subprocess.run([sys.executable, "-m", "smallville", "resume", str(run), "--for", "1h", "--quiet"],
-                                     cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+            resumed = subprocess.run(
+                [sys.executable, "-m", "smallville", "resume", str(run), "--for", "1h", "--quiet"],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert resumed.returncode == 0, resumed.stderr  # resumed after it ended: the page follows it on
             last = events_of(run)[-1]["t"]
             assert last > 6 * HOUR
-            page.wait_for(f"end === {last} && Number(slider.max) === {last} && document.body.dataset.status === 'completed'",
-                          what="the page to follow the resumed run")
+            page.wait_for(
+                f"end === {last} && Number(slider.max) === {last} && document.body.dataset.status === 'completed'",
+                what="the page to follow the resumed run",
+            )
             page.open(url)
             page.wait_for(f"!!document.querySelector('tr[data-run=\"{run.name}\"] .completed')")
             page.open(f"{url}run?id=../profile")
             page.wait_for("document.getElementById('note').textContent", what="a refusal")
             assert "leaves the folder" in page.evaluate("document.getElementById('note').textContent")
-            assert page.errors == [f"Failed to load resource: the server responded with a status of 403 "
-                                   f"(Forbidden) {url}api/town?run=..%2Fprofile"]
+            assert page.errors == [
+                f"Failed to load resource: the server responded with a status of 403 "
+                f"(Forbidden) {url}api/town?run=..%2Fprofile"
+            ]
             page.errors.clear()
             shot = tmp_path / "shot.png"
             page.screenshot(shot)
             assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        before = digest_of(run)                              # a viewer changes nothing, interviews included
+        before = digest_of(run)  # a viewer changes nothing, interviews included
         get(f"{url}api/agent?run={run.name}&agent=maria_lopez&t=5400")
         data = json.dumps({"run": run.name, "agent": agent, "t": 5400, "question": question}).encode()
         request = urllib.request.Request(f"{url}api/interview", data, {"Content-Type": "application/json"})
@@ -221,8 +258,12 @@ def ville(tmp_path_factory):
 
 def overlapping(boxes: list) -> list:
     """The pairs of [name, x, y, w, h] boxes that overlap."""
-    return [(a[0], b[0]) for i, a in enumerate(boxes) for b in boxes[i + 1:]
-            if a[1] < b[1] + b[3] and b[1] < a[1] + a[3] and a[2] < b[2] + b[4] and b[2] < a[2] + a[4]]
+    return [
+        (a[0], b[0])
+        for i, a in enumerate(boxes)
+        for b in boxes[i + 1 :]
+        if a[1] < b[1] + b[3] and b[1] < a[1] + a[3] and a[2] < b[2] + b[4] and b[2] < a[2] + a[4]
+    ]
 
 
 @pytest.mark.skipif(CHROMIUM is None and not IN_CI, reason="needs Debian's chromium (.ci/run installs it)")
@@ -231,36 +272,37 @@ def test_the_ville_page_labels_apart_talks_counted_once_each_memory_said_once(vi
     from smallville.scenario import load_scenario
 
     legend, rows = load_scenario(THE_VILLE).map.legend, load_scenario(THE_VILLE).map.grid
-    damaged = ville.parent / "damaged"                  # a copy whose checkpoints were cut short on disk
+    damaged = ville.parent / "damaged"  # a copy whose checkpoints were cut short on disk
     shutil.copytree(ville, damaged, dirs_exist_ok=True)
     for part in (damaged / "checkpoints").glob("*/accessed.npz"):
         part.write_bytes(b"cut short")
     server, url = start_server(ville.parent)
     agent = "isabella_rodriguez"
     try:
-        with Browser(tmp_path / "profile") as page:      # the default size: a laptop's window
+        with Browser(tmp_path / "profile") as page:  # the default size: a laptop's window
             page.open(f"{url}run?id={ville.name}#agent={agent}")
             page.wait_for("document.body.dataset.caught && drawn", what="the run")
             places = page.evaluate("town.places.all.map(b => [b.name, b.x, b.y, b.w, b.h])")
-            assert {p[0] for p in places} == {a.split(" / ")[0] for a in legend.values()
-                                              if a != "wall" and "street" not in a}    # every place named
+            assert {p[0] for p in places} == {
+                a.split(" / ")[0] for a in legend.values() if a != "wall" and "street" not in a
+            }  # every place named
             assert overlapping(places) == []
             labels = page.evaluate("D.agents.map(a => a.label)")
             assert len(set(labels)) == len(labels) == 25 and {"MaL", "MeL"} <= set(labels)
 
             x, y, w, h = page.evaluate("[scroller.scrollLeft, scroller.scrollTop, canvas.width, canvas.height]")
             crowd = 0
-            for t in range(4 * HOUR, 6 * HOUR + 1, 10 * 60):      # late morning to lunch, in ten-minute steps
+            for t in range(4 * HOUR, 6 * HOUR + 1, 10 * 60):  # late morning to lunch, in ten-minute steps
                 drawn = json.loads(page.evaluate(f"slider.value = {t}; frame(); JSON.stringify(town.drawn)"))
                 positions = json.loads(page.evaluate("JSON.stringify(drawn.positions)"))
                 boxes = [[f"{a} label", bx, by, bw, bh] for a, _, bx, by, bw, bh in drawn["labels"]]
                 boxes += [[f"{a} says", bx, by, bw, bh] for a, bx, by, bw, bh in drawn["bubbles"]]
                 assert overlapping(boxes) == [], t
                 seen = {a for a, (c, r) in positions.items() if x <= c * 10 < x + w and y <= r * 10 < y + h}
-                assert seen <= {a for a, *_ in drawn["labels"]}, t    # everyone in view has a label
+                assert seen <= {a for a, *_ in drawn["labels"]}, t  # everyone in view has a label
                 crowd = max(crowd, sum(legend[rows[r][c]].startswith("Hobbs Cafe") for c, r in positions.values()))
-            assert crowd >= 5                                     # a crowd at the cafe was among them
-            c, r = positions["isabella_rodriguez"]                # a hover names the place and who is there
+            assert crowd >= 5  # a crowd at the cafe was among them
+            c, r = positions["isabella_rodriguez"]  # a hover names the place and who is there
             page.evaluate(f"""(() => {{ const box = scroller.getBoundingClientRect();
                 scroller.dispatchEvent(new MouseEvent("mousemove", {{clientX: box.left + {c * 10 + 5} - scroller.scrollLeft,
                                                                      clientY: box.top + {r * 10 + 5} - scroller.scrollTop}})); }})()""")
@@ -268,28 +310,39 @@ def test_the_ville_page_labels_apart_talks_counted_once_each_memory_said_once(vi
             assert tip.startswith(legend[rows[r][c]] + ": ") and "Isabella Rodriguez (IR)" in tip
 
             last = page.evaluate("slider.value = end; slider.dispatchEvent(new Event('input')); end")
-            page.wait_for(f"document.body.dataset.panelTime === '{last}' && !!document.getElementById('relationships')",
-                          what="the agent panel")
+            page.wait_for(
+                f"document.body.dataset.panelTime === '{last}' && !!document.getElementById('relationships')",
+                what="the agent panel",
+            )
             clock = f"2023-02-13 {7 + last // HOUR:02d}:{last % HOUR // 60:02d}"
             state = cli("inspect", ville, "--agent", agent, "--at", clock, "--json")
             lines = page.evaluate("[...document.querySelectorAll('#relationships > li')].map(li => li.textContent)")
             talks = {r["name"]: r["talks"] for r in state["relationships"].values()}
-            assert lines == [f"{r['name']}" + (f" ({r['talks']} talk{'s' if r['talks'] > 1 else ''})" if r["talks"] else "")
-                             + f": {r['view']}" for r in state["relationships"].values()]
+            assert lines == [
+                f"{r['name']}"
+                + (f" ({r['talks']} talk{'s' if r['talks'] > 1 else ''})" if r["talks"] else "")
+                + f": {r['view']}"
+                for r in state["relationships"].values()
+            ]
             assert max(talks.values()) >= 1 and not any(c.isdigit() for line in lines for c in line.split("): ")[-1])
 
             question = "What are you planning for Valentine's Day?"
-            page.evaluate(f"document.getElementById('question').value = {json.dumps(question)}; "
-                          "document.getElementById('send').click(); 1")
+            page.evaluate(
+                f"document.getElementById('question').value = {json.dumps(question)}; "
+                "document.getElementById('send').click(); 1"
+            )
             page.wait_for("document.body.dataset.answered", what="the interview's answer")
             said = page.evaluate("document.getElementById('said').textContent")
-            sentences = [part.strip().lower().replace("isabella rodriguez", "isabella")
-                         for part in re.split(r"[.;!?]", said.removeprefix("From what I remember:")) if part.strip()]
-            assert "Valentine" in said and sentences, said          # no sentence says again what one has said
-            assert not [(a, b) for i, a in enumerate(sentences) for b in sentences[i + 1:] if a in b or b in a], said
+            sentences = [
+                part.strip().lower().replace("isabella rodriguez", "isabella")
+                for part in re.split(r"[.;!?]", said.removeprefix("From what I remember:"))
+                if part.strip()
+            ]
+            assert "Valentine" in said and sentences, said  # no sentence says again what one has said
+            assert not [(a, b) for i, a in enumerate(sentences) for b in sentences[i + 1 :] if a in b or b in a], said
             assert page.errors == []
 
-            page.open(f"{url}run?id=damaged#agent={agent}")   # a failure not smallville's own: one line
+            page.open(f"{url}run?id=damaged#agent={agent}")  # a failure not smallville's own: one line
             page.wait_for("document.body.dataset.caught && drawn", what="the damaged run")
             page.evaluate(f"slider.value = {2 * HOUR}; slider.dispatchEvent(new Event('input')); 1")
             page.wait_for(f"document.body.dataset.panelTime === '{2 * HOUR}'", what="the damaged panel")
@@ -321,17 +374,20 @@ def test_only_runs_under_the_folder_are_served(tmp_path, trio_copy):
         assert get(f"{url}api/town?run=nothing")[0] == 404
         assert get(f"{url}api/town?run=a/scenario")[0] == 404
         assert get(f"{url}etc/passwd")[0] == 404
-        status, body = get(f"{url}api/runs", {"Host": "attacker.example:80"})      # a name that resolves here
+        status, body = get(f"{url}api/runs", {"Host": "attacker.example:80"})  # a name that resolves here
         assert status == 421
         status, listed = get(f"{url}api/runs")
-        assert [r["id"] for r in listed] == ["a"]                                  # the link is not listed
+        assert [r["id"] for r in listed] == ["a"]  # the link is not listed
         status, body = get(f"{url}api/agent?run=a&agent=nobody&t=3600")
         assert status == 409 and "unknown agent 'nobody'" in body["error"]
         status, body = get(f"{url}api/agent?run=a&agent=maria_lopez&t=99999999")
         assert status == 409 and "outside the time" in body["error"]
-        form = urllib.request.Request(f"{url}api/interview", b"run=a&agent=maria_lopez&t=60&question=hi",
-                                      {"Content-Type": "application/x-www-form-urlencoded"})
-        with pytest.raises(urllib.error.HTTPError) as refused:                     # no form of another site
+        form = urllib.request.Request(
+            f"{url}api/interview",
+            b"run=a&agent=maria_lopez&t=60&question=hi",
+            {"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:  # no form of another site
             urllib.request.urlopen(form, timeout=60)
         assert refused.value.code == 400
     finally:
@@ -365,7 +421,11 @@ def test_every_failure_is_one_line_of_json(tmp_path, trio_copy):
     try:
         status, listed = get(f"{url}api/runs")
         assert status == 200 and {r["id"]: r["status"] for r in listed} == {
-            "good": "completed", "edited": "unreadable", "damaged": "completed", "torn": "completed"}
+            "good": "completed",
+            "edited": "unreadable",
+            "damaged": "completed",
+            "torn": "completed",
+        }
         assert "TypeError" in next(r["error"] for r in listed if r["id"] == "edited")
         status, body = get(f"{url}api/agent?run=damaged&agent=maria_lopez&t=5400")
         assert status == 500 and body["error"].startswith("could not answer /api/agent: ValueError")
@@ -375,7 +435,7 @@ def test_every_failure_is_one_line_of_json(tmp_path, trio_copy):
             urllib.request.urlopen(request, timeout=60)
         assert refused.value.code == 501 and "error" in json.loads(refused.value.read())
         with urllib.request.urlopen(f"{url}api/feed?run=torn&offset=0", timeout=60) as feed:
-            told = feed.read().decode()                 # (the feed ends after the failure)
+            told = feed.read().decode()  # (the feed ends after the failure)
         failed = told.split("event: failed\ndata: ")[1].split("\n")[0]
         offset = sum(len(line.encode()) for line in log[:5])
         assert json.loads(failed) == {"error": f"torn/events.jsonl: the line at byte {offset} is not an event"}
@@ -387,14 +447,14 @@ def test_every_failure_is_one_line_of_json(tmp_path, trio_copy):
 
 def test_the_log_is_followed_by_whole_lines_from_an_offset(tmp_path):
     log = tmp_path / "events.jsonl"
-    log.write_text('{"t": 0}\n{"t": 60}\n{"t": 1')                # the last line is still being written
+    log.write_text('{"t": 0}\n{"t": 60}\n{"t": 1')  # the last line is still being written
     lines, offset = read_from(log, 0)
     assert lines == [{"t": 0}, {"t": 60}] and offset == len('{"t": 0}\n{"t": 60}\n')
     assert read_from(log, offset) == ([], offset)
     with open(log, "a") as f:
-        f.write('20}\n')
+        f.write("20}\n")
     assert read_from(log, offset) == ([{"t": 120}], log.stat().st_size)
-    log.write_text('{"t": 0}\n')                                  # cut back by a resume
+    log.write_text('{"t": 0}\n')  # cut back by a resume
     with pytest.raises(Truncated):
         read_from(log, offset)
 
@@ -410,10 +470,17 @@ def test_runs_root_refuses_paths_that_leave_it(tmp_path):
 
 
 def test_serve_command_errors_and_a_fast_help(tmp_path):
-    missing = subprocess.run([sys.executable, "-m", "smallville", "serve", str(tmp_path / "nothing")], cwd=ROOT,
-                             capture_output=True, text=True, timeout=60)
+    missing = subprocess.run(
+        [sys.executable, "-m", "smallville", "serve", str(tmp_path / "nothing")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "is not a folder of runs" in missing.stderr
-    code = ("import sys; from smallville.cli import main\ntry: main(['--help'])\nexcept SystemExit: pass\n"
-            "print([m for m in ('smallville.serve', 'http.server') if m in sys.modules])")
+    code = (
+        "import sys; from smallville.cli import main\ntry: main(['--help'])\nexcept SystemExit: pass\n"
+        "print([m for m in ('smallville.serve', 'http.server') if m in sys.modules])"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.stdout.strip().splitlines()[-1] == "[]"

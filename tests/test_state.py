@@ -14,7 +14,6 @@ import sys
 from collections import Counter
 
 import pytest
-from conftest import CAFE_TRIO, ROOT, THE_VILLE
 
 from smallville.brain import make_brain
 from smallville.checkpoint import checkpoints, digest, load_state, restore
@@ -25,20 +24,29 @@ from smallville.scenario import load_scenario
 from smallville.sim import SimConfig, Simulation
 from smallville.sim.log import EventLog
 
+from conftest import CAFE_TRIO, ROOT, THE_VILLE
+
 
 @pytest.fixture(scope="module")
 def ville_day(tmp_path_factory):
     """The default town for 26 hours with a checkpoint every 15 simulated minutes."""
     scenario = load_scenario(THE_VILLE)
-    return run_scenario(scenario, runs_dir=tmp_path_factory.mktemp("runs"), duration=26 * 3600,
-                        embedder="lexical", checkpoint_every=900)
+    return run_scenario(
+        scenario, runs_dir=tmp_path_factory.mktemp("runs"), duration=26 * 3600, embedder="lexical", checkpoint_every=900
+    )
 
 
 def restored(result, checkpoint, out):
     scenario = load_scenario(THE_VILLE)
     seed = result.manifest.seed
-    sim = Simulation(scenario, make_brain("offline", seed), make_embedder("lexical"), seed=seed,
-                     config=SimConfig.from_dict(result.manifest.config), log=EventLog(scenario.start, out))
+    sim = Simulation(
+        scenario,
+        make_brain("offline", seed),
+        make_embedder("lexical"),
+        seed=seed,
+        config=SimConfig.from_dict(result.manifest.config),
+        log=EventLog(scenario.start, out),
+    )
     restore(sim, result.path, checkpoint)
     return sim
 
@@ -52,11 +60,11 @@ def test_every_checkpoint_brings_back_the_run_that_followed_it(ville_day):
         out = io.StringIO()
         sim = restored(ville_day, here, out)
         assert digest(sim.get_state()) == here.digest
-        if before is not None:                      # and every memory's last access, which the digest leaves out
+        if before is not None:  # and every memory's last access, which the digest leaves out
             assert all(accessed(sim, a) == accessed(before, a) for a in sim.agents), here.time
         sim.run(there.t)
         assert digest(sim.get_state()) == there.digest, here.time
-        span = events[here.files["events.jsonl"]:there.files["events.jsonl"]]
+        span = events[here.files["events.jsonl"] : there.files["events.jsonl"]]
         assert out.getvalue().encode() == span, here.time
         before = sim
 
@@ -79,11 +87,11 @@ def test_a_checkpoint_writes_what_changed_and_refers_back_for_the_rest(ville_day
     folders = [ville_day.path / "checkpoints" / f"{int(c.t):09d}" for c in saved]
     written = sum((folder / "parts.jsonl").stat().st_size for folder in folders[1:])
     whole = sum(len(json.dumps(load_state(ville_day.path, c), separators=(",", ":"))) for c in saved[1:])
-    assert written < whole / 8                              # every 15 minutes here: a twelfth
-    for c, folder in zip(saved, folders):                  # references only to itself and to earlier ones
+    assert written < whole / 8  # every 15 minutes here: a twelfth
+    for c, folder in zip(saved, folders):  # references only to itself and to earlier ones
         refs = re.findall(rb"\[(\d+),\d+,\d+\]", (folder / "parts.jsonl").read_bytes())
         assert refs and all(int(t) <= c.t for t in refs)
-    kinds = [c.accessed for c in saved]                  # last-access times: every one, or what changed
+    kinds = [c.accessed for c in saved]  # last-access times: every one, or what changed
     assert kinds[0] is None and None in kinds[1:] and any(k is not None for k in kinds)
 
 
@@ -99,8 +107,11 @@ def test_a_stream_is_read_from_a_bounded_chain_of_pieces(ville_day):
     for c in saved:
         chain = streams._chain(root, c)
         assert len(chain) <= sum(t <= c.t for t in anchors) + streams.ANCHOR_EVERY - 1, c.time
-    written = sum(len(json.loads(line)) for c in saved
-                  for line in (root / f"{int(c.t):09d}" / streams.MEMORIES).read_text().splitlines())
+    written = sum(
+        len(json.loads(line))
+        for c in saved
+        for line in (root / f"{int(c.t):09d}" / streams.MEMORIES).read_text().splitlines()
+    )
     held = sum(saved[-1].memory["count"])
     assert held < written <= 2 * held
 
@@ -110,13 +121,13 @@ def test_an_rng_is_stored_as_its_words_twisted_on():
     rng.random()
     words = rng.getstate()[1][:624]
     twists = Twists(words, [0, 0, 0])
-    for _ in range(3000):                                   # 6,000 words drawn: 9 times the 624 anew
+    for _ in range(3000):  # 6,000 words drawn: 9 times the 624 anew
         rng.random()
     later = rng.getstate()[1][:624]
     assert not twists.reach(later, most=8) and twists.reach(later) and twists.twists == 9
     assert Twists(words, [0, 0, 0], 9).words == later
     rng.seed(8)
-    assert not twists.reach(rng.getstate()[1][:624])       # another seed's words are written anew
+    assert not twists.reach(rng.getstate()[1][:624])  # another seed's words are written anew
 
 
 def test_state_is_plain_json_and_set_state_gives_it_back(ville_day):
@@ -129,10 +140,14 @@ def test_state_is_plain_json_and_set_state_gives_it_back(ville_day):
 
 
 def smallville(*args, env=None, script=None):
-    command = [sys.executable, "-c", script, *map(str, args)] if script else [sys.executable, "-m", "smallville",
-                                                                             *map(str, args)]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {})})
+    command = (
+        [sys.executable, "-c", script, *map(str, args)]
+        if script
+        else [sys.executable, "-m", "smallville", *map(str, args)]
+    )
+    return subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -187,26 +202,28 @@ def test_a_run_resumes_forks_and_is_inspected_after_the_engine_changed(trio, tmp
     before = (run / "events.jsonl").read_bytes()
     looked = smallville("inspect", run, "--agent", "maria_lopez", "--at", "2023-02-13 09:00", "--json")
     assert looked.returncode == 0, looked.stderr
-    changed = smallville("inspect", run, "--agent", "maria_lopez", "--at", "2023-02-13 09:00", "--json",
-                         script=CHANGED_ENGINE)
+    changed = smallville(
+        "inspect", run, "--agent", "maria_lopez", "--at", "2023-02-13 09:00", "--json", script=CHANGED_ENGINE
+    )
     assert changed.returncode == 0, changed.stderr
-    assert json.loads(changed.stdout) == json.loads(looked.stdout)        # the state the run had, not a new one
+    assert json.loads(changed.stdout) == json.loads(looked.stdout)  # the state the run had, not a new one
 
     longer = smallville("resume", run, "--for", "1h", "--quiet", script=CHANGED_ENGINE)
     assert longer.returncode == 0, longer.stderr
     after = (run / "events.jsonl").read_bytes()
-    assert after.startswith(before) and b'"action":"carefully ' in after[len(before):]
+    assert after.startswith(before) and b'"action":"carefully ' in after[len(before) :]
     assert b"carefully" not in before
 
-    forked = smallville("fork", run, "--at", "2023-02-13 08:30", "--runs-dir", tmp_path / "forks", "--quiet",
-                        script=CHANGED_ENGINE)
+    forked = smallville(
+        "fork", run, "--at", "2023-02-13 08:30", "--runs-dir", tmp_path / "forks", "--quiet", script=CHANGED_ENGINE
+    )
     assert forked.returncode == 0, forked.stderr
     (fork,) = (tmp_path / "forks").iterdir()
-    shared = [line for line in before.splitlines() if json.loads(line)["t"] < 3600]   # before the 08:00 checkpoint
-    assert (fork / "events.jsonl").read_bytes().splitlines()[:len(shared)] == shared
+    shared = [line for line in before.splitlines() if json.loads(line)["t"] < 3600]  # before the 08:00 checkpoint
+    assert (fork / "events.jsonl").read_bytes().splitlines()[: len(shared)] == shared
 
     proof = smallville("verify", trio, script=CHANGED_ENGINE)
-    assert proof.returncode == 1 and "does not reproduce" in proof.stderr       # the proof sees the change
+    assert proof.returncode == 1 and "does not reproduce" in proof.stderr  # the proof sees the change
 
 
 def test_inspect_shows_what_the_event_log_says(trio):
@@ -219,7 +236,7 @@ def test_inspect_shows_what_the_event_log_says(trio):
     plan = [e for e in mine if e["kind"] == "plan"][-1]["data"]["blocks"]
     assert shown["plan"] == plan
     last_move = [e for e in mine if e["kind"] == "move"][-1]["data"]
-    if json.loads(json.dumps(shown["tile"])) != last_move["to"]:     # still on the way there
+    if json.loads(json.dumps(shown["tile"])) != last_move["to"]:  # still on the way there
         assert shown["status"] == "walking"
     else:
         assert shown["area"] == last_move["area"]
@@ -240,7 +257,7 @@ def as_written_by_schema(run, schema: int) -> None:
     from smallville.memory import MemoryStream
 
     heads = checkpoints(run)
-    states = [load_state(run, head) for head in heads]          # all read before any is rewritten
+    states = [load_state(run, head) for head in heads]  # all read before any is rewritten
     accessed = [_accessed(run / "checkpoints", head, list(state["agents"]))[0] for head, state in zip(heads, states)]
     last = streams.read(MemoryStream, run / "checkpoints", heads[-1], list(states[-1]["agents"]), accessed[-1], None)
     for agent, read in last.items():
@@ -262,8 +279,14 @@ def as_written_by_schema(run, schema: int) -> None:
             continue
         for path in folder.iterdir():
             path.unlink()
-        body = {"schema": 2, "time": head.time, "t": head.t, "digest": digest(state, 2), "files": head.files,
-                "state": state}
+        body = {
+            "schema": 2,
+            "time": head.time,
+            "t": head.t,
+            "digest": digest(state, 2),
+            "files": head.files,
+            "state": state,
+        }
         if schema == 1:
             body = {**state, "schema": 1, "t": head.t, "time": head.time, "digest": "", "files": head.files}
         (folder / "state.json").write_text(json.dumps(body))
@@ -305,8 +328,10 @@ def test_a_run_written_by_the_previous_version_goes_on_from_its_checkpoints(trio
     assert [c.schema for c in checkpoints(runs["old5"])] == [5, 5, 5, 5, 6]
     assert checkpoints(runs["old4"])[-1].memory["from"] == checkpoints(runs["old4"])[-2].t
     assert checkpoints(runs["old5"])[-1].memory["from"] == checkpoints(runs["old5"])[-2].t
-    looked = [smallville("inspect", runs[name], "--agent", "maria_lopez", "--at", "2023-02-13 09:30", "--json")
-              for name in ("now", "old5")]
+    looked = [
+        smallville("inspect", runs[name], "--agent", "maria_lopez", "--at", "2023-02-13 09:30", "--json")
+        for name in ("now", "old5")
+    ]
     assert looked[0].returncode == 0 and looked[0].stdout == looked[1].stdout and "memories" in looked[0].stdout
     forks = {}
     for name in ("now", "old5"):
@@ -315,7 +340,7 @@ def test_a_run_written_by_the_previous_version_goes_on_from_its_checkpoints(trio
         assert forked.returncode == 0, forked.stderr
     (fork_now,), (fork_old,) = forks["now"].iterdir(), forks["old5"].iterdir()
     assert (fork_old / "events.jsonl").read_bytes() == (fork_now / "events.jsonl").read_bytes()
-    assert checkpoints(runs["old3"])[-1].memory["from"] is None      # after schema 3: the streams whole
+    assert checkpoints(runs["old3"])[-1].memory["from"] is None  # after schema 3: the streams whole
     assert checkpoints(runs["now"])[-1].memory["from"] == checkpoints(runs["now"])[-2].t
 
 
@@ -335,13 +360,13 @@ def test_a_run_with_only_old_checkpoints_is_refused_in_one_line(trio, tmp_path):
 def test_a_state_rebuilt_from_python_and_a_finished_run_leave_no_threads_running(trio, tmp_path, monkeypatch):
     """What `state_at` builds (the brain behind the replay, the streams' search helpers) ends
     when the state is closed; a run ends its own when it finishes."""
-    from conftest import smallville_threads
-
-    from smallville.memory import scoring
     from smallville import mind
+    from smallville.memory import scoring
     from smallville.run import simulate_to
 
-    monkeypatch.setattr(scoring, "PARALLEL_ROWS", 2)         # every search on helper threads
+    from conftest import smallville_threads
+
+    monkeypatch.setattr(scoring, "PARALLEL_ROWS", 2)  # every search on helper threads
     monkeypatch.setattr(scoring, "threads", lambda: 2)
     before = smallville_threads()
     with simulate_to(trio, 3 * 3600) as sim:
@@ -351,6 +376,6 @@ def test_a_state_rebuilt_from_python_and_a_finished_run_leave_no_threads_running
     assert smallville_threads() - before == set()
     result = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path, duration=3600, embedder="lexical")
     assert smallville_threads() - before == set()
-    assert mind.inspect_agent(result.simulation, "maria_lopez")["recall"]    # still readable
+    assert mind.inspect_agent(result.simulation, "maria_lopez")["recall"]  # still readable
     result.simulation.close()
     assert smallville_threads() - before == set()

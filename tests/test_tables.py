@@ -11,12 +11,13 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from conftest import ROOT, manifest_of
 from rich.console import Console
 
 from smallville.metrics import compute, print_metrics
 from smallville.render import print_estimate, print_inspection
 from smallville.tables import Table, print_table
+
+from conftest import ROOT, manifest_of
 
 
 def render(draw, width: int = 80) -> str:
@@ -29,7 +30,9 @@ def render(draw, width: int = 80) -> str:
 def test_a_word_longer_than_its_column_folds_instead_of_being_cut():
     table = Table("id", "n")
     table.add_row("isabella_rodriguez_the_second", "628,789,943")
-    assert render(lambda c: print_table(c, table), width=20) == """\
+    assert (
+        render(lambda c: print_table(c, table), width=20)
+        == """\
 ┏━━━━━━━━━┳━━━━━━━━┓
 ┃ id      ┃ n      ┃
 ┡━━━━━━━━━╇━━━━━━━━┩
@@ -39,13 +42,19 @@ def test_a_word_longer_than_its_column_folds_instead_of_being_cut():
 │ e_secon │        │
 │ d       │        │
 └─────────┴────────┘"""
+    )
 
 
 def test_names_stay_whole_while_text_wraps():
     table = Table("agent", "memory")
-    table.add_row("isabella_rodriguez", "Isabella is planning a Valentine's Day party at Hobbs Cafe on February "
-                                        "14th, from 5pm to 7pm, and hopes that everyone she knows will come.")
-    assert render(lambda c: print_table(c, table), width=60) == """\
+    table.add_row(
+        "isabella_rodriguez",
+        "Isabella is planning a Valentine's Day party at Hobbs Cafe on February "
+        "14th, from 5pm to 7pm, and hopes that everyone she knows will come.",
+    )
+    assert (
+        render(lambda c: print_table(c, table), width=60)
+        == """\
 ┏━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓
 ┃ agent              ┃ memory                              ┃
 ┡━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩
@@ -54,6 +63,7 @@ def test_names_stay_whole_while_text_wraps():
 │                    │ 14th, from 5pm to 7pm, and hopes    │
 │                    │ that everyone she knows will come.  │
 └────────────────────┴─────────────────────────────────────┘"""
+    )
 
 
 def test_a_cell_that_looks_like_markup_is_shown_as_written():
@@ -63,22 +73,36 @@ def test_a_cell_that_looks_like_markup_is_shown_as_written():
 
 
 ESTIMATE = {
-    "model": "openai/gpt-4o-mini", "window_s": 86400, "seconds": 4.4, "rounds": 1463, "wall_s": 3000.0,
-    "completion_from": "offline answers", "basis": "offline brain",
-    "by_kind": {"decompose": {"requests": 578, "prompt_tokens": 205618, "completion_tokens": 68699, "cost_usd": 0.0721},
-                "rate_importance": {"requests": 1384, "prompt_tokens": 192416, "completion_tokens": 12654,
-                                    "cost_usd": 0.0365},
-                "reflect_questions": {"requests": 35, "prompt_tokens": 49725, "completion_tokens": 1169,
-                                      "cost_usd": 0.0082}},
-    "requests": 1997, "prompt_tokens": 447759, "completion_tokens": 82522, "cost_usd": 0.1168,
-    "range": {"requests": [1597, 2397], "prompt_tokens": [358207, 537311], "completion_tokens": [41261, 165044],
-              "cost_usd": [0.0801, 0.1794]},
+    "model": "openai/gpt-4o-mini",
+    "window_s": 86400,
+    "seconds": 4.4,
+    "rounds": 1463,
+    "wall_s": 3000.0,
+    "completion_from": "offline answers",
+    "basis": "offline brain",
+    "by_kind": {
+        "decompose": {"requests": 578, "prompt_tokens": 205618, "completion_tokens": 68699, "cost_usd": 0.0721},
+        "rate_importance": {"requests": 1384, "prompt_tokens": 192416, "completion_tokens": 12654, "cost_usd": 0.0365},
+        "reflect_questions": {"requests": 35, "prompt_tokens": 49725, "completion_tokens": 1169, "cost_usd": 0.0082},
+    },
+    "requests": 1997,
+    "prompt_tokens": 447759,
+    "completion_tokens": 82522,
+    "cost_usd": 0.1168,
+    "range": {
+        "requests": [1597, 2397],
+        "prompt_tokens": [358207, 537311],
+        "completion_tokens": [41261, 165044],
+        "cost_usd": [0.0801, 0.1794],
+    },
 }
 
 
 def test_the_estimate_at_80_columns_keeps_every_figure_whole():
     town = SimpleNamespace(name="The Ville", agents=[None] * 25)
-    assert render(lambda c: print_estimate(ESTIMATE, town, 2.0, 8, c)) == """\
+    assert (
+        render(lambda c: print_estimate(ESTIMATE, town, 2.0, 8, c))
+        == """\
 The Ville on openai/gpt-4o-mini: 24 simulated hours, 25 agents (estimated
                             offline in 4.4 s)
 ┏━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━┳━━━━━━━━━━┓
@@ -95,31 +119,67 @@ assumes the offline brain's behaviour, completions sized from its answers (a
 model that acts otherwise sends otherwise: estimate --from a short run on it);
 in order, 1,463 rounds of calls at 2 s a call and up to 8 at once take about 50
 min (run-ahead can do better)"""
+    )
 
 
 def event(t: int, kind: str, agent: str, data: dict) -> dict:
-    return {"t": t, "time": f"2023-02-13 {7 + t // 3600:02d}:{t % 3600 // 60:02d}:00", "kind": kind, "agent": agent,
-            "data": data}
+    return {
+        "t": t,
+        "time": f"2023-02-13 {7 + t // 3600:02d}:{t % 3600 // 60:02d}:00",
+        "kind": kind,
+        "agent": agent,
+        "data": data,
+    }
 
 
 AGENTS = ["isabella_rodriguez", "klaus_mueller", "maria_lopez"]
-EVENTS = [event(0, "memory", "isabella_rodriguez", {"id": 0, "kind": "seed", "importance": 8,
-                                                    "text": "Isabella is planning a party.", "links": []}),
-          event(0, "learned", "isabella_rodriguez", {"probe": "party", "memory": 0}),
-          *(event(0, "spawn", a, {"tile": [1, 1], "area": "Hobbs Cafe / cafe"}) for a in AGENTS),
-          event(3600, "talk_start", "isabella_rodriguez", {"with": "klaus_mueller", "area": "Hobbs Cafe / cafe"}),
-          event(3660, "memory", "klaus_mueller", {"id": 4, "kind": "chat", "importance": 6, "links": [],
-                                                  "text": "Isabella Rodriguez said to Klaus Mueller: come to my party!"}),
-          event(3660, "learned", "klaus_mueller", {"probe": "party", "memory": 4}),
-          event(3720, "action", "maria_lopez", {"action": "reading", "area": "Hobbs Cafe / cafe", "object": None,
-                                                "until": "08:30"})]
-MANIFEST = manifest_of(run_id="the_ville-seed7-20230213-070000", status="completed", seed=7,
-                       scenario={"name": "The Ville"}, agents=AGENTS, sim_start="2023-02-13 07:00:00",
-                       sim_reached="2023-02-13 09:00:00", probes={"party": {}}, requests={"speak": 2, "react": 1})
+EVENTS = [
+    event(
+        0,
+        "memory",
+        "isabella_rodriguez",
+        {"id": 0, "kind": "seed", "importance": 8, "text": "Isabella is planning a party.", "links": []},
+    ),
+    event(0, "learned", "isabella_rodriguez", {"probe": "party", "memory": 0}),
+    *(event(0, "spawn", a, {"tile": [1, 1], "area": "Hobbs Cafe / cafe"}) for a in AGENTS),
+    event(3600, "talk_start", "isabella_rodriguez", {"with": "klaus_mueller", "area": "Hobbs Cafe / cafe"}),
+    event(
+        3660,
+        "memory",
+        "klaus_mueller",
+        {
+            "id": 4,
+            "kind": "chat",
+            "importance": 6,
+            "links": [],
+            "text": "Isabella Rodriguez said to Klaus Mueller: come to my party!",
+        },
+    ),
+    event(3660, "learned", "klaus_mueller", {"probe": "party", "memory": 4}),
+    event(
+        3720,
+        "action",
+        "maria_lopez",
+        {"action": "reading", "area": "Hobbs Cafe / cafe", "object": None, "until": "08:30"},
+    ),
+]
+MANIFEST = manifest_of(
+    run_id="the_ville-seed7-20230213-070000",
+    status="completed",
+    seed=7,
+    scenario={"name": "The Ville"},
+    agents=AGENTS,
+    sim_start="2023-02-13 07:00:00",
+    sim_reached="2023-02-13 09:00:00",
+    probes={"party": {}},
+    requests={"speak": 2, "react": 1},
+)
 
 
 def test_metrics_at_80_columns_wrap_chains_and_split_wide_tables():
-    assert render(lambda c: print_metrics(compute(MANIFEST, EVENTS), c)) == """\
+    assert (
+        render(lambda c: print_metrics(compute(MANIFEST, EVENTS), c))
+        == """\
 The Ville: run the_ville-seed7-20230213-070000, seed 7, 3 agents, 2.0 simulated
 hours, status completed
                             Diffusion of information
@@ -163,26 +223,58 @@ Relationship network: 0 -> 1 pairs, density 0.0 -> 0.3333 (1 pairs talked)
 │ total              │        2 │       1 │
 └────────────────────┴──────────┴─────────┘
 Brain requests: 3 (react 1, speak 2)"""
+    )
 
 
 INSPECTION = {
-    "agent": "maria_lopez", "name": "Maria Lopez", "time": "2023-02-13 10:00", "area": "Oak Hill College / classroom",
-    "tile": [18, 19], "status": "acting", "activity": "attending physics lectures", "knows": ["party"], "memories": 33,
-    "plan": [["09:08", "11:52", "attending physics lectures", "Oak Hill College / classroom"],
-             ["11:52", "13:20", "having lunch and a coffee at Hobbs Cafe", "Hobbs Cafe / cafe"]],
-    "now": ["09:08", "11:52", "attending physics lectures"], "next": [], "query": "attending physics lectures",
-    "recall": [{"id": 3, "kind": "observation", "text": "Klaus Mueller is attending a sociology seminar",
-                "score": 2.08, "recency": 1.0, "importance": 0.33, "relevance": 0.74},
-               {"id": 7, "kind": "seed", "score": 1.89, "recency": 0.89, "importance": 1.0, "relevance": 0.0,
-                "text": "[note to self] the electromagnetism problem set is due on Wednesday morning"}],
+    "agent": "maria_lopez",
+    "name": "Maria Lopez",
+    "time": "2023-02-13 10:00",
+    "area": "Oak Hill College / classroom",
+    "tile": [18, 19],
+    "status": "acting",
+    "activity": "attending physics lectures",
+    "knows": ["party"],
+    "memories": 33,
+    "plan": [
+        ["09:08", "11:52", "attending physics lectures", "Oak Hill College / classroom"],
+        ["11:52", "13:20", "having lunch and a coffee at Hobbs Cafe", "Hobbs Cafe / cafe"],
+    ],
+    "now": ["09:08", "11:52", "attending physics lectures"],
+    "next": [],
+    "query": "attending physics lectures",
+    "recall": [
+        {
+            "id": 3,
+            "kind": "observation",
+            "text": "Klaus Mueller is attending a sociology seminar",
+            "score": 2.08,
+            "recency": 1.0,
+            "importance": 0.33,
+            "relevance": 0.74,
+        },
+        {
+            "id": 7,
+            "kind": "seed",
+            "score": 1.89,
+            "recency": 0.89,
+            "importance": 1.0,
+            "relevance": 0.0,
+            "text": "[note to self] the electromagnetism problem set is due on Wednesday morning",
+        },
+    ],
     "reflections": [],
-    "relationships": {"ayesha_khan": {"name": None, "view": "a dormmate who lends her novels", "talks": 0},
-                      "klaus_mueller": {"name": "Klaus Mueller", "view": "a thoughtful classmate", "talks": 1}},
+    "relationships": {
+        "ayesha_khan": {"name": None, "view": "a dormmate who lends her novels", "talks": 0},
+        "klaus_mueller": {"name": "Klaus Mueller", "view": "a thoughtful classmate", "talks": 1},
+    },
 }
 
 
 def test_inspect_shows_the_plan_recall_and_relationships():
-    assert render(lambda c: print_inspection("inspect", INSPECTION, c)) == """\
+    assert (
+        render(lambda c: print_inspection("inspect", INSPECTION, c))
+        == """\
 Maria Lopez at 2023-02-13 10:00: attending physics lectures (acting), Oak Hill
 College / classroom [18, 19]; 33 memories; knows: party
 Plan
@@ -201,6 +293,7 @@ Plan
 Relationships
  • ayesha_khan: a dormmate who lends her novels
  • Klaus Mueller: a thoughtful classmate (talked 1 time)"""
+    )
 
 
 @pytest.fixture(scope="module")
@@ -209,15 +302,22 @@ def run(tmp_path_factory):
     from smallville.scenario import load_scenario
 
     town = ROOT / "tests" / "fixtures" / "tiny_town" / "scenarios" / "tiny.yaml"
-    return run_scenario(load_scenario(town), runs_dir=tmp_path_factory.mktemp("runs"), duration=3 * 3600,
-                        embedder="lexical").path
+    return run_scenario(
+        load_scenario(town), runs_dir=tmp_path_factory.mktemp("runs"), duration=3 * 3600, embedder="lexical"
+    ).path
 
 
 def piped(*args, columns: str | None = None) -> str:
     """stdout of the command line writing to a pipe, in a clean environment."""
     env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/"), **({"COLUMNS": columns} if columns else {})}
-    result = subprocess.run([sys.executable, "-m", "smallville", *map(str, args)], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "smallville", *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -229,5 +329,5 @@ def test_piped_output_is_plain_and_whole(run, columns, width):
         tables = [line for line in text.splitlines() if line[:1] in "┏┃┡│└"]
         assert tables and all(len(line) <= width for line in tables)
     lines = piped("inspect", run, "--agent", "ann_lee", columns=columns).splitlines()
-    assert len(lines[0]) > width and lines[0].startswith("Ann Lee at 2023-02-13 10:00: ")   # prose is not broken
+    assert len(lines[0]) > width and lines[0].startswith("Ann Lee at 2023-02-13 10:00: ")  # prose is not broken
     assert lines[-2:] == ["Relationships", " • Bob Ray: a neighbour who talks too much"]

@@ -7,13 +7,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import ROOT
 
 from smallville.replay.record import RunRecord, load_run
 from smallville.replay.timeline import describe, timeline
 
-PEOPLE = SimpleNamespace(agents=[SimpleNamespace(id="ann_lee", name="Ann Lee"),
-                                 SimpleNamespace(id="bob_ray", name="Bob Ray")])
+from conftest import ROOT
+
+PEOPLE = SimpleNamespace(
+    agents=[SimpleNamespace(id="ann_lee", name="Ann Lee"), SimpleNamespace(id="bob_ray", name="Bob Ray")]
+)
 
 
 def event(t: int, kind: str, agent: str | None, data: dict) -> dict:
@@ -21,8 +23,12 @@ def event(t: int, kind: str, agent: str | None, data: dict) -> dict:
 
 
 def walk(t: int, agent: str, area: str, tiles: int = 3) -> dict:
-    return event(t, "move", agent, {"from": [1, 1], "to": [2, 2], "area": area, "tiles": tiles,
-                                    "arrive": f"07:{t // 60 + 1:02d}"})
+    return event(
+        t,
+        "move",
+        agent,
+        {"from": [1, 1], "to": [2, 2], "area": area, "tiles": tiles, "arrive": f"07:{t // 60 + 1:02d}"},
+    )
 
 
 EVENTS = [
@@ -30,14 +36,32 @@ EVENTS = [
     event(0, "spawn", "bob_ray", {"tile": [9, 9], "area": "Bob's flat / kitchen"}),
     walk(60, "ann_lee", "Ann's house / bedroom", tiles=2),
     walk(120, "ann_lee", "Ann's house / kitchen"),
-    event(180, "action", "ann_lee", {"action": "making tea (using the kettle)", "area": "Ann's house / kitchen",
-                                     "object": "kettle", "until": "07:10"}),
+    event(
+        180,
+        "action",
+        "ann_lee",
+        {
+            "action": "making tea (using the kettle)",
+            "area": "Ann's house / kitchen",
+            "object": "kettle",
+            "until": "07:10",
+        },
+    ),
     walk(240, "bob_ray", "Bob's flat / kitchen"),
     walk(300, "ann_lee", "Ann's house / kitchen", tiles=1),
     event(360, "brain_fallback", "bob_ray", {"kind": "speak", "key": "abc", "error": "timeout"}),
     event(420, "brain_refused", "ann_lee", {"kind": "react", "ceiling": 60}),
-    event(480, "recall", "ann_lee", {"req": 7, "request": "speak", "key": "abc",
-                                     "queries": [["Bob Ray", [[4, 2.1, 1.0, 0.6, 0.5], [2, 1.5, 0.5, 0.5, 0.5]]]]}),
+    event(
+        480,
+        "recall",
+        "ann_lee",
+        {
+            "req": 7,
+            "request": "speak",
+            "key": "abc",
+            "queries": [["Bob Ray", [[4, 2.1, 1.0, 0.6, 0.5], [2, 1.5, 0.5, 0.5, 0.5]]]],
+        },
+    ),
 ]
 RUN = RunRecord(Path("run"), {"agents": ["ann_lee", "bob_ray"]}, EVENTS, PEOPLE)
 
@@ -68,8 +92,10 @@ def test_what_a_request_recalled_shows_with_all_only_as_the_memories_it_names():
 
 def test_where_an_agent_is_is_known_from_before_the_window_and_the_filter():
     """From 07:04, for Ann only: Ann's walk at 07:05 is still within the kitchen she reached at 07:02."""
-    assert list(timeline(RUN, agent="ann_lee", since=240, everything=True))[0] == \
-        "2023-02-13 07:05  Ann Lee moves within Ann's house / kitchen (1 tile, arrives 07:06)"
+    assert (
+        list(timeline(RUN, agent="ann_lee", since=240, everything=True))[0]
+        == "2023-02-13 07:05  Ann Lee moves within Ann's house / kitchen (1 tile, arrives 07:06)"
+    )
 
 
 def test_an_unknown_kind_of_event_is_still_a_sentence():
@@ -105,4 +131,3 @@ def test_no_event_of_a_real_run_is_shown_as_a_dict(trio):
     assert sum(" walks to " in line for line in lines) == across
     assert sum(" moves within " in line for line in lines) == within
     assert sum(" walks to " in line or " moves within " in line for line in timeline(trio)) == across
-

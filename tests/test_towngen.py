@@ -52,7 +52,7 @@ def test_the_town_grows_with_n():
     for n in (20, 200):
         town = generate_town(n, seed=0)
         rows = town.scenario.split("  grid: |\n")[1].split("\n  objects:")[0].splitlines()
-        sizes[n] = (len(rows) * len(rows[0]), town.scenario.count("Cafe / cafe\""), len(town.agents))
+        sizes[n] = (len(rows) * len(rows[0]), town.scenario.count('Cafe / cafe"'), len(town.agents))
     assert sizes[200][0] > 3 * sizes[20][0]
     assert sizes[200][1] > sizes[20][1] >= 1
     assert sizes[20][2] == 20 and sizes[200][2] == 200
@@ -97,11 +97,19 @@ def _people_per_place(n: int) -> dict[str, float]:
     for pid, text in generate_town(n, seed=0).agents.items():
         for step in yaml.safe_load(text)["routine"]:
             users.setdefault(step["where"], set()).add(pid)
-    kinds = {"cafe": "Cafe / cafe", "pub": " Arms / pub", "shop": "Market / store", "park": " Park",
-             "office": "Offices / office", "classroom": "College / classroom"}
+    kinds = {
+        "cafe": "Cafe / cafe",
+        "pub": " Arms / pub",
+        "shop": "Market / store",
+        "park": " Park",
+        "office": "Offices / office",
+        "classroom": "College / classroom",
+    }
     out = {}
     for kind, tail in kinds.items():
-        counts = [len(ids) for place, ids in users.items() if tail in place and (kind != "park" or place.endswith(tail))]
+        counts = [
+            len(ids) for place, ids in users.items() if tail in place and (kind != "park" or place.endswith(tail))
+        ]
         if counts:
             out[kind] = sum(counts) / len(counts)
     return out
@@ -121,8 +129,14 @@ def test_towns_are_as_crowded_at_every_size():
 def _smallville(*args) -> subprocess.CompletedProcess:
     """The command line in a subprocess with a clean environment: no API key, no settings."""
     env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.run([sys.executable, "-m", "smallville", *map(str, args)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "smallville", *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_a_town_of_20000_is_valid_with_distinct_readable_names(tmp_path):

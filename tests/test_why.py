@@ -21,8 +21,9 @@ from conftest import CAFE_TRIO, THE_VILLE
 def smallville(*args):
     """The command line as a user runs it: a fresh process, a clean environment, no API key."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.run([sys.executable, "-m", "smallville", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "smallville", *map(str, args)], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def log_of(path) -> list[dict]:
@@ -32,8 +33,9 @@ def log_of(path) -> list[dict]:
 @pytest.fixture(scope="module")
 def ville(tmp_path_factory):
     """The default town, offline, into the second morning (plans of a day after the first)."""
-    result = run_scenario(load_scenario(THE_VILLE), runs_dir=tmp_path_factory.mktemp("runs"),
-                          duration=25 * 3600, embedder="lexical")
+    result = run_scenario(
+        load_scenario(THE_VILLE), runs_dir=tmp_path_factory.mktemp("runs"), duration=25 * 3600, embedder="lexical"
+    )
     return result.path
 
 
@@ -57,8 +59,8 @@ def test_every_decision_names_its_request_and_every_recall_is_of_memories_alread
         if e["kind"] == ev.RECALL:
             for _, hits in e["data"]["queries"]:
                 assert all((e["agent"], h[0]) in held for h in hits), e
-                assert [h[1] for h in hits] == sorted((h[1] for h in hits), reverse=True)     # best first
-                for _, score, rec, imp, rel in hits:             # the paper's score, weights 1/1/1
+                assert [h[1] for h in hits] == sorted((h[1] for h in hits), reverse=True)  # best first
+                for _, score, rec, imp, rel in hits:  # the paper's score, weights 1/1/1
                     assert score == pytest.approx(rec + imp + rel, abs=0.002)
     says = [e for e in log if e["kind"] == ev.SAY]
     assert says and all(recalls[e["agent"], e["data"]["req"]]["data"]["request"] == "speak" for e in says)
@@ -66,9 +68,14 @@ def test_every_decision_names_its_request_and_every_recall_is_of_memories_alread
     assert all(recalls[e["agent"], e["data"]["req"]]["data"]["request"] == "plan_day" for e in plans)
     actions = [e for e in log if e["kind"] == ev.ACTION]
     assert sum("req" in e["data"] for e in actions) > 0.9 * len(actions)
-    whispered = {e["data"]["what"] for e in log if e["kind"] == ev.EVENT}     # a thought no request gave
-    thoughts = [e for e in log if e["kind"] == ev.MEMORY and e["data"]["kind"] in ("thought", "reflection")
-                and e["data"]["text"] not in whispered]
+    whispered = {e["data"]["what"] for e in log if e["kind"] == ev.EVENT}  # a thought no request gave
+    thoughts = [
+        e
+        for e in log
+        if e["kind"] == ev.MEMORY
+        and e["data"]["kind"] in ("thought", "reflection")
+        and e["data"]["text"] not in whispered
+    ]
     assert thoughts and all("req" in e["data"] for e in thoughts)
 
 
@@ -80,17 +87,23 @@ def test_why_at_a_learned_event_names_the_teller_and_the_conversation_and_reache
     assert result.returncode == 0, result.stderr
     account = json.loads(result.stdout)
     origin = account["memory"]["origin"]
-    chat = next(e for e in log if e["kind"] == ev.MEMORY and e["agent"] == agent
-                and e["data"]["id"] == learned["data"]["memory"])
+    chat = next(
+        e
+        for e in log
+        if e["kind"] == ev.MEMORY and e["agent"] == agent and e["data"]["id"] == learned["data"]["memory"]
+    )
     assert origin["how"] == "told" and origin["by"] == chat["data"]["speaker"] != agent
     talk = log[origin["conversation"]["line"] - 1]
     assert talk["kind"] == ev.TALK_START and {talk["agent"], talk["data"]["with"]} == {agent, origin["by"]}
-    assert origin["request"]["kind"] == "speak"         # what the teller recalled for the line
+    assert origin["request"]["kind"] == "speak"  # what the teller recalled for the line
     source, *middle, last = account["chain"]
     assert last["agent"] == agent and last["from"] == origin["by"]
     assert source["source"] == "seed" and "from" not in source
-    seed = next(e for e in log if e["kind"] == ev.MEMORY and e["agent"] == source["agent"]
-                and e["data"]["id"] == source["memory"])
+    seed = next(
+        e
+        for e in log
+        if e["kind"] == ev.MEMORY and e["agent"] == source["agent"] and e["data"]["id"] == source["memory"]
+    )
     words = next(p.match for p in load_scenario(THE_VILLE).probes if p.name == learned["data"]["probe"])
     assert seed["data"]["kind"] == "seed" and all(w in seed["data"]["text"].lower() for w in words)
     text = smallville("why", ville, "--agent", agent, "--event", line)
@@ -105,7 +118,7 @@ def test_why_probe_shows_the_chain_of_conversations_from_the_source(ville):
     assert result.returncode == 0, result.stderr
     chain = json.loads(result.stdout)["chain"]
     assert chain[0]["source"] == "seed" and chain[-1]["agent"] == agent
-    for before, hop in zip(chain, chain[1:]):       # each was told by the one before, after it learned
+    for before, hop in zip(chain, chain[1:]):  # each was told by the one before, after it learned
         assert hop["from"] == before["agent"] and hop["t"] >= before["t"]
         assert hop["via"] in ("recalled", "fresh")
     assert smallville("why", ville, "--probe", probe, "--agent", agent).stdout.startswith(f"How {agent} came to know")
@@ -127,7 +140,7 @@ def test_why_at_a_plan_lists_what_the_plan_was_shown_as_inspect_scores_it(ville)
     inspected = {m["id"]: m for m in json.loads(result.stdout)["recall"]}
     both = [m for m in query["memories"] if m["id"] in inspected]
     assert len(both) >= len(query["memories"]) // 2
-    for m in both:      # recency may differ: the agent's summary, written first at that instant, touched some
+    for m in both:  # recency may differ: the agent's summary, written first at that instant, touched some
         assert m["relevance"] == pytest.approx(inspected[m["id"]]["relevance"], abs=0.001)
         assert m["importance"] == pytest.approx(inspected[m["id"]]["importance"], abs=0.001)
 
@@ -151,13 +164,16 @@ def test_an_old_run_without_recall_records_says_so_in_one_line(ville, tmp_path):
     assert probe.returncode == 0 and "recall not recorded" in probe.stdout
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--agent", "nobody", "--at", "2023-02-13 12:00"], "unknown agent 'nobody'"),
-    (["--agent", "maria_lopez", "--event", "99999999"], "is not in the log"),
-    (["--agent", "maria_lopez"], "give --at TIME, --event N or --probe NAME"),
-    (["--agent", "maria_lopez", "--probe", "rumour"], "no probe 'rumour'"),
-    (["--agent", "maria_lopez", "--at", "yesterday"], "--at"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--agent", "nobody", "--at", "2023-02-13 12:00"], "unknown agent 'nobody'"),
+        (["--agent", "maria_lopez", "--event", "99999999"], "is not in the log"),
+        (["--agent", "maria_lopez"], "give --at TIME, --event N or --probe NAME"),
+        (["--agent", "maria_lopez", "--probe", "rumour"], "no probe 'rumour'"),
+        (["--agent", "maria_lopez", "--at", "yesterday"], "--at"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(ville, args, says):
     result = smallville("why", ville, *args)
     assert result.returncode == 2 and says in result.stderr
@@ -196,8 +212,13 @@ def model_run(tmp_path_factory):
     with LLMServer(seed=load_scenario(CAFE_TRIO).seed, hang=60) as server:
         server.prefer = {**SOCIABLE, "where": "Hobbs Cafe"}
         brain = LLMConfig(model="openai/test-model", api_base=server.api_base, backoff=0.0, timeout=60, retries=2)
-        result = run_scenario(load_scenario(CAFE_TRIO), runs_dir=tmp_path_factory.mktemp("model"),
-                              duration=2 * 3600, brain=brain, embedder="lexical")
+        result = run_scenario(
+            load_scenario(CAFE_TRIO),
+            runs_dir=tmp_path_factory.mktemp("model"),
+            duration=2 * 3600,
+            brain=brain,
+            embedder="lexical",
+        )
     return result.path
 
 
@@ -213,9 +234,8 @@ def test_why_in_a_models_run_lists_what_each_line_and_plan_was_shown(model_run):
         result = smallville("why", model_run, "--agent", e["agent"], "--event", n, "--json")
         assert result.returncode == 0, result.stderr
         account = json.loads(result.stdout)
-        assert account == json.loads(json.dumps(run.why(e["agent"], event=n)))      # the CLI's is Run.why's
+        assert account == json.loads(json.dumps(run.why(e["agent"], event=n)))  # the CLI's is Run.why's
         request = record[account["request"]["key"]]
         listed = [m for q in account["request"]["queries"] for m in q["memories"]]
         shown = {m["text"] for m in listed if m["shown"]}
         assert shown and shown == {item[1] for item in request["memories"]}
-

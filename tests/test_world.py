@@ -33,7 +33,7 @@ def test_shortest_path_goes_through_the_door():
     grid = Grid(ROWS, LEGEND)
     path = grid.path((1, 1), (8, 1))
     assert path[0] == (1, 1) and path[-1] == (8, 1)
-    assert (5, 2) in path                      # the only way out of the cafe
+    assert (5, 2) in path  # the only way out of the cafe
     assert len(path) - 1 == grid.distance((1, 1), (8, 1)) == 9
     assert all(abs(a[0] - b[0]) + abs(a[1] - b[1]) == 1 for a, b in zip(path, path[1:]))
     assert all(grid.walkable(t) for t in path)
@@ -48,9 +48,9 @@ def test_path_to_a_wall_or_itself():
 def test_perception_needs_vision_and_the_same_arena():
     world = make_world(vision=2)
     world.place("ann", (1, 1))
-    world.place("bob", (3, 3))      # 2 tiles away, same arena
-    world.place("cat", (4, 1))      # 3 tiles away
-    world.place("dan", (6, 1))      # street, behind the wall
+    world.place("bob", (3, 3))  # 2 tiles away, same arena
+    world.place("cat", (4, 1))  # 3 tiles away
+    world.place("dan", (6, 1))  # street, behind the wall
     assert world.agents_near("ann") == ["bob"]
     assert world.agents_near("bob") == ["ann", "cat"]
     assert world.agents_near("dan") == []
@@ -132,7 +132,7 @@ def test_unreachable_and_prefix_tiles():
     assert grid.path((1, 1), (3, 1)) is None and grid.distance((1, 1), (3, 1)) is None
     nested = Grid(("abc",), {"a": "Town / Hall / east", "b": "Town / Hall / west", "c": "Town / street"})
     assert nested.tiles_in("Town / Hall") == [(0, 0), (1, 0)]
-    assert nested.tiles_in("Town / Hall") is nested.tiles_in("Town/Hall")      # computed once
+    assert nested.tiles_in("Town / Hall") is nested.tiles_in("Town/Hall")  # computed once
     assert nested.tiles_in("Nowhere") == []
 
 
@@ -157,9 +157,26 @@ def test_a_memory_tells_of_every_place_it_names_as_a_plain_search_finds_them():
     for names that overlap, nest, differ in case or are shorter than the filing key."""
     from smallville.world.mentions import Mentions
 
-    names = ["Hobbs Cafe", "Cafe", "Oak Hill College", "Oak", "Ox", "The Rose and Crown Pub", "Pub", "Harvey Oak Supply"]
-    texts = ["isabella is at hobbs cafe", "the ox and the oak hill college", "nothing here", "ox",
-             "the rose and crown pub, harvey oak supply store and a pub", "cafeteria", "", "oa"]
+    names = [
+        "Hobbs Cafe",
+        "Cafe",
+        "Oak Hill College",
+        "Oak",
+        "Ox",
+        "The Rose and Crown Pub",
+        "Pub",
+        "Harvey Oak Supply",
+    ]
+    texts = [
+        "isabella is at hobbs cafe",
+        "the ox and the oak hill college",
+        "nothing here",
+        "ox",
+        "the rose and crown pub, harvey oak supply store and a pub",
+        "cafeteria",
+        "",
+        "oa",
+    ]
     mentions = Mentions(names)
     for text in texts:
         assert mentions.found_in(text) == {n for n in names if n.lower() in text}

@@ -15,8 +15,14 @@ from smallville.brain.config import LLMConfig
 from smallville.brain.ledger import Ledger
 
 
-def make_brain(spec: "str | LLMConfig", seed: int, *, ledger: Ledger | None = None,
-               cache: str | Path | None = None, spent_before=None) -> Brain:
+def make_brain(
+    spec: str | LLMConfig,
+    seed: int,
+    *,
+    ledger: Ledger | None = None,
+    cache: str | Path | None = None,
+    spent_before=None,
+) -> Brain:
     """The brain named on the command line: `offline` (the default) or a litellm model
     name (`openai/gpt-4o-mini`, `ollama/llama3.1`, ...) with its settings, answering in
     order (no run-ahead)."""

@@ -34,7 +34,7 @@ def split(content: str | None, reasoning: str | None = None) -> Split:
     opened = _THINK.match(text)
     if opened:
         thought = "\n".join(t for t in (thought, opened.group(2).strip()) if t)
-        text = text[opened.end():]
+        text = text[opened.end() :]
     if not text.strip() and thought:
         text = last_json(thought)
     return Split(text.strip(), thought)

@@ -56,13 +56,23 @@ def with_budget(config: LLMConfig, more: dict | None, spent=None) -> LLMConfig:
     more = {k: v for k, v in (more or {}).items() if v is not None}
     if not more:
         return config
-    return replace(config, budget={**config.budget, **{k: (getattr(spent, k) if spent else 0) + v
-                                                       for k, v in more.items()}})
+    return replace(
+        config, budget={**config.budget, **{k: (getattr(spent, k) if spent else 0) + v for k, v in more.items()}}
+    )
 
 
-def assemble(settings: LLMConfig, seed: int, *, ledger: Ledger | None = None, cache: str | Path | None = None,
-             spent=None, replay: tuple[str | Path, int] | None = None, live: bool = True,
-             model=None, agents: int | None = None) -> Stack:
+def assemble(
+    settings: LLMConfig,
+    seed: int,
+    *,
+    ledger: Ledger | None = None,
+    cache: str | Path | None = None,
+    spent=None,
+    replay: tuple[str | Path, int] | None = None,
+    live: bool = True,
+    model=None,
+    agents: int | None = None,
+) -> Stack:
     """The brain of `settings` answering with `seed`. `spent` (a `Spend`) counts against
     the budget. With `replay` (a run folder and a byte offset of its record) answers come
     from that record from the offset on; what it lacks goes to the live brain, or with
@@ -78,8 +88,9 @@ def assemble(settings: LLMConfig, seed: int, *, ledger: Ledger | None = None, ca
     return Stack(brain, settings, ledger, None, closers)
 
 
-def _live(settings: LLMConfig, seed: int, ledger: Ledger, cache, spent, model, closers: list,
-          agents: int | None) -> Brain:
+def _live(
+    settings: LLMConfig, seed: int, ledger: Ledger, cache, spent, model, closers: list, agents: int | None
+) -> Brain:
     if settings.is_offline and model is None:
         from smallville.brain.offline import OfflineBrain
 
@@ -103,7 +114,7 @@ def _live(settings: LLMConfig, seed: int, ledger: Ledger, cache, spent, model, c
 
         budget = Budget(settings.budget, ledger, spent)
         if "usd" in budget.limits:
-            inner.price(1, 1)                       # no price for the model: say so now, not mid-run
+            inner.price(1, 1)  # no price for the model: say so now, not mid-run
         inner = Budgeted(inner, budget)
     if settings.reuse_ratings:
         inner = RatingMemo(inner, ledger)
@@ -113,4 +124,3 @@ def _live(settings: LLMConfig, seed: int, ledger: Ledger, cache, spent, model, c
         inner = Caching(inner, cache, ledger)
         closers.append(inner.close)
     return WithFallbacks(Retrying(inner, settings.retries, settings.backoff, ledger), ledger)
-

@@ -10,14 +10,15 @@ fallbacks taken among them, which the dispatcher logs as `brain_fallback` events
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Callable, ContextManager, Sequence
 
 from smallville.brain.requests import Message
 
 if sys.version_info >= (3, 12):
     from typing import override
-else:                                     # (typing_extensions comes with pydantic, which litellm needs)
+else:  # (typing_extensions comes with pydantic, which litellm needs)
     from typing_extensions import override
 
 
@@ -28,7 +29,7 @@ class Brain:
     here with a default, so no caller has to ask whether it can."""
 
     name: str = "brain"
-    learns: bool = False                  # whether `learn` keeps anything (a run's record is read for it)
+    learns: bool = False  # whether `learn` keeps anything (a run's record is read for it)
 
     def answer(self, requests: Sequence[Message]) -> list:
         raise NotImplementedError
@@ -37,7 +38,7 @@ class Brain:
         """Settings recorded in the run's manifest."""
         return {"name": self.name}
 
-    def preflight(self, gate: Callable[[list[dict]], ContextManager] | None = None) -> str | None:
+    def preflight(self, gate: Callable[[list[dict]], AbstractContextManager] | None = None) -> str | None:
         """Checks before a run starts (a model's preflight call); the line to print, if any.
         `gate` admits each call (a budget). Nothing to check by default."""
         return None
@@ -64,7 +65,7 @@ class Wrapper(Brain):
         self.name = inner.name
 
     @property
-    def learns(self) -> bool:             # type: ignore[override]
+    def learns(self) -> bool:  # type: ignore[override]
         return self.inner.learns
 
     @override
@@ -76,7 +77,7 @@ class Wrapper(Brain):
         return self.inner.describe()
 
     @override
-    def preflight(self, gate: Callable[[list[dict]], ContextManager] | None = None) -> str | None:
+    def preflight(self, gate: Callable[[list[dict]], AbstractContextManager] | None = None) -> str | None:
         return self.inner.preflight(gate)
 
     @override
@@ -91,8 +92,8 @@ class Failed:
 
     reason: str
     error: str
-    retry_after: float | None = None     # seconds the server asked us to wait (HTTP Retry-After)
-    deployment: str | None = None        # the deployment of a model's list that failed (deployments.py)
+    retry_after: float | None = None  # seconds the server asked us to wait (HTTP Retry-After)
+    deployment: str | None = None  # the deployment of a model's list that failed (deployments.py)
 
     @property
     def retryable(self) -> bool:
@@ -106,10 +107,10 @@ class Failed:
 class Fallback:
     """A request of the last batch answered with a safe default after its last retry."""
 
-    index: int       # position in the batch
-    kind: str        # the request's kind
-    key: str         # its request_key
-    error: str       # the last error, one line
+    index: int  # position in the batch
+    kind: str  # the request's kind
+    key: str  # its request_key
+    error: str  # the last error, one line
 
 
 class Answers(list):

@@ -12,9 +12,10 @@ and `BudgetExhausted` stops the run.
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, ContextManager, Sequence
+from typing import TYPE_CHECKING
 
 from smallville.brain import requests as rq
 from smallville.brain.base import Wrapper, override
@@ -23,7 +24,7 @@ from smallville.errors import BudgetExhausted, SmallvilleError
 if TYPE_CHECKING:
     from smallville.brain.llm import LLMBrain
 
-LIMITS = BudgetExhausted.FLAGS          # the limits there are, by the flag that sets each
+LIMITS = BudgetExhausted.FLAGS  # the limits there are, by the flag that sets each
 
 
 @dataclass
@@ -36,7 +37,7 @@ class Spend:
         return {"requests": int(self.requests), "tokens": int(self.tokens), "usd": round(self.usd, 6)}
 
     @classmethod
-    def from_dict(cls, data: dict | None) -> "Spend":
+    def from_dict(cls, data: dict | None) -> Spend:
         data = data or {}
         return cls(data.get("requests", 0), data.get("tokens", 0), data.get("usd", 0.0))
 
@@ -62,9 +63,11 @@ class Budget:
 
     def spent(self) -> Spend:
         total = self.ledger.total()
-        return Spend(self.before.requests + total["calls"],
-                     self.before.tokens + total["prompt_tokens"] + total["completion_tokens"],
-                     self.before.usd + total["cost"])
+        return Spend(
+            self.before.requests + total["calls"],
+            self.before.tokens + total["prompt_tokens"] + total["completion_tokens"],
+            self.before.usd + total["cost"],
+        )
 
     def reserve(self, worst: Spend) -> None:
         """Admit a batch that could cost `worst`, or raise `BudgetExhausted`."""
@@ -100,19 +103,22 @@ class Budgeted(Wrapper):
         self.budget = budget
 
     @override
-    def preflight(self, gate: Callable[[list[dict]], ContextManager] | None = None) -> str | None:
+    def preflight(self, gate: Callable[[list[dict]], AbstractContextManager] | None = None) -> str | None:
         """The model's preflight, each of its calls admitted by the budget like any other."""
         from smallville.brain.llm import PROBE_TOKENS
 
-        return self.inner.preflight(gate=lambda messages: self._admitted(
-            1, lambda: [(self.inner.count_tokens(messages), PROBE_TOKENS, None)]))
+        return self.inner.preflight(
+            gate=lambda messages: self._admitted(1, lambda: [(self.inner.count_tokens(messages), PROBE_TOKENS, None)])
+        )
 
     @override
     def answer(self, requests: Sequence[rq.Message]):
         if not requests:
             return []
-        with self._admitted(len(requests), lambda: [(self.inner.prompt_tokens(r), self.inner.max_tokens_for(r),
-                                                     r.kind) for r in requests]):
+        with self._admitted(
+            len(requests),
+            lambda: [(self.inner.prompt_tokens(r), self.inner.max_tokens_for(r), r.kind) for r in requests],
+        ):
             return self.inner.answer(requests)
 
     @contextmanager

@@ -18,17 +18,19 @@ from smallville.brain.config import LLMConfig
 from smallville.brain.ledger import Ledger
 from smallville.brain.llm import Attempt, LLMBrain
 
-CHECKS = ("structured_check", "reasoning_check")      # what a preflight finds, as a brain describes it
+CHECKS = ("structured_check", "reasoning_check")  # what a preflight finds, as a brain describes it
 
 
 def notes_of(described: dict) -> list[str]:
     """The lines a brain's description holds from its preflights: the structured-output mode
     chosen (and why), the room for reasoning found; for a kind's own model, named."""
+
     def notes(checks: dict) -> list[str]:
         return [note for note in ((checks.get(check) or {}).get("note") for check in CHECKS) if note]
 
-    return notes(described) + [f"{name}: {note}" for name, checks in (described.get("checks") or {}).items()
-                               for note in notes(checks)]
+    return notes(described) + [
+        f"{name}: {note}" for name, checks in (described.get("checks") or {}).items() for note in notes(checks)
+    ]
 
 
 def model_brain(config: LLMConfig, ledger: Ledger, *, child: bool = False) -> LLMBrain | ByKind:
@@ -44,8 +46,8 @@ class ByKind(Brain):
     def __init__(self, config: LLMConfig, ledger: Ledger, *, child: bool = False) -> None:
         self.config = config
         self._pool: ThreadPoolExecutor | None = None
-        self.brains: dict[str, LLMBrain] = {}          # by the settings' identity (config.identity)
-        self.routes: dict[str, LLMBrain] = {}          # request kind -> the brain of its own model
+        self.brains: dict[str, LLMBrain] = {}  # by the settings' identity (config.identity)
+        self.routes: dict[str, LLMBrain] = {}  # request kind -> the brain of its own model
         try:
             self.default = self._brain(config.endpoint(), ledger, child)
             for kind in config.model_kinds():
@@ -84,8 +86,10 @@ class ByKind(Brain):
         if len(groups) <= 1:
             return self.brain_for(requests[0].kind).answer(requests) if requests else []
         out: list = [None] * len(requests)
-        sent = [(idx, self._pool.submit(self.brain_for(requests[idx[0]].kind).answer, [requests[i] for i in idx]))
-                for idx in groups.values()]
+        sent = [
+            (idx, self._pool.submit(self.brain_for(requests[idx[0]].kind).answer, [requests[i] for i in idx]))
+            for idx in groups.values()
+        ]
         for idx, future in sent:
             for i, answer in zip(idx, future.result()):
                 out[i] = answer
@@ -129,11 +133,15 @@ class ByKind(Brain):
             if brain.reasoning and "reasoning_tokens" not in kinds[kind]:
                 kinds[kind]["reasoning_tokens"] = brain.reasoning
         out["kinds"] = kinds
-        out["models"] = {brain.name: sorted(k for k, b in self.routes.items() if b is brain)
-                         for brain in self.brains.values()}
+        out["models"] = {
+            brain.name: sorted(k for k, b in self.routes.items() if b is brain) for brain in self.brains.values()
+        }
         out["models"][self.default.name] = ["*"] + out["models"][self.default.name]
-        checks = {brain.name: {k: v for k, v in brain.describe().items() if k in CHECKS}
-                  for brain in self.brains.values() if brain is not self.default}
+        checks = {
+            brain.name: {k: v for k, v in brain.describe().items() if k in CHECKS}
+            for brain in self.brains.values()
+            if brain is not self.default
+        }
         out["checks"] = {name: check for name, check in checks.items() if check}
         return out
 

@@ -49,10 +49,10 @@ class Reply:
     completion_tokens: int
     cost: float | None
     reasoning_tokens: int = 0
-    deployment: str | None = None       # the deployment of a model's list that answered (deployments.py)
+    deployment: str | None = None  # the deployment of a model's list that answered (deployments.py)
 
 
-UNPRICED: set[str] = set()     # models litellm has said it knows no price for
+UNPRICED: set[str] = set()  # models litellm has said it knows no price for
 
 
 def call(litellm, kwargs: dict, secrets: list[str], price: bool, routers: dict | None = None) -> Reply | Failed:
@@ -73,10 +73,15 @@ def call(litellm, kwargs: dict, secrets: list[str], price: bool, routers: dict |
     cost = cost_of(litellm, response, model, hidden.get("response_cost"), price)
     completion = int(getattr(usage, "completion_tokens", 0) or 0)
     text = split(choice.message.content, getattr(choice.message, "reasoning_content", None))
-    return Reply(text.answer, getattr(choice, "finish_reason", "") or "",
-                 int(getattr(usage, "prompt_tokens", 0) or 0), completion, None if cost is None else float(cost),
-                 reasoning_tokens(litellm, model, usage, text.reasoning, completion),
-                 hidden.get("model_id") if router else None)
+    return Reply(
+        text.answer,
+        getattr(choice, "finish_reason", "") or "",
+        int(getattr(usage, "prompt_tokens", 0) or 0),
+        completion,
+        None if cost is None else float(cost),
+        reasoning_tokens(litellm, model, usage, text.reasoning, completion),
+        hidden.get("model_id") if router else None,
+    )
 
 
 def cost_of(litellm, response, model: str, cost: float | None, price: bool) -> float | None:
@@ -139,12 +144,16 @@ class ChildCalls:
     `route` tells it the Routers of a model of several deployments before its first call."""
 
     def __init__(self, threads: int, timeout: float, secrets: list[str]) -> None:
-        self.patience = 2 * timeout + 60.0       # a child that says nothing for this long is taken as gone
-        proc = subprocess.Popen([sys.executable, "-m", "smallville.brain.calls", str(threads)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True,
-                                encoding="utf-8")
+        self.patience = 2 * timeout + 60.0  # a child that says nothing for this long is taken as gone
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "smallville.brain.calls", str(threads)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+            encoding="utf-8",
+        )
         self._link = _Link(proc)
-        self._link.write(json.dumps(secrets))          # the first line: what no message may show
+        self._link.write(json.dumps(secrets))  # the first line: what no message may show
         self._numbers = count()
         threading.Thread(target=self._link.read, name="smallville-calls-reader", daemon=True).start()
         self._forget = weakref.finalize(self, self._link.end)
@@ -220,7 +229,7 @@ class _Link:
                     future = self.waiting.pop(n, None)
                 if future is not None:
                     future.set_result(reply)
-        except (OSError, ValueError, TypeError) as exc:   # a broken channel: the calls waiting fail below
+        except (OSError, ValueError, TypeError) as exc:  # a broken channel: the calls waiting fail below
             self.gone = f"its answers could not be read: {exc}"
         status = self.proc.wait()
         self.proc.stdout.close()
@@ -248,9 +257,9 @@ def serve(threads: int) -> None:
     read from stdin as JSON lines `[n, kwargs, price]`, each answered on stdout as
     `[n, reply or failed]` when it is done, `threads` at a time; a line `{"routers": ...}`
     makes the Routers the calls after it may name (`routers_of`)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the run's to handle, not ours
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle, not ours
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)                                   # anything printed goes to stderr, not the channel
+    os.dup2(2, 1)  # anything printed goes to stderr, not the channel
     secrets = json.loads(sys.stdin.readline() or "[]")
     litellm = import_litellm()
     routers: dict = {}
@@ -277,10 +286,18 @@ def serve(threads: int) -> None:
 # ---- failures as one line ---------------------------------------------------------------
 
 _REASONS = (  # litellm exception class names -> Failed.reason; first match wins
-    ("Timeout", "timeout"), ("RateLimitError", "rate_limit"), ("APIConnectionError", "connection"),
-    ("ServiceUnavailableError", "server"), ("InternalServerError", "server"), ("BadGatewayError", "server"),
-    ("AuthenticationError", "refused"), ("PermissionDeniedError", "refused"), ("NotFoundError", "refused"),
-    ("BadRequestError", "refused"), ("UnprocessableEntityError", "refused"), ("ContextWindowExceededError", "refused"),
+    ("Timeout", "timeout"),
+    ("RateLimitError", "rate_limit"),
+    ("APIConnectionError", "connection"),
+    ("ServiceUnavailableError", "server"),
+    ("InternalServerError", "server"),
+    ("BadGatewayError", "server"),
+    ("AuthenticationError", "refused"),
+    ("PermissionDeniedError", "refused"),
+    ("NotFoundError", "refused"),
+    ("BadRequestError", "refused"),
+    ("UnprocessableEntityError", "refused"),
+    ("ContextWindowExceededError", "refused"),
 )
 
 
@@ -289,11 +306,16 @@ def classify(exc: BaseException, secrets: list[str]) -> Failed:
     names = {cls.__name__ for cls in type(exc).__mro__}
     reason = next((r for name, r in _REASONS if name in names), None)
     if "Connection error" in str(exc) or isinstance(exc.__cause__, ConnectionError):
-        reason = "connection"             # litellm reports a refused connection as a server error
+        reason = "connection"  # litellm reports a refused connection as a server error
     if reason is None:
         status = getattr(exc, "status_code", None)
-        reason = "rate_limit" if status == 429 else "server" if isinstance(status, int) and status >= 500 else (
-            "refused" if isinstance(status, int) and 400 <= status < 500 else "server")
+        reason = (
+            "rate_limit"
+            if status == 429
+            else "server"
+            if isinstance(status, int) and status >= 500
+            else ("refused" if isinstance(status, int) and 400 <= status < 500 else "server")
+        )
     return Failed(reason, scrub(f"{type(exc).__name__}: {one_line(exc)}", secrets), retry_after(exc))
 
 
@@ -319,8 +341,10 @@ def retry_after(exc: BaseException) -> float | None:
     cooling = getattr(exc, "cooldown_time", None)
     if isinstance(cooling, (int, float)) and not isinstance(cooling, bool):
         return max(0.0, float(cooling))
-    for headers in (getattr(exc, "litellm_response_headers", None),
-                    getattr(getattr(exc, "response", None), "headers", None)):
+    for headers in (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+    ):
         value = headers.get("retry-after") if headers else None
         if not value:
             continue

@@ -17,54 +17,59 @@ from typing import Any
 from smallville.brain.prompts import STRUCTURED_MODES
 from smallville.errors import BrainError
 
-CHILD_AGENTS = 100      # towns this big make model calls from a child process (call_process: auto)
-KIND_SETTINGS = ("max_tokens", "temperature", "reasoning_tokens")    # what `kinds` may set per request kind
-KIND_MODEL = ("model", "api_base", "api_key_env", "structured", "price")   # and the model that answers it
+CHILD_AGENTS = 100  # towns this big make model calls from a child process (call_process: auto)
+KIND_SETTINGS = ("max_tokens", "temperature", "reasoning_tokens")  # what `kinds` may set per request kind
+KIND_MODEL = ("model", "api_base", "api_key_env", "structured", "price")  # and the model that answers it
 
 
 @dataclass(frozen=True)
 class LLMConfig:
-    model: str | list = "offline"         # a litellm model name, "offline", or a list of deployments
-                                          # ({model, api_base, api_key_env, weight, max_concurrency})
-    api_base: str | None = None           # e.g. http://127.0.0.1:8000/v1 for a local server
-    api_key_env: str | None = None        # name of the environment variable holding the key
-    temperature: float | None = None      # None: each request kind's own (its template's)
-    max_tokens: int | None = None         # None: each kind's own, enough for its largest valid answer
-    reasoning_tokens: int | None = None   # room for reasoning, added to every kind's max_tokens; None: a
-                                          # default for a model litellm marks as reasoning, or one seen
-                                          # reasoning in the preflight, else 0
-    kinds: dict = field(default_factory=dict)   # per request kind: {plan_day: {max_tokens: 2000, temperature: 0.7}},
-                                                # and a model of its own: {rate_importance: {model: ..., api_base: ...}}
-    max_concurrency: int | None = None    # calls in flight at once; None: found by AIMD (throttle.py)
-    concurrency_start: int = 32           # where an adaptive limit starts (a town's first rounds ask for everyone)
-    concurrency_ceiling: int = 64         # and the most it may reach
-    timeout: float = 60.0                 # seconds per call
-    retries: int = 2                      # after the first try
-    backoff: float = 1.0                  # seconds before the first retry, doubled after each
-    structured: str = "json_schema"       # json_schema | json_object | prompt
-    embedding_model: str | None = None    # a litellm embedding model, used as the embedder
+    model: str | list = "offline"  # a litellm model name, "offline", or a list of deployments
+    # ({model, api_base, api_key_env, weight, max_concurrency})
+    api_base: str | None = None  # e.g. http://127.0.0.1:8000/v1 for a local server
+    api_key_env: str | None = None  # name of the environment variable holding the key
+    temperature: float | None = None  # None: each request kind's own (its template's)
+    max_tokens: int | None = None  # None: each kind's own, enough for its largest valid answer
+    reasoning_tokens: int | None = None  # room for reasoning, added to every kind's max_tokens; None: a
+    # default for a model litellm marks as reasoning, or one seen
+    # reasoning in the preflight, else 0
+    kinds: dict = field(default_factory=dict)  # per request kind: {plan_day: {max_tokens: 2000, temperature: 0.7}},
+    # and a model of its own: {rate_importance: {model: ..., api_base: ...}}
+    max_concurrency: int | None = None  # calls in flight at once; None: found by AIMD (throttle.py)
+    concurrency_start: int = 32  # where an adaptive limit starts (a town's first rounds ask for everyone)
+    concurrency_ceiling: int = 64  # and the most it may reach
+    timeout: float = 60.0  # seconds per call
+    retries: int = 2  # after the first try
+    backoff: float = 1.0  # seconds before the first retry, doubled after each
+    structured: str = "json_schema"  # json_schema | json_object | prompt
+    embedding_model: str | None = None  # a litellm embedding model, used as the embedder
     embedding_api_base: str | None = None  # default: api_base
-    price_prompt: float | None = None     # USD per prompt token, when litellm does not know the model
+    price_prompt: float | None = None  # USD per prompt token, when litellm does not know the model
     price_completion: float | None = None  # USD per completion token
-    reuse_ratings: bool = True            # rate each observation text once per agent
-    echo_request: bool = False            # end prompts with REQUEST_JSON (for test servers)
-    preflight: bool = True                # one small call before the run starts
-    lookahead: float = 3600.0             # simulated seconds agents may run ahead to fetch answers (0: off)
-    budget: dict = field(default_factory=dict)   # limits for the run: {usd, requests, tokens}
+    reuse_ratings: bool = True  # rate each observation text once per agent
+    echo_request: bool = False  # end prompts with REQUEST_JSON (for test servers)
+    preflight: bool = True  # one small call before the run starts
+    lookahead: float = 3600.0  # simulated seconds agents may run ahead to fetch answers (0: off)
+    budget: dict = field(default_factory=dict)  # limits for the run: {usd, requests, tokens}
     max_requests_per_agent_hour: int = 60  # runaway guard: more requests of one agent in one game hour fall back
-    call_process: bool | str = "auto"     # model calls from a process of their own (calls.py): true, false,
-                                          # or auto: in towns of CHILD_AGENTS agents or more
+    call_process: bool | str = "auto"  # model calls from a process of their own (calls.py): true, false,
+    # or auto: in towns of CHILD_AGENTS agents or more
     extra: dict = field(default_factory=dict)  # passed to litellm.completion as is
-    routing: str = "least-busy"           # a deployment list: least-busy, or weighted (at random by `weight`)
-    cooldown: float = 5.0                 # seconds a deployment that failed is left out of the routing
-    allowed_fails: int = 0                # failures of a deployment in a minute before it is cooled down
+    routing: str = "least-busy"  # a deployment list: least-busy, or weighted (at random by `weight`)
+    cooldown: float = 5.0  # seconds a deployment that failed is left out of the routing
+    allowed_fails: int = 0  # failures of a deployment in a minute before it is cooled down
 
     def __post_init__(self) -> None:
         self._check_model()
         if self.structured not in STRUCTURED_MODES:
             raise BrainError(f"brain setting structured={self.structured!r}: use one of {', '.join(STRUCTURED_MODES)}")
-        for name in ("max_concurrency", "concurrency_start", "concurrency_ceiling", "max_tokens",
-                     "max_requests_per_agent_hour"):
+        for name in (
+            "max_concurrency",
+            "concurrency_start",
+            "concurrency_ceiling",
+            "max_tokens",
+            "max_requests_per_agent_hour",
+        ):
             if name in ("max_concurrency", "max_tokens") and getattr(self, name) is None:
                 continue
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
@@ -77,7 +82,7 @@ class LLMConfig:
                 raise BrainError(f"brain setting {name}={value!r}: must be an integer >= 0")
         for name in ("price_prompt", "price_completion"):
             value = getattr(self, name)
-            if isinstance(value, str):              # YAML reads 2e-6 (no dot) as a string
+            if isinstance(value, str):  # YAML reads 2e-6 (no dot) as a string
                 try:
                     object.__setattr__(self, name, float(value))
                 except ValueError:
@@ -101,8 +106,9 @@ class LLMConfig:
 
         if isinstance(self.model, (list, tuple)):
             if self.api_base is not None:
-                raise BrainError("brain setting api_base: the model is a list of deployments: "
-                                 "give each its own api_base")
+                raise BrainError(
+                    "brain setting api_base: the model is a list of deployments: give each its own api_base"
+                )
             object.__setattr__(self, "model", [d.settings() for d in deployments_of(list(self.model))])
         elif not isinstance(self.model, str) or not self.model:
             raise BrainError(f"brain setting model={self.model!r}: a litellm model name or a list of deployments")
@@ -128,8 +134,9 @@ class LLMConfig:
                     raise BrainError(f"{where}.max_tokens={value!r}: must be a positive integer")
                 if key == "reasoning_tokens" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                     raise BrainError(f"{where}.reasoning_tokens={value!r}: must be an integer >= 0")
-                if key == "temperature" and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                             or value < 0):
+                if key == "temperature" and (
+                    isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
+                ):
                     raise BrainError(f"{where}.temperature={value!r}: must be a number >= 0")
             if any(key in settings for key in KIND_MODEL):
                 self._check_kind_model(kind, settings, where)
@@ -137,8 +144,10 @@ class LLMConfig:
     def _check_kind_model(self, kind: str, settings: dict, where: str) -> None:
         """A kind's own model: its settings must make a whole model's."""
         if settings.get("model") == "offline":
-            raise BrainError(f"{where}.model: a kind's model is a litellm model name or a list of deployments; "
-                             "the offline brain answers a whole run or none of it")
+            raise BrainError(
+                f"{where}.model: a kind's model is a litellm model name or a list of deployments; "
+                "the offline brain answers a whole run or none of it"
+            )
         price = settings.get("price")
         if price is not None and (not isinstance(price, dict) or set(price) - {"prompt", "completion"}):
             raise BrainError(f"{where}.price: a mapping {{prompt: USD, completion: USD}} per token")
@@ -187,8 +196,9 @@ class LLMConfig:
         kinds = {k: {n: v for n, v in s.items() if n in KIND_SETTINGS} for k, s in self.kinds.items()}
         changes: dict[str, Any] = {"kinds": {k: s for k, s in kinds.items() if s}}
         if "model" in own:
-            changes.update(model=own["model"], api_base=None, api_key_env=None, price_prompt=None,
-                           price_completion=None)
+            changes.update(
+                model=own["model"], api_base=None, api_key_env=None, price_prompt=None, price_completion=None
+            )
         changes.update({k: own[k] for k in ("api_base", "api_key_env", "structured") if k in own})
         changes.update({f"price_{k}": v for k, v in (own.get("price") or {}).items()})
         return replace(self, **changes)
@@ -199,8 +209,10 @@ class LLMConfig:
 
     def identity(self) -> str:
         """What makes two settings the same model (the same endpoint)."""
-        return json.dumps([self.model, self.api_base, self.api_key_env, self.structured, self.price_prompt,
-                           self.price_completion], sort_keys=True)
+        return json.dumps(
+            [self.model, self.api_base, self.api_key_env, self.structured, self.price_prompt, self.price_completion],
+            sort_keys=True,
+        )
 
     # ---- calls in flight ------------------------------------------------------------------
 
@@ -246,7 +258,7 @@ class LLMConfig:
         """The settings for a manifest: never a key, only the name of its variable."""
         return {k: v for k, v in asdict(self).items() if v not in (None, {})}
 
-    def merged(self, settings: dict[str, Any] | None, source: str) -> "LLMConfig":
+    def merged(self, settings: dict[str, Any] | None, source: str) -> LLMConfig:
         """These settings with `settings` on top; unknown keys and keys are refused."""
         if not settings:
             return self
@@ -258,8 +270,10 @@ class LLMConfig:
         for key, value in settings.items():
             key = aliases.get(key, key) or key
             if key in ("api_key", "key"):
-                raise BrainError(f"{source}: an API key is not a setting; put it in the provider's environment "
-                                 "variable (e.g. OPENAI_API_KEY) or name a variable with api_key_env")
+                raise BrainError(
+                    f"{source}: an API key is not a setting; put it in the provider's environment "
+                    "variable (e.g. OPENAI_API_KEY) or name a variable with api_key_env"
+                )
             if key == "price" and isinstance(value, dict):
                 updates.update({f"price_{k}": v for k, v in value.items() if k in ("prompt", "completion")})
                 continue
@@ -269,8 +283,13 @@ class LLMConfig:
         return replace(self, **updates)
 
 
-def load_config(*, scenario: dict | None = None, file: str | Path | None = None,
-                flags: dict[str, Any] | None = None, scenario_path: str = "scenario") -> LLMConfig:
+def load_config(
+    *,
+    scenario: dict | None = None,
+    file: str | Path | None = None,
+    flags: dict[str, Any] | None = None,
+    scenario_path: str = "scenario",
+) -> LLMConfig:
     """Defaults, then the scenario's `brain:` block, the config file, then flags that were given.
 
     The brain stays offline unless a model is chosen: by `--brain MODEL`, by a config file

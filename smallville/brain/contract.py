@@ -1,5 +1,6 @@
 """The JSON schema a request's answer must follow: the template's schema, narrowed to the
-request (each kind's `narrow_KIND`, named in its declaration: `kinds.py`). It is the whole contract: everything the answer's parser checks is said here (one
+request (each kind's `narrow_KIND`, named in its declaration: `kinds.py`). It is the whole
+contract: everything the answer's parser checks is said here (one
 score per memory, the places, objects and people that may be named, counts), so a model
 that obeys the schema it is sent always gives a valid answer. What a schema cannot say (a
 plan's blocks in order without overlaps, steps that fit their block), and the numeric
@@ -15,10 +16,10 @@ from smallville.brain import requests as rq
 
 SCORES = list(range(1, 11))
 DAY = 24 * 60
-BROAD = (5, 8)          # broad strokes of a day plan
-STEP = (5, 15)          # minutes of an action
-INSIGHTS = 5            # at most, per question
-WAIT = 60               # the longest wait a reaction may ask for, minutes
+BROAD = (5, 8)  # broad strokes of a day plan
+STEP = (5, 15)  # minutes of an action
+INSIGHTS = 5  # at most, per question
+WAIT = 60  # the longest wait a reaction may ask for, minutes
 
 
 NAMES = ("where", "object", "target")
@@ -54,20 +55,25 @@ def _one_of(values: list, nullable: bool = False) -> dict:
 
 def narrow_ratings(props: dict, r: rq.RateImportance) -> None:
     keys = [str(i) for i in range(len(r.texts))]
-    props["scores"].update(properties={k: {"type": "integer", "enum": SCORES} for k in keys},
-                           required=keys, additionalProperties=False)
+    props["scores"].update(
+        properties={k: {"type": "integer", "enum": SCORES} for k in keys}, required=keys, additionalProperties=False
+    )
 
 
 def narrow_tags(props: dict, r: rq.TagMemories) -> None:
     keys = [str(i) for i in range(len(r.texts))]
-    tag = {"type": "object", "properties": {"source": _one_of(list(r.sources)), "emotion": _one_of(list(r.emotions))},
-           "required": ["source", "emotion"], "additionalProperties": False}
+    tag = {
+        "type": "object",
+        "properties": {"source": _one_of(list(r.sources)), "emotion": _one_of(list(r.emotions))},
+        "required": ["source", "emotion"],
+        "additionalProperties": False,
+    }
     props["tags"].update(properties={k: tag for k in keys}, required=keys, additionalProperties=False)
 
 
 def narrow_plan(props: dict, r: rq.PlanDay) -> None:
     fewest = 1 if r.start else min(BROAD[0], max(1, len({what for _, what, _ in r.routine})))
-    props["broad"].update(minItems=fewest, maxItems=BROAD[1])    # a short routine: as many strokes
+    props["broad"].update(minItems=fewest, maxItems=BROAD[1])  # a short routine: as many strokes
     props["blocks"].update(minItems=1, maxItems=most_blocks(r))
     block = props["blocks"]["items"]["properties"]
     block["start"].update(minimum=0, maximum=2 * DAY - 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from smallville.brain import requests as rq
 
-SHORTEST = 15           # minutes: a last piece shorter than this stays with the hour before it
+SHORTEST = 15  # minutes: a last piece shorter than this stays with the hour before it
 
 
 def hourly(start: int, end: int, activity: str, where: str, sleep: bool = False) -> list[rq.Block]:

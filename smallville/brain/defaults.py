@@ -15,8 +15,10 @@ def unrated(request: rq.RateImportance) -> rq.Importance:
 def untagged(request: rq.TagMemories) -> rq.Tag:
     """The safe tag of a memory: personal and neutral (I = 1.0 with seed 003's tables, so the
     memory may be kept like any notable one), or the first names offered if those are not."""
-    return rq.Tag("personal" if "personal" in request.sources else request.sources[0],
-                  "neutral" if "neutral" in request.emotions else request.emotions[0])
+    return rq.Tag(
+        "personal" if "personal" in request.sources else request.sources[0],
+        "neutral" if "neutral" in request.emotions else request.emotions[0],
+    )
 
 
 def untagged_all(request: rq.TagMemories) -> rq.Tags:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from smallville.errors import BrainError
 
 DEPLOYMENT_KEYS = ("model", "api_base", "api_key_env", "weight", "max_concurrency")
-ROUTINGS = {"least-busy": "least-busy", "weighted": "simple-shuffle"}    # our name -> litellm's routing_strategy
+ROUTINGS = {"least-busy": "least-busy", "weighted": "simple-shuffle"}  # our name -> litellm's routing_strategy
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,13 @@ class Deployment:
 
     def settings(self) -> dict:
         """As the brain settings (and a run's manifest) keep it."""
-        out = {"model": self.model, "api_base": self.api_base, "api_key_env": self.api_key_env,
-               "weight": self.weight, "max_concurrency": self.max_concurrency}
+        out = {
+            "model": self.model,
+            "api_base": self.api_base,
+            "api_key_env": self.api_key_env,
+            "weight": self.weight,
+            "max_concurrency": self.max_concurrency,
+        }
         return {k: v for k, v in out.items() if v is not None}
 
 
@@ -56,8 +61,16 @@ def deployments_of(value: list, where: str = "brain setting model") -> tuple[Dep
         label = entry["model"] + (f"@{entry['api_base']}" if entry.get("api_base") else "")
         seen[label] = seen.get(label, 0) + 1
         label += f"#{seen[label]}" if seen[label] > 1 else ""
-        out.append(Deployment(entry["model"], entry.get("api_base"), entry.get("api_key_env"),
-                              float(entry.get("weight", 1.0)), entry.get("max_concurrency"), label))
+        out.append(
+            Deployment(
+                entry["model"],
+                entry.get("api_base"),
+                entry.get("api_key_env"),
+                float(entry.get("weight", 1.0)),
+                entry.get("max_concurrency"),
+                label,
+            )
+        )
     return tuple(out)
 
 
@@ -78,8 +91,15 @@ def _check(entry: dict, here: str) -> None:
 
 def targets_of(config) -> tuple[Deployment, ...]:
     """Where the calls of `config` (an `LLMConfig`) may go: its deployments, or its one model."""
-    return config.deployments or (Deployment(config.model, config.api_base, config.api_key_env,
-                                             max_concurrency=config.max_concurrency, label=config.label),)
+    return config.deployments or (
+        Deployment(
+            config.model,
+            config.api_base,
+            config.api_key_env,
+            max_concurrency=config.max_concurrency,
+            label=config.label,
+        ),
+    )
 
 
 def label_of(model) -> str:
@@ -90,8 +110,16 @@ def label_of(model) -> str:
     return f"{'+'.join(names)} x{len(model)}"
 
 
-def router_spec(group: str, deployments: tuple[Deployment, ...], keys: dict[str, str | None], *,
-                routing: str, cooldown: float, allowed_fails: int, timeout: float) -> dict:
+def router_spec(
+    group: str,
+    deployments: tuple[Deployment, ...],
+    keys: dict[str, str | None],
+    *,
+    routing: str,
+    cooldown: float,
+    allowed_fails: int,
+    timeout: float,
+) -> dict:
     """The arguments of litellm's `Router` for `deployments` as the model group `group`; `keys`
     by deployment label (None: litellm finds the provider's own variable)."""
     model_list = []
@@ -102,9 +130,13 @@ def router_spec(group: str, deployments: tuple[Deployment, ...], keys: dict[str,
         if keys.get(d.label):
             params["api_key"] = keys[d.label]
         model_list.append({"model_name": group, "litellm_params": params, "model_info": {"id": d.label}})
-    spec = {"model_list": model_list, "routing_strategy": ROUTINGS[routing], "num_retries": 0,
-            "cooldown_time": cooldown, "timeout": timeout}
-    if len(deployments) > 1:                 # (a lone deployment is never cooled down: nowhere else to go)
+    spec = {
+        "model_list": model_list,
+        "routing_strategy": ROUTINGS[routing],
+        "num_retries": 0,
+        "cooldown_time": cooldown,
+        "timeout": timeout,
+    }
+    if len(deployments) > 1:  # (a lone deployment is never cooled down: nowhere else to go)
         spec["allowed_fails"] = allowed_fails
     return spec
-

@@ -14,7 +14,7 @@ import os
 
 from smallville.errors import KeyMissing
 
-PLACEHOLDER = "no-key-needed"     # what a keyless local server is sent
+PLACEHOLDER = "no-key-needed"  # what a keyless local server is sent
 
 
 def api_key_for(model: str, api_base: str | None, api_key_env: str | None, what: str = "model") -> str | None:
@@ -30,8 +30,10 @@ def api_key_for(model: str, api_base: str | None, api_key_env: str | None, what:
         return None
     if api_base:
         return PLACEHOLDER
-    raise KeyMissing(f"{what} {model!r} needs an API key: set {' or '.join(missing)} in the environment "
-                     "(or name another variable with api_key_env; a server of your own needs --api-base)")
+    raise KeyMissing(
+        f"{what} {model!r} needs an API key: set {' or '.join(missing)} in the environment "
+        "(or name another variable with api_key_env; a server of your own needs --api-base)"
+    )
 
 
 def missing_keys(model: str, api_base: str | None) -> list[str]:

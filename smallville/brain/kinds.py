@@ -12,8 +12,9 @@ an offline answer.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from smallville.brain import contract, defaults, repair
 from smallville.brain import requests as rq
@@ -25,30 +26,33 @@ Notes = tuple[str, ...]
 class Kind:
     request: type[rq.Message]
     answer: type[rq.Message]
-    safe: Callable[[Any], rq.Message]                       # the answer when no valid one came
-    narrow: Callable[[dict, Any], None] | None = None       # the schema's properties narrowed to a request
+    safe: Callable[[Any], rq.Message]  # the answer when no valid one came
+    narrow: Callable[[dict, Any], None] | None = None  # the schema's properties narrowed to a request
     repair: Callable[[Any, Any, Callable[[str], None]], rq.Message] | None = None
-    keyed: str = ""                                         # the answer's list a model writes keyed by number
+    keyed: str = ""  # the answer's list a model writes keyed by number
 
     @property
     def name(self) -> str:
         return self.request.kind
 
 
-KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind(rq.RateImportance, rq.Importance, defaults.unrated, contract.narrow_ratings, keyed="scores"),
-    Kind(rq.TagMemories, rq.Tags, defaults.untagged_all, contract.narrow_tags, keyed="tags"),
-    Kind(rq.Summarize, rq.Summary, defaults.persona_only),
-    Kind(rq.PlanDay, rq.DayPlan, defaults.routine_plan, contract.narrow_plan, repair.repair_plan),
-    Kind(rq.Decompose, rq.Actions, defaults.block_as_is, contract.narrow_decompose, repair.repair_actions),
-    Kind(rq.React, rq.Reaction, defaults.carry_on, contract.narrow_react, repair.repair_reaction),
-    Kind(rq.Speak, rq.Utterance, defaults.goodbye),
-    Kind(rq.AfterTalk, rq.TalkNotes, defaults.plain_notes),
-    Kind(rq.ReflectQuestions, rq.Questions, defaults.no_questions, contract.narrow_questions),
-    Kind(rq.Insights, rq.InsightList, defaults.no_insights, contract.narrow_insights, repair.repair_insights),
-    Kind(rq.Interview, rq.Reply, defaults.no_reply, contract.narrow_interview),
-    Kind(rq.Judge, rq.Verdict, defaults.no_verdict, contract.narrow_judge),
-)}
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        Kind(rq.RateImportance, rq.Importance, defaults.unrated, contract.narrow_ratings, keyed="scores"),
+        Kind(rq.TagMemories, rq.Tags, defaults.untagged_all, contract.narrow_tags, keyed="tags"),
+        Kind(rq.Summarize, rq.Summary, defaults.persona_only),
+        Kind(rq.PlanDay, rq.DayPlan, defaults.routine_plan, contract.narrow_plan, repair.repair_plan),
+        Kind(rq.Decompose, rq.Actions, defaults.block_as_is, contract.narrow_decompose, repair.repair_actions),
+        Kind(rq.React, rq.Reaction, defaults.carry_on, contract.narrow_react, repair.repair_reaction),
+        Kind(rq.Speak, rq.Utterance, defaults.goodbye),
+        Kind(rq.AfterTalk, rq.TalkNotes, defaults.plain_notes),
+        Kind(rq.ReflectQuestions, rq.Questions, defaults.no_questions, contract.narrow_questions),
+        Kind(rq.Insights, rq.InsightList, defaults.no_insights, contract.narrow_insights, repair.repair_insights),
+        Kind(rq.Interview, rq.Reply, defaults.no_reply, contract.narrow_interview),
+        Kind(rq.Judge, rq.Verdict, defaults.no_verdict, contract.narrow_judge),
+    )
+}
 REQUEST_KINDS: dict[str, type] = {name: k.request for name, k in KINDS.items()}
 ANSWER_OF: dict[type, type] = {k.request: k.answer for k in KINDS.values()}
 

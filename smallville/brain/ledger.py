@@ -10,8 +10,19 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
-FIGURES = ("requests", "calls", "retries", "fallbacks", "reused", "cached",
-           "prompt_tokens", "completion_tokens", "reasoning_tokens", "cut", "cost")
+FIGURES = (
+    "requests",
+    "calls",
+    "retries",
+    "fallbacks",
+    "reused",
+    "cached",
+    "prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "cut",
+    "cost",
+)
 CALL_FIGURES = ("calls", "failed", "prompt_tokens", "completion_tokens", "reasoning_tokens", "cut", "cost")
 """What is counted per model and per deployment: calls (`failed`: of them, those that got no reply)."""
 
@@ -25,16 +36,24 @@ class Ledger:
         self.by_agent: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(FIGURES, 0))
         self.by_model: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(CALL_FIGURES, 0))
         self.by_deployment: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(CALL_FIGURES, 0))
-        self.answered_by: dict[str, set[str]] = defaultdict(set)     # request kind -> the models it was sent to
+        self.answered_by: dict[str, set[str]] = defaultdict(set)  # request kind -> the models it was sent to
         self.cost_known = True
-        self.busy_s = 0.0          # summed duration of model calls
-        self.batch_s = 0.0         # wall time spent answering batches that made calls
+        self.busy_s = 0.0  # summed duration of model calls
+        self.batch_s = 0.0  # wall time spent answering batches that made calls
         self.batches = 0
-        self.span = [float("inf"), float("-inf")]   # first call's start, last call's end
+        self.span = [float("inf"), float("-inf")]  # first call's start, last call's end
         self.throttles: dict = {}  # the LLM brains' (by model), whose limits the usage reports
 
-    def add(self, kind: str, agent: str | None, *, model: str | None = None, deployment: str | None = None,
-            failed: int = 0, **figures: float) -> None:
+    def add(
+        self,
+        kind: str,
+        agent: str | None,
+        *,
+        model: str | None = None,
+        deployment: str | None = None,
+        failed: int = 0,
+        **figures: float,
+    ) -> None:
         """Count `figures` for a request kind and the agent who asked (None: no agent,
         as for the preflight's calls); a call's also for the `model` it went to and its
         `deployment` (`failed`: it got no reply)."""
@@ -76,10 +95,12 @@ class Ledger:
         """Add the counts of another session's usage (a manifest's `usage`, `to_dict`'s
         form) to these: a resumed run's usage adds up."""
         with self._lock:
-            for mine, theirs, names in ((self.by_kind, usage.get("by_kind", {}), FIGURES),
-                                        (self.by_agent, usage.get("by_agent", {}), FIGURES),
-                                        (self.by_model, usage.get("by_model", {}), CALL_FIGURES),
-                                        (self.by_deployment, usage.get("by_deployment", {}), CALL_FIGURES)):
+            for mine, theirs, names in (
+                (self.by_kind, usage.get("by_kind", {}), FIGURES),
+                (self.by_agent, usage.get("by_agent", {}), FIGURES),
+                (self.by_model, usage.get("by_model", {}), CALL_FIGURES),
+                (self.by_deployment, usage.get("by_deployment", {}), CALL_FIGURES),
+            ):
                 for key, row in theirs.items():
                     for name, value in row.items():
                         if name in names:
@@ -96,11 +117,14 @@ class Ledger:
         def clean(row: dict) -> dict:
             return {k: (round(v, 6) if k == "cost" else int(v)) for k, v in row.items()}
 
-        out = {"total": clean(self.total()), "cost_known": self.cost_known,
-               "by_kind": {k: clean(v) for k, v in sorted(self.by_kind.items())},
-               "by_agent": {k: clean(v) for k, v in sorted(self.by_agent.items())},
-               "rounds": self.batches,      # batches (retry rounds included) that went to the model
-               "in_flight": self.in_flight()}
+        out = {
+            "total": clean(self.total()),
+            "cost_known": self.cost_known,
+            "by_kind": {k: clean(v) for k, v in sorted(self.by_kind.items())},
+            "by_agent": {k: clean(v) for k, v in sorted(self.by_agent.items())},
+            "rounds": self.batches,  # batches (retry rounds included) that went to the model
+            "in_flight": self.in_flight(),
+        }
         for name, table in (("by_model", self.by_model), ("by_deployment", self.by_deployment)):
             if table:
                 out[name] = {k: clean(v) for k, v in sorted(table.items())}
@@ -113,7 +137,11 @@ class Ledger:
         if agents and hours:
             scale = 1.0 / (agents * hours)
             out["per_agent_hour"] = {
-                k: {"requests": round(v["requests"] * scale, 3), "calls": round(v["calls"] * scale, 3),
-                    "tokens": round((v["prompt_tokens"] + v["completion_tokens"]) * scale, 1)}
-                for k, v in sorted(self.by_kind.items())}
+                k: {
+                    "requests": round(v["requests"] * scale, 3),
+                    "calls": round(v["calls"] * scale, 3),
+                    "tokens": round((v["prompt_tokens"] + v["completion_tokens"]) * scale, 1),
+                }
+                for k, v in sorted(self.by_kind.items())
+            }
         return out

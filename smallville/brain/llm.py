@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
-from typing import Any, Callable, ContextManager, Sequence
+from typing import Any
 
 from smallville.brain import requests as rq
 from smallville.brain.answertext import escape_controls
@@ -34,16 +35,19 @@ def price(config, prompt: int, completion: int) -> float:
     if config.price_prompt is not None or config.price_completion is not None:
         return prompt * (config.price_prompt or 0.0) + completion * (config.price_completion or 0.0)
     try:
-        cost_in, cost_out = import_litellm().cost_per_token(model=config.base_model, prompt_tokens=prompt,
-                                                            completion_tokens=completion)
+        cost_in, cost_out = import_litellm().cost_per_token(
+            model=config.base_model, prompt_tokens=prompt, completion_tokens=completion
+        )
     except Exception:
-        raise BrainError(f"no price known for model {config.base_model!r}: set price_prompt and price_completion "
-                         "(USD per token) in the brain settings to use --budget") from None
+        raise BrainError(
+            f"no price known for model {config.base_model!r}: set price_prompt and price_completion "
+            "(USD per token) in the brain settings to use --budget"
+        ) from None
     return float(cost_in) + float(cost_out)
 
 
-REASONING_TOKENS = 2048     # room for reasoning, by default, for a model that reasons (docs/llm.md)
-GROUP = "deployments"       # the model group a list's Router serves (calls name it as their model)
+REASONING_TOKENS = 2048  # room for reasoning, by default, for a model that reasons (docs/llm.md)
+GROUP = "deployments"  # the model group a list's Router serves (calls name it as their model)
 
 
 @dataclass(frozen=True)
@@ -64,20 +68,21 @@ class LLMBrain(Brain):
     """Answers requests with a model litellm can call (a list of deployments through litellm's
     Router: deployments.py); see the module docstring."""
 
-    def __init__(self, config: LLMConfig, ledger: Ledger | None = None, *, child: bool = False,
-                 name: str | None = None) -> None:
+    def __init__(
+        self, config: LLMConfig, ledger: Ledger | None = None, *, child: bool = False, name: str | None = None
+    ) -> None:
         self.config = config
         self.name = name or config.label
         self.ledger = ledger or Ledger()
-        self.targets = targets_of(config)                  # where calls may go: the model, or each deployment
-        self._pool: ThreadPoolExecutor | None = None      # (none yet if setting up fails)
+        self.targets = targets_of(config)  # where calls may go: the model, or each deployment
+        self._pool: ThreadPoolExecutor | None = None  # (none yet if setting up fails)
         # With `child`, calls are made from a child process (calls.py). It starts first: it
         # imports litellm while this process does the same.
         secrets = secrets_in_environment(*(os.environ.get(t.api_key_env or "") for t in self.targets))
         self.calls = ChildCalls(config.concurrency_limit, config.timeout, secrets) if child else None
         try:
             self._litellm = import_litellm()
-            self.keys = {t.label: self._key(t) for t in self.targets}     # (the placeholder key is no secret)
+            self.keys = {t.label: self._key(t) for t in self.targets}  # (the placeholder key is no secret)
             routers = {GROUP: self._router()} if config.deployments else {}
         except BaseException:
             self.close()
@@ -89,8 +94,8 @@ class LLMBrain(Brain):
         self.throttle = self._throttle()
         self.ledger.throttles[self.name] = self.throttle
         self._pool = ThreadPoolExecutor(max_workers=config.concurrency_limit, thread_name_prefix="smallville-llm")
-        self.answered = 0              # valid answers so far: an unreachable model has none
-        self.mode_note: dict | None = None     # the structured-output mode the preflight chose, and why
+        self.answered = 0  # valid answers so far: an unreachable model has none
+        self.mode_note: dict | None = None  # the structured-output mode the preflight chose, and why
         self.reasoning, self.reasoning_from = self._reasoning_room()
 
     def _key(self, target: Deployment) -> str | None:
@@ -99,15 +104,24 @@ class LLMBrain(Brain):
         try:
             self._litellm.get_llm_provider(target.model, api_base=target.api_base)
         except Exception:
-            raise BrainError(f"unknown brain {target.model!r}: use offline, or a litellm model name such as "
-                             "openai/gpt-4o-mini or ollama/llama3.1") from None
+            raise BrainError(
+                f"unknown brain {target.model!r}: use offline, or a litellm model name such as "
+                "openai/gpt-4o-mini or ollama/llama3.1"
+            ) from None
         return api_key_for(target.model, target.api_base, target.api_key_env, what=what)
 
     def _router(self) -> dict:
         """The Router of a model of several deployments, as `calls.routers_of` makes it."""
         c = self.config
-        return router_spec(GROUP, self.targets, self.keys, routing=c.routing, cooldown=c.cooldown,
-                           allowed_fails=c.allowed_fails, timeout=c.timeout)
+        return router_spec(
+            GROUP,
+            self.targets,
+            self.keys,
+            routing=c.routing,
+            cooldown=c.cooldown,
+            allowed_fails=c.allowed_fails,
+            timeout=c.timeout,
+        )
 
     def _throttle(self) -> Throttle | Pool:
         """The calls in flight: one limit for a model, one for each deployment of a list."""
@@ -115,19 +129,33 @@ class LLMBrain(Brain):
         if not c.deployments:
             return Throttle(c.concurrency_first, c.concurrency_limit, adaptive=c.adaptive)
         ceiling = max(c.concurrency_start, c.concurrency_ceiling)
-        return Pool({t.label: Throttle(t.max_concurrency or c.concurrency_start, t.max_concurrency or ceiling,
-                                       adaptive=t.max_concurrency is None) for t in self.targets})
+        return Pool(
+            {
+                t.label: Throttle(
+                    t.max_concurrency or c.concurrency_start,
+                    t.max_concurrency or ceiling,
+                    adaptive=t.max_concurrency is None,
+                )
+                for t in self.targets
+            }
+        )
 
     @override
     def describe(self) -> dict:
-        out = {"name": "llm", **self.config.describe(),
-               "templates": {k: t.version for k, t in sorted(self.templates.items())}}
+        out = {
+            "name": "llm",
+            **self.config.describe(),
+            "templates": {k: t.version for k, t in sorted(self.templates.items())},
+        }
         if self.mode_note is not None:
             out["structured_check"] = self.mode_note
         if self.reasoning:
             out["reasoning_tokens"] = self.reasoning
-            out["reasoning_check"] = {"tokens": self.reasoning, "from": self.reasoning_from,
-                                      **({"note": self.reasoning_note()} if self.reasoning_from == "preflight" else {})}
+            out["reasoning_check"] = {
+                "tokens": self.reasoning,
+                "from": self.reasoning_from,
+                **({"note": self.reasoning_note()} if self.reasoning_from == "preflight" else {}),
+            }
         return out
 
     def _reasoning_room(self) -> tuple[int, str]:
@@ -151,8 +179,10 @@ class LLMBrain(Brain):
         return reply.finish_reason == "length"
 
     def reasoning_note(self) -> str:
-        return (f"reasoning: the model reasons before it answers: {self.reasoning} tokens of room for it are "
-                "added to each request's max_tokens (set reasoning_tokens in the brain settings to choose)")
+        return (
+            f"reasoning: the model reasons before it answers: {self.reasoning} tokens of room for it are "
+            "added to each request's max_tokens (set reasoning_tokens in the brain settings to choose)"
+        )
 
     @override
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message | Failed]:
@@ -171,8 +201,9 @@ class LLMBrain(Brain):
 
     def prompt_tokens(self, request: rq.Message) -> int:
         """The tokens of the prompt `request` is sent as, by the model's tokenizer."""
-        return self.count_tokens(self.templates[request.kind].render(request, self.config.structured,
-                                                                     self.config.echo_request))
+        return self.count_tokens(
+            self.templates[request.kind].render(request, self.config.structured, self.config.echo_request)
+        )
 
     def count_tokens(self, messages: list[dict]) -> int:
         return int(self._litellm.token_counter(model=self.config.base_model, messages=messages))
@@ -191,7 +222,7 @@ class LLMBrain(Brain):
             self.calls.close()
 
     @override
-    def preflight(self, gate: Callable[[list[dict]], ContextManager] | None = None) -> str | None:
+    def preflight(self, gate: Callable[[list[dict]], AbstractContextManager] | None = None) -> str | None:
         """Small structured calls before the run starts, in the configured mode and, if the
         server refuses it or ignores it, in the next (json_schema -> json_object -> prompt):
         an unreachable model or a refused key stops the run with one line, and a server
@@ -202,9 +233,9 @@ class LLMBrain(Brain):
         the mode is one they all take."""
         if not self.config.preflight:
             return None
-        modes = STRUCTURED_MODES[STRUCTURED_MODES.index(self.config.structured):]
+        modes = STRUCTURED_MODES[STRUCTURED_MODES.index(self.config.structured) :]
         why: list[str] = []
-        fallback = None                          # the first mode the server took, if none was followed
+        fallback = None  # the first mode the server took, if none was followed
         for mode in modes:
             outcome = next((o for o in (self._probe(mode, gate, t) for t in self.targets) if o is not None), None)
             if outcome is None:
@@ -216,8 +247,10 @@ class LLMBrain(Brain):
                 fallback = fallback or mode
         if fallback is not None:
             self._use(fallback, why)
-            self.mode_note["note"] = (f"structured output: {fallback} (no mode's answer followed the schema: "
-                                      f"{'; '.join(why)}); expect retries and fallbacks")
+            self.mode_note["note"] = (
+                f"structured output: {fallback} (no mode's answer followed the schema: "
+                f"{'; '.join(why)}); expect retries and fallbacks"
+            )
             return self.mode_note["note"]
         where = " or ".join(t.api_base or "its default endpoint" for t in self.targets)
         raise BrainError(f"model {self.name!r} at {where} takes no structured-output mode: {'; '.join(why)}")
@@ -228,8 +261,10 @@ class LLMBrain(Brain):
         self.mode_note = {"mode": mode, "configured": configured, **({"why": why} if why else {})}
         if mode == configured:
             return None
-        self.mode_note["note"] = (f"structured output: {mode}, because {'; '.join(why)} "
-                                  f"(set structured: {mode} in the brain settings to skip the check)")
+        self.mode_note["note"] = (
+            f"structured output: {mode}, because {'; '.join(why)} "
+            f"(set structured: {mode} in the brain settings to skip the check)"
+        )
         return self.mode_note["note"]
 
     def _probe(self, mode: str, gate, target: Deployment) -> str | None:
@@ -237,20 +272,33 @@ class LLMBrain(Brain):
         what went wrong (`refused: ...` for a server that rejects the mode). Transient faults
         are retried; anything else (no connection, a refused key, an unknown model) is a
         `BrainError` at once."""
-        messages = [{"role": "system", "content": "You answer in JSON."},
-                    {"role": "user", "content": PROBE_PROMPT + (
-                        "" if mode == "json_schema" else "\nAnswer with one JSON object, and nothing else, that "
-                        "follows this JSON schema:\n" + json.dumps(PROBE_SCHEMA, separators=(",", ":")))}]
-        fmt = {"json_schema": {"type": "json_schema", "json_schema": {"name": "probe", "schema": PROBE_SCHEMA,
-                                                                       "strict": True}},
-               "json_object": {"type": "json_object", "schema": PROBE_SCHEMA}}.get(mode)
+        messages = [
+            {"role": "system", "content": "You answer in JSON."},
+            {
+                "role": "user",
+                "content": PROBE_PROMPT
+                + (
+                    ""
+                    if mode == "json_schema"
+                    else "\nAnswer with one JSON object, and nothing else, that "
+                    "follows this JSON schema:\n" + json.dumps(PROBE_SCHEMA, separators=(",", ":"))
+                ),
+            },
+        ]
+        fmt = {
+            "json_schema": {
+                "type": "json_schema",
+                "json_schema": {"name": "probe", "schema": PROBE_SCHEMA, "strict": True},
+            },
+            "json_object": {"type": "json_object", "schema": PROBE_SCHEMA},
+        }.get(mode)
         last: Failed | None = None
         attempt = 0
         while attempt <= self.config.retries:
             if last is not None:
                 time.sleep(self.config.backoff * 2 ** (attempt - 1))
             attempt += 1
-            with gate(messages) if gate else nullcontext():     # a budget that cannot pay stops here
+            with gate(messages) if gate else nullcontext():  # a budget that cannot pay stops here
                 reply = self._complete(messages, fmt, max_tokens=PROBE_TOKENS + self.reasoning, target=target)
                 if isinstance(reply, Failed):
                     last = reply
@@ -266,7 +314,7 @@ class LLMBrain(Brain):
                     break
                 continue
             if self._learn_reasoning(reply):
-                attempt -= 1                          # asked again with room to reason: not a retry
+                attempt -= 1  # asked again with room to reason: not a retry
                 continue
             try:
                 check_reply(PROBE_SCHEMA, reply.content)
@@ -288,8 +336,12 @@ class LLMBrain(Brain):
         room = self.max_tokens_for(request)
         with self.throttle.slot() as ticket:
             began = time.perf_counter()
-            reply = self._complete(messages, template.response_format(self.config.structured, request), room,
-                                   self.config.setting(request.kind, "temperature", template.temperature))
+            reply = self._complete(
+                messages,
+                template.response_format(self.config.structured, request),
+                room,
+                self.config.setting(request.kind, "temperature", template.temperature),
+            )
             took = time.perf_counter() - began
             if isinstance(reply, Failed):
                 self._account_failed(request, reply)
@@ -327,12 +379,25 @@ class LLMBrain(Brain):
         answer = self.config.setting(request.kind, "max_tokens", self.templates[request.kind].max_tokens_for(request))
         return int(answer) + int(self.config.setting(request.kind, "reasoning_tokens", self.reasoning))
 
-    def _complete(self, messages: list[dict], response_format: dict | None, max_tokens: int,
-                  temperature: float = 0.0, target: Deployment | None = None) -> Reply | Failed:
+    def _complete(
+        self,
+        messages: list[dict],
+        response_format: dict | None,
+        max_tokens: int,
+        temperature: float = 0.0,
+        target: Deployment | None = None,
+    ) -> Reply | Failed:
         """One call: to `target`, or where the model's calls go (a list's Router picks)."""
         c = self.config
-        kwargs: dict[str, Any] = dict(model=GROUP, messages=messages, temperature=temperature,
-                                      max_tokens=max_tokens, timeout=c.timeout, max_retries=0, **c.extra)
+        kwargs: dict[str, Any] = dict(
+            model=GROUP,
+            messages=messages,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            timeout=c.timeout,
+            max_retries=0,
+            **c.extra,
+        )
         target = target or (None if c.deployments else self.targets[0])
         if target is not None:
             kwargs["model"] = target.model
@@ -355,17 +420,31 @@ class LLMBrain(Brain):
             if reply.cost is None:
                 self.ledger.cost_known = False
             cost = reply.cost or 0.0
-        self.ledger.add(request.kind if request else "preflight", request.agent if request else None, calls=1,
-                        prompt_tokens=prompt, completion_tokens=completion, cost=cost,
-                        reasoning_tokens=reply.reasoning_tokens, cut=int(reply.finish_reason == "length"),
-                        model=self.name, deployment=reply.deployment)
+        self.ledger.add(
+            request.kind if request else "preflight",
+            request.agent if request else None,
+            calls=1,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cost=cost,
+            reasoning_tokens=reply.reasoning_tokens,
+            cut=int(reply.finish_reason == "length"),
+            model=self.name,
+            deployment=reply.deployment,
+        )
 
     def _account_failed(self, request: rq.Message | None, failed: Failed) -> None:
         """A call that got no reply; one a list's Router sent nowhere (every deployment
         cooling down) is no call."""
         sent = failed.deployment is not None or not self.config.deployments
-        self.ledger.add(request.kind if request else "preflight", request.agent if request else None,
-                        calls=int(sent), failed=int(sent), model=self.name, deployment=failed.deployment)
+        self.ledger.add(
+            request.kind if request else "preflight",
+            request.agent if request else None,
+            calls=int(sent),
+            failed=int(sent),
+            model=self.name,
+            deployment=failed.deployment,
+        )
 
 
 def cut_off(reply: Reply) -> str:
@@ -380,22 +459,36 @@ def cut_off(reply: Reply) -> str:
 # The preflight's probe: a small answer that uses what the answer schemas use (an enum of
 # strings, an enum of integers, a bounded list, a nullable choice), so a server that
 # cannot enforce them in a mode is found before the run.
-PROBE_PROMPT = ("This is a test of structured output. Answer with colour \"blue\", score 3, "
-                "words [\"ok\"] and who null.")
-PROBE_SCHEMA = {"type": "object", "properties": {
-    "colour": {"type": "string", "enum": ["red", "green", "blue"]},
-    "score": {"type": "integer", "enum": list(range(1, 11))},
-    "words": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2},
-    "who": {"type": ["string", "null"], "enum": ["ann", None]}},
-    "required": ["colour", "score", "words", "who"], "additionalProperties": False}
+PROBE_PROMPT = 'This is a test of structured output. Answer with colour "blue", score 3, words ["ok"] and who null.'
+PROBE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "colour": {"type": "string", "enum": ["red", "green", "blue"]},
+        "score": {"type": "integer", "enum": list(range(1, 11))},
+        "words": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2},
+        "who": {"type": ["string", "null"], "enum": ["ann", None]},
+    },
+    "required": ["colour", "score", "words", "who"],
+    "additionalProperties": False,
+}
 PROBE_TOKENS = 60
 
 
 def names_format(error: str) -> bool:
     """Whether a server's error is about the structured-output request itself."""
     text = error.lower()
-    return any(word in text for word in ("response_format", "json_schema", "response format", "json schema",
-                                         "grammar", "structured output", "guided"))
+    return any(
+        word in text
+        for word in (
+            "response_format",
+            "json_schema",
+            "response format",
+            "json schema",
+            "grammar",
+            "structured output",
+            "guided",
+        )
+    )
 
 
 def secrets_in_environment(*extra: str | None) -> list[str]:

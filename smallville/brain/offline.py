@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 from smallville.brain import requests as rq
 from smallville.brain.base import Brain, override
@@ -33,31 +33,93 @@ from smallville.brain.voice import first_person, names
 
 # Word stems and the importance they lend a memory (the highest match wins).
 _WEIGHTS: tuple[tuple[str, int], ...] = (
-    ("died", 9), ("hospital", 8), ("wedding", 8), ("engaged", 8),
-    ("valentine", 7), ("party", 7), ("mayor", 7), ("election", 7), ("running for", 7),
-    ("candida", 6), ("campaign", 6), ("love", 6), ("crush", 6), ("invit", 6), ("secret", 6),
-    ("argu", 6), ("fight", 6), ("sick", 6), ("birthday", 6), ("celebrat", 5), ("deadline", 5),
-    ("exam", 5), ("date", 5), ("thesis", 4), ("book", 4), ("research", 4), ("news", 4),
-    ("friend", 4), ("work", 3), ("class", 3), ("lecture", 3), ("music", 3), ("paint", 3),
+    ("died", 9),
+    ("hospital", 8),
+    ("wedding", 8),
+    ("engaged", 8),
+    ("valentine", 7),
+    ("party", 7),
+    ("mayor", 7),
+    ("election", 7),
+    ("running for", 7),
+    ("candida", 6),
+    ("campaign", 6),
+    ("love", 6),
+    ("crush", 6),
+    ("invit", 6),
+    ("secret", 6),
+    ("argu", 6),
+    ("fight", 6),
+    ("sick", 6),
+    ("birthday", 6),
+    ("celebrat", 5),
+    ("deadline", 5),
+    ("exam", 5),
+    ("date", 5),
+    ("thesis", 4),
+    ("book", 4),
+    ("research", 4),
+    ("news", 4),
+    ("friend", 4),
+    ("work", 3),
+    ("class", 3),
+    ("lecture", 3),
+    ("music", 3),
+    ("paint", 3),
 )
 _DULL = ("is idle", "is sleeping", "is asleep", "is empty", "is closed", "is off", "is in use")
 _CHAT = re.compile(r" said to ")
 _TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*(am|pm)\b", re.I)
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
-           "september", "october", "november", "december")
-_QUESTION_WORDS = {"about", "know", "what", "when", "where", "which", "does", "have", "your", "with", "that",
-                   "this", "there", "their", "think", "tell", "anything", "heard", "hear", "going", "would"}
+_MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
+_QUESTION_WORDS = {
+    "about",
+    "know",
+    "what",
+    "when",
+    "where",
+    "which",
+    "does",
+    "have",
+    "your",
+    "with",
+    "that",
+    "this",
+    "there",
+    "their",
+    "think",
+    "tell",
+    "anything",
+    "heard",
+    "hear",
+    "going",
+    "would",
+}
 _SHAREABLE = ("seed", "chat", "thought", "reflection")
-ON_MIND = " has been thinking about this: "      # a summary's last sentence: what is on the agent's mind
+ON_MIND = " has been thinking about this: "  # a summary's last sentence: what is on the agent's mind
 _ON_MIND = re.compile(re.escape(ON_MIND) + r"(.+?)\.?$")
 # What was talked about, seen or heard around, rather than news itself ("Ann talked with Bob
 # about Isabella's party", the insights below), and the hours of someone's plan: not passed
 # on, nor taken for what matters.
-_HEARSAY = re.compile(r"\b(?:talked|talking) with .+ about |\bhas been hearing about |\boften sees |"
-                      r"\bhas been a part of |\bhas often been |'s plan (?:for|until) ")
+_HEARSAY = re.compile(
+    r"\b(?:talked|talking) with .+ about |\bhas been hearing about |\boften sees |"
+    r"\bhas been a part of |\bhas often been |'s plan (?:for|until) "
+)
 # Between the steps of an activity. The brain knows no one's pronouns, so none says whose.
 _FILLERS = ("taking a short break", "checking messages", "tidying up a little", "looking over some notes")
-_ABOUT = "What do I think about "             # a reflection question on someone or something
+_ABOUT = "What do I think about "  # a reflection question on someone or something
 
 
 def _the(label: str) -> str:
@@ -96,7 +158,7 @@ def tag(text: str, kind: str, name: str, sources: Sequence[str], emotions: Seque
     """A memory's source (from its kind and words: a chat line of no notable words is small
     talk, `routine`) and emotion (from its words), each one of the names offered."""
     low = text.lower()
-    if kind == "chat" and rate(text) <= 3:      # small talk: as everyday as a sight
+    if kind == "chat" and rate(text) <= 3:  # small talk: as everyday as a sight
         source = "routine"
     elif kind == "chat":
         source = "personal" if text.startswith(name + " said to ") else "neighbour"
@@ -119,18 +181,31 @@ class OfflineBrain(Brain):
 
     name = "offline"
 
-    def __init__(self, seed: int = 0, talk_chance: float = 0.25, stranger_chance: float = 0.08,
-                 attend_chance: float = 0.6, gossip: float = 0.1) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        talk_chance: float = 0.25,
+        stranger_chance: float = 0.08,
+        attend_chance: float = 0.6,
+        gossip: float = 0.1,
+    ) -> None:
         self.seed = seed
-        self.talk_chance = talk_chance          # chance to start a talk with someone known, per meeting
+        self.talk_chance = talk_chance  # chance to start a talk with someone known, per meeting
         self.stranger_chance = stranger_chance  # the same with someone not known
-        self.attend_chance = attend_chance      # chance to go to an event someone told them about
-        self.gossip = gossip                    # scales the chance to pass news on
+        self.attend_chance = attend_chance  # chance to go to an event someone told them about
+        self.gossip = gossip  # scales the chance to pass news on
 
     @override
     def describe(self) -> dict:
-        return {"name": self.name, "kind": "rule-based", "seed": self.seed, "talk_chance": self.talk_chance,
-                "stranger_chance": self.stranger_chance, "attend_chance": self.attend_chance, "gossip": self.gossip}
+        return {
+            "name": self.name,
+            "kind": "rule-based",
+            "seed": self.seed,
+            "talk_chance": self.talk_chance,
+            "stranger_chance": self.stranger_chance,
+            "attend_chance": self.attend_chance,
+            "gossip": self.gossip,
+        }
 
     @override
     def answer(self, requests: Sequence[rq.Message]) -> list[rq.Message]:
@@ -157,18 +232,27 @@ class OfflineBrain(Brain):
         me = first_name(req.name)
         plan = req.plan or next((m for _, m in req.occupation if "'s plan for " in m), "")
         occupation = f"Lately {me}'s days go: {plan.split(': ', 1)[1]}." if ": " in plan else ""
-        weighty = sorted((-rate(m), i, m) for i, (_, m) in enumerate(req.progress)
-                         if rate(m) >= 5 and not _HEARSAY.search(shared_fact(m)))
-        progress = (f"{me}{ON_MIND}{shared_fact(weighty[0][2]).rstrip('.')}." if weighty
-                    else f"{me} feels the days have been going as usual.")
+        weighty = sorted(
+            (-rate(m), i, m)
+            for i, (_, m) in enumerate(req.progress)
+            if rate(m) >= 5 and not _HEARSAY.search(shared_fact(m))
+        )
+        progress = (
+            f"{me}{ON_MIND}{shared_fact(weighty[0][2]).rstrip('.')}."
+            if weighty
+            else f"{me} feels the days have been going as usual."
+        )
         return rq.Summary(req.persona, occupation, progress)
 
     # ---- planning -------------------------------------------------------------------
 
     def _plan_day(self, req: rq.PlanDay, rng: random.Random) -> rq.DayPlan:
-        if req.start:                                 # a re-plan: the plan being replaced, from then on
-            blocks = [rq.Block(max(start, req.start), end, what, where, mentions_sleep(what))
-                      for start, end, what, where in req.current if end > req.start]
+        if req.start:  # a re-plan: the plan being replaced, from then on
+            blocks = [
+                rq.Block(max(start, req.start), end, what, where, mentions_sleep(what))
+                for start, end, what, where in req.current
+                if end > req.start
+            ]
             blocks = _insert_engagements(blocks, req, rng, self.attend_chance)
             return rq.DayPlan(tuple(blocks), _broad(blocks))
         routine = sorted(req.routine)
@@ -176,10 +260,10 @@ class OfflineBrain(Brain):
             routine = [(7 * 60, "wake up and get ready", ""), (23 * 60, "go to bed and sleep", "")]
         starts = [at + (rng.randint(-15, 15) if i else rng.randint(-10, 20)) for i, (at, _, _) in enumerate(routine)]
         starts = [max(0, s) for s in starts]
-        starts[0] = min(starts[0], req.plan_from)     # the day is covered from when it was asked
-        for i in range(1, len(starts)):               # keep the order after jitter
+        starts[0] = min(starts[0], req.plan_from)  # the day is covered from when it was asked
+        for i in range(1, len(starts)):  # keep the order after jitter
             starts[i] = max(starts[i], starts[i - 1] + 15)
-        day_end = routine[0][0] + 24 * 60             # the next wake-up
+        day_end = routine[0][0] + 24 * 60  # the next wake-up
         blocks: list[rq.Block] = []
         for i, (_, what, where) in enumerate(routine):
             end = starts[i + 1] if i + 1 < len(routine) else day_end
@@ -202,10 +286,10 @@ class OfflineBrain(Brain):
             left -= first
         while left > 0:
             minutes = min(left, rng.choice((5, 10, 10, 15, 15)))
-            if 0 < left - minutes < 5:                  # no step under 5 minutes but the block's last
+            if 0 < left - minutes < 5:  # no step under 5 minutes but the block's last
                 minutes = left if left <= 15 else left - 5
             roll = rng.random()
-            if roll < (0.55 if req.objects else 0.2 if req.elsewhere else 0):     # an object, now and then another room's
+            if roll < (0.55 if req.objects else 0.2 if req.elsewhere else 0):  # an object, now and then another room's
                 away = not req.objects or (req.elsewhere and rng.random() < 0.2)
                 obj = rng.choice(req.elsewhere if away else req.objects)
                 steps.append(rq.Step(minutes, f"{req.activity} (using {_the(obj)})", obj))
@@ -235,19 +319,24 @@ class OfflineBrain(Brain):
         said = {shared_fact(line) for line in lines}
         news = []
         memories = list(req.memories)
-        on_mind = _ON_MIND.search(req.summary)   # the speaker's summary, as a prompt gives it, says what is on its mind
+        on_mind = _ON_MIND.search(req.summary)  # the speaker's summary, as a prompt gives it, says what is on its mind
         if on_mind:
             memories.append(("", on_mind.group(1) + ".", rate(on_mind.group(1)), "thought"))
         for i, (_, text, importance, kind) in enumerate(memories):
             fact = shared_fact(text)
             if (kind == "reflection" and fact == text.strip()) or _HEARSAY.search(fact):
-                continue                                # an inference of one's own: only a fact it holds is news
+                continue  # an inference of one's own: only a fact it holds is news
             if kind == "chat" and SHARE_MARK not in text and OWN_MARK not in text:
-                continue                                # small talk, not news
-            own = first_person(fact, req.name)          # one's own news is said in the first person
+                continue  # small talk, not news
+            own = first_person(fact, req.name)  # one's own news is said in the first person
             told = fact in said or (own is not None and any(own in line for line in lines))
-            if (kind in _SHAREABLE and importance >= 4 and not told and not names(fact, req.listener_name)
-                    and not fact.startswith("I ")):         # one's own thoughts and memos are not news
+            if (
+                kind in _SHAREABLE
+                and importance >= 4
+                and not told
+                and not names(fact, req.listener_name)
+                and not fact.startswith("I ")
+            ):  # one's own thoughts and memos are not news
                 news.append((-importance, i, fact))
         news.sort()
         # Whether to pass a piece of news on to this listener is decided once per talk.
@@ -262,7 +351,9 @@ class OfflineBrain(Brain):
         if opening:
             return rq.Utterance(f"Hi {listener}! How is your day going?")
         if len(req.history) < 2:
-            return rq.Utterance(rng.choice(("Pretty good, thanks. Busy as usual.", "Not bad at all, thanks for asking.")))
+            return rq.Utterance(
+                rng.choice(("Pretty good, thanks. Busy as usual.", "Not bad at all, thanks for asking."))
+            )
         reply = "Oh, I didn't know that. " if last_shared else ""
         return rq.Utterance(f"{reply}Good talking to you, {listener}. See you around!", end=True)
 
@@ -278,12 +369,16 @@ class OfflineBrain(Brain):
         """The news told (if any) is the topic; an appointment of someone else's becomes the memo;
         the thought names the news in a few words, one's own as "my ..."."""
         me, other = first_name(req.name), first_name(req.other_name)
-        told = [shared_fact(f"{who} said to someone: {line}") for who, line in req.lines
-                if SHARE_MARK in line or OWN_MARK in line]
+        told = [
+            shared_fact(f"{who} said to someone: {line}")
+            for who, line in req.lines
+            if SHARE_MARK in line or OWN_MARK in line
+        ]
         topic = _topic(told[0]) if told else "how their days are going"
         summary = f"{me} talked with {other} about {topic}" + (f": {told[0].rstrip('.')}." if told else "")
-        engagement = next((f for f in told if _TIME.search(f) and any(m in f.lower() for m in _MONTHS)
-                           and not names(f, req.name)), "")
+        engagement = next(
+            (f for f in told if _TIME.search(f) and any(m in f.lower() for m in _MONTHS) and not names(f, req.name)), ""
+        )
         memo = f"{MEMO_MARK}{engagement}" if engagement else ""
         if not told:
             thought = f"It was nice to catch up with {other}"
@@ -291,8 +386,11 @@ class OfflineBrain(Brain):
             thought = f"I told {other} about " + re.sub(rf"^{re.escape(me)}['’]s ", "my ", topic)
         else:
             thought = f"I want to keep {topic} in mind when I plan my day"
-        view = (f"someone {me} has talked with, most recently about {topic}" if req.view == ""
-                or req.view.startswith("someone ") else f"{req.view.split('; ')[0]}; they last talked about {topic}")
+        view = (
+            f"someone {me} has talked with, most recently about {topic}"
+            if req.view == "" or req.view.startswith("someone ")
+            else f"{req.view.split('; ')[0]}; they last talked about {topic}"
+        )
         return rq.TalkNotes(summary, thought, memo, view, topic)
 
     # ---- reflection -----------------------------------------------------------------
@@ -300,8 +398,9 @@ class OfflineBrain(Brain):
     def _reflect_questions(self, req: rq.ReflectQuestions, rng: random.Random) -> rq.Questions:
         """The people and places that recur most in the latest memories; when there are too few,
         how the agent has been spending its days."""
-        counts = Counter(n for _, text in req.memories for n in {m.removesuffix("'s") for m in names_in(text)}
-                         if n != req.name)
+        counts = Counter(
+            n for _, text in req.memories for n in {m.removesuffix("'s") for m in names_in(text)} if n != req.name
+        )
         topics = [n for n, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][: req.count]
         questions = [f"{_ABOUT}{t}?" for t in topics]
         if len(questions) < req.count:
@@ -318,11 +417,11 @@ class OfflineBrain(Brain):
         evidence = [text for _, text in req.evidence]
         about = tuple(i for i, e in enumerate(evidence) if topic in e) or tuple(range(len(evidence)))
         known = set(req.known)
-        found: dict[str, list[int]] = {}          # insight -> the evidence it cites, in order of preference
+        found: dict[str, list[int]] = {}  # insight -> the evidence it cites, in order of preference
         for i in sorted(about, key=lambda i: (-rate(evidence[i]), -i)):
             if rate(evidence[i]) >= 5 and not _HEARSAY.search(shared_fact(evidence[i])):
                 found.setdefault(f"{me} thinks this matters: {shared_fact(evidence[i])}", []).append(i)
-        for i in reversed(about):                 # the latest first
+        for i in reversed(about):  # the latest first
             said = _insight_of(evidence[i], topic, req.name)
             if said:
                 found.setdefault(said, []).append(i)
@@ -337,12 +436,15 @@ class OfflineBrain(Brain):
         """The most relevant memories that share a word with the question (or, for a question
         about the agent, those about it), said back in the first person, with their ids."""
         words = {w for w in re.findall(r"[a-z']+", req.question.lower()) if len(w) > 3} - _QUESTION_WORDS
-        stems = {w[:4] for w in words}             # "working" finds "work", "days" finds "day's"
-        on_topic = [(mid, text) for mid, _, text in req.memories
-                    if stems & {w[:4] for w in re.findall(r"[a-z']+", text.lower()) if len(w) > 2}]
+        stems = {w[:4] for w in words}  # "working" finds "work", "days" finds "day's"
+        on_topic = [
+            (mid, text)
+            for mid, _, text in req.memories
+            if stems & {w[:4] for w in re.findall(r"[a-z']+", text.lower()) if len(w) > 2}
+        ]
         me = first_name(req.name)
         about_me = [(mid, text) for mid, _, text in req.memories if me in text or text.startswith("I ")]
-        said: dict[str, list] = {}                 # each fact once (however worded), with the memories carrying it
+        said: dict[str, list] = {}  # each fact once (however worded), with the memories carrying it
         for mid, text in on_topic or (about_me if re.search(r"\byour?\b", req.question.lower()) else []):
             fact = shared_fact(text).rstrip(".")
             key = fact.lower().replace(req.name.lower(), me.lower())
@@ -350,7 +452,9 @@ class OfflineBrain(Brain):
         if not said:
             return rq.Reply("I don't remember anything about that.")
         chosen = list(said.values())[:3]
-        return rq.Reply(f"From what I remember: {'; '.join(c[0] for c in chosen)}.", tuple(m for c in chosen for m in c[1:]))
+        return rq.Reply(
+            f"From what I remember: {'; '.join(c[0] for c in chosen)}.", tuple(m for c in chosen for m in c[1:])
+        )
 
     def _judge(self, req: rq.Judge, rng: random.Random) -> rq.Verdict:
         """Rules, not a model: see smallville/brain/rulejudge.py."""
@@ -371,12 +475,15 @@ def _insight_of(text: str, topic: str, name: str) -> str:
     if _CHAT.search(text):
         news = shared_fact(text) if SHARE_MARK in text or OWN_MARK in text else ""
         subject = _topic(news) if news else "how the days are going"
-        between = text.split(": ", 1)[0]         # "Ann Lee said to Maria Lopez"
+        between = text.split(": ", 1)[0]  # "Ann Lee said to Maria Lopez"
         other = next((n for n in between.split(" said to ") if n != name), "")
         if topic == name and other:
             return f"{me} has talked with {first_name(other)} about {subject}"
-        return (f"{me} has talked with {first_name(topic)} about {subject}" if topic in between
-                else f"{me} has been hearing about {topic} in talks about {subject}")
+        return (
+            f"{me} has talked with {first_name(topic)} about {subject}"
+            if topic in between
+            else f"{me} has been hearing about {topic} in talks about {subject}"
+        )
     if " is " not in text or not text.startswith(topic):
         return ""
     doing = text.split(" is ", 1)[1].split(" (")[0]
@@ -390,7 +497,7 @@ def _insight_of(text: str, topic: str, name: str) -> str:
 def _broad(blocks: list[rq.Block]) -> tuple[str, ...]:
     """The day's blocks in broad strokes: runs of one activity, the two shortest neighbours
     joined until there are at most eight."""
-    strokes: list[list] = []                       # [start, end, activity]
+    strokes: list[list] = []  # [start, end, activity]
     for b in blocks:
         if strokes and strokes[-1][2] == b.activity:
             strokes[-1][1] = b.end
@@ -398,7 +505,7 @@ def _broad(blocks: list[rq.Block]) -> tuple[str, ...]:
             strokes.append([b.start, b.end, b.activity])
     while len(strokes) > BROAD[1]:
         i = min(range(len(strokes) - 1), key=lambda k: (strokes[k + 1][1] - strokes[k][0], k))
-        strokes[i:i + 2] = [[strokes[i][0], strokes[i + 1][1], f"{strokes[i][2]}, then {strokes[i + 1][2]}"]]
+        strokes[i : i + 2] = [[strokes[i][0], strokes[i + 1][1], f"{strokes[i][2]}, then {strokes[i + 1][2]}"]]
     return tuple(f"{a} at {start // 60 % 24}:{start % 60:02d}" for start, _, a in strokes)
 
 
@@ -424,8 +531,9 @@ def _hourly(start: int, end: int, activity: str, where: str) -> list[rq.Block]:
     return hourly(start, end, activity, where)
 
 
-def _insert_engagements(blocks: list[rq.Block], req: rq.PlanDay, rng: random.Random,
-                        attend_chance: float) -> list[rq.Block]:
+def _insert_engagements(
+    blocks: list[rq.Block], req: rq.PlanDay, rng: random.Random, attend_chance: float
+) -> list[rq.Block]:
     """Remembered appointments for this date ("... at Hobbs Cafe on February 14th, 5pm")
     replace whatever the routine had then, leaving a quarter of an hour to get there.
     One's own event is always kept; someone else's is attended with `attend_chance`."""

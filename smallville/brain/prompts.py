@@ -41,16 +41,16 @@ ECHO_MARK = "REQUEST_JSON: "
 class Template:
     kind: str
     version: int
-    answer: str                      # the answer message kind, e.g. "importance"
+    answer: str  # the answer message kind, e.g. "importance"
     system: str
     user: str
     schema: dict
-    items: dict                      # list field of the answer -> kind of its items
-    max_tokens: int | dict = 600     # the answer's room: N, or {base: N, each: M, of: FIELD}
+    items: dict  # list field of the answer -> kind of its items
+    max_tokens: int | dict = 600  # the answer's room: N, or {base: N, each: M, of: FIELD}
     temperature: float = 0.0
-    lines: dict = field(default_factory=dict)     # request field -> the format of one of its items
-    empty: dict = field(default_factory=dict)     # request field -> what an empty one reads as
-    example: dict | None = None                   # one answer of the right form (not for any request)
+    lines: dict = field(default_factory=dict)  # request field -> the format of one of its items
+    empty: dict = field(default_factory=dict)  # request field -> what an empty one reads as
+    example: dict | None = None  # one answer of the right form (not for any request)
 
     def max_tokens_for(self, request: rq.Message) -> int:
         """The completion tokens the largest valid answer to `request` needs: the template's
@@ -70,14 +70,19 @@ class Template:
         one copied the example nearly every time); the fixed part comes first."""
         user = _FORMAT.vformat(self.user.strip(), (), _Values(self, request))
         if structured != "json_schema":
-            user += ("\n\nAnswer with one JSON object, and nothing else, that follows this JSON schema:\n"
-                     + json.dumps(self.schema_for(request), separators=(",", ":")))
+            user += "\n\nAnswer with one JSON object, and nothing else, that follows this JSON schema:\n" + json.dumps(
+                self.schema_for(request), separators=(",", ":")
+            )
         if structured == "prompt" and self.example is not None:
-            user += ("\nAn answer of that form (its values are only an example, not for this request):\n"
-                     + json.dumps(self.example, separators=(",", ":"), ensure_ascii=False))
+            user += "\nAn answer of that form (its values are only an example, not for this request):\n" + json.dumps(
+                self.example, separators=(",", ":"), ensure_ascii=False
+            )
         if echo:
-            user += "\n" + ECHO_MARK + json.dumps(request.to_dict(), sort_keys=True, separators=(",", ":"),
-                                                 ensure_ascii=False)
+            user += (
+                "\n"
+                + ECHO_MARK
+                + json.dumps(request.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            )
         return [{"role": "system", "content": self.system.strip()}, {"role": "user", "content": user}]
 
     def schema_for(self, request: rq.Message) -> dict:
@@ -108,8 +113,7 @@ class Template:
         """The answer in a model's reply, checked against the request's schema and nothing
         else (what the schema cannot say is repaired later, never refused)."""
         data = from_model(request, self.check(request, reply))
-        data = {k: ([{"kind": self.items[k], **item} for item in v] if k in self.items else v)
-                for k, v in data.items()}
+        data = {k: ([{"kind": self.items[k], **item} for item in v] if k in self.items else v) for k, v in data.items()}
         try:
             return rq.Message.registry[self.answer].from_dict(data)
         except (TypeError, ValueError) as exc:
@@ -163,8 +167,9 @@ def _lines(items: tuple, line: str | None) -> str:
     """A list field, one item a line: by `line` (a format of the item's parts), or `[i] a | b`."""
     if line is None:
         return _text(items)
-    return "\n".join(_FORMAT.format(line, *(item if isinstance(item, tuple) else (item,)), i=i)
-                     for i, item in enumerate(items))
+    return "\n".join(
+        _FORMAT.format(line, *(item if isinstance(item, tuple) else (item,)), i=i) for i, item in enumerate(items)
+    )
 
 
 def _canned(value: Any, found: set[str]) -> None:
@@ -208,11 +213,20 @@ def load_templates() -> dict[str, Template]:
     for entry in sorted(resources.files("smallville.brain").joinpath("templates").iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".yaml"):
             data = yaml.safe_load(entry.read_text(encoding="utf-8"))
-            out[data["kind"]] = Template(data["kind"], int(data["version"]), data["answer"], data["system"],
-                                         data["user"], data["schema"], dict(data.get("items") or {}),
-                                         data.get("max_tokens", 600), float(data.get("temperature", 0.0)),
-                                         dict(data.get("lines") or {}), dict(data.get("empty") or {}),
-                                         data.get("example"))
+            out[data["kind"]] = Template(
+                data["kind"],
+                int(data["version"]),
+                data["answer"],
+                data["system"],
+                data["user"],
+                data["schema"],
+                dict(data.get("items") or {}),
+                data.get("max_tokens", 600),
+                float(data.get("temperature", 0.0)),
+                dict(data.get("lines") or {}),
+                dict(data.get("empty") or {}),
+                data.get("example"),
+            )
     missing = set(REQUEST_KINDS) - set(out)
     if missing:
         raise RuntimeError(f"no prompt template for {sorted(missing)}")
@@ -224,8 +238,9 @@ def _text(value: Any) -> str:
     if isinstance(value, tuple):
         if not value:
             return "(none)"
-        return "\n".join(f"[{i}] " + (" | ".join(map(str, v)) if isinstance(v, tuple) else str(v))
-                         for i, v in enumerate(value))
+        return "\n".join(
+            f"[{i}] " + (" | ".join(map(str, v)) if isinstance(v, tuple) else str(v)) for i, v in enumerate(value)
+        )
     return "(none)" if value == "" else str(value)
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Sequence
+from typing import IO
 
 from smallville.brain import requests as rq
 from smallville.brain.base import (
@@ -44,7 +45,7 @@ class Recording(Wrapper):
     def __init__(self, inner: Brain, out: IO[str], written: set[str] | None = None) -> None:
         super().__init__(inner)
         self.out = out
-        self.written: set[str] = set(written or ())      # keys whose request is in the record already
+        self.written: set[str] = set(written or ())  # keys whose request is in the record already
 
     @override
     def answer(self, requests: Sequence[rq.Message]) -> Answers:
@@ -107,19 +108,21 @@ class Replaying(Brain):
         for i, request in enumerate(requests):
             key = rq.request_key(request)
             try:
-                line = self._record.take(key) if request.simulated else None    # not looked for in vain
+                line = self._record.take(key) if request.simulated else None  # not looked for in vain
             except (ValueError, KeyError):
                 raise BrainError(f"{self.path}: not a record line near the answer to {key}") from None
             if line is None:
                 if self.fallthrough is None:
-                    raise BrainError(f"request {key} ({request.kind} asked by {request.agent}) is not in the record "
-                                     f"{self.path}; --replay-fallthrough sends such requests to the live brain")
+                    raise BrainError(
+                        f"request {key} ({request.kind} asked by {request.agent}) is not in the record "
+                        f"{self.path}; --replay-fallthrough sends such requests to the live brain"
+                    )
                 live.append(i)
                 continue
             entry = json.loads(line)
             self._taken += 1
             out[i] = rq.Message.registry[entry["answer"]["kind"]].from_dict(entry["answer"])
-            if learn is not None:        # the live brain goes on knowing what the record answered
+            if learn is not None:  # the live brain goes on knowing what the record answered
                 learn(request, out[i])
             if "fallback" in entry:
                 fallbacks.append(Fallback(i, request.kind, key, entry["fallback"]))
@@ -155,7 +158,7 @@ def recorded_keys(run_dir: str | Path, size: int) -> set[str]:
     """The request keys in the first `size` bytes of a run's record."""
     keys, read = set(), 0
     with open(Path(run_dir) / RECORD, "rb") as f:
-        for line in f:                          # a line at a time: a big town's record is large
+        for line in f:  # a line at a time: a big town's record is large
             read += len(line)
             if read > size:
                 break
@@ -172,10 +175,25 @@ class Caching(Wrapper):
     def __init__(self, inner: Brain, directory: str | Path, ledger: Ledger | None = None) -> None:
         super().__init__(inner)
         self.ledger = ledger or Ledger()
-        settings = {k: v for k, v in inner.describe().items()
-                    if k not in ("max_concurrency", "concurrency_start", "concurrency_ceiling", "timeout", "retries",
-                                 "backoff", "preflight", "structured_check", "routing", "cooldown", "allowed_fails")}
-        if isinstance(settings.get("model"), list):      # a list of deployments is one brain, wherever they are
+        settings = {
+            k: v
+            for k, v in inner.describe().items()
+            if k
+            not in (
+                "max_concurrency",
+                "concurrency_start",
+                "concurrency_ceiling",
+                "timeout",
+                "retries",
+                "backoff",
+                "preflight",
+                "structured_check",
+                "routing",
+                "cooldown",
+                "allowed_fails",
+            )
+        }
+        if isinstance(settings.get("model"), list):  # a list of deployments is one brain, wherever they are
             settings["model"] = sorted({d["model"] for d in settings["model"]})
         self.fingerprint = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
         directory = Path(directory)
@@ -189,7 +207,7 @@ class Caching(Wrapper):
                         entry = json.loads(line)
                         self._answers[entry["key"]] = entry["answer"]
                     except (ValueError, KeyError):
-                        continue          # a line cut short by a crash: ignore it
+                        continue  # a line cut short by a crash: ignore it
             self._out = open(self.path, "a", encoding="utf-8")
         except OSError as exc:
             raise BrainError(f"cannot use the cache {directory}: {exc.strerror or exc}") from None

@@ -43,10 +43,10 @@ class RecordFile:
         with open(self.path, "rb") as f:
             self.size = os.fstat(f.fileno()).st_size
         self.begin = self._line_start(start)
-        self._cursor = self.begin                            # lines before it (from `begin`) are indexed
-        self._ahead: dict[str, deque[bytes]] = {}            # indexed lines not taken yet, by key
-        self._last: dict[str, bytes | None] = {}             # the line a key's next take gives again
-        self._before: dict[str, bytes] | None = None         # every key's last line before `begin`, once read
+        self._cursor = self.begin  # lines before it (from `begin`) are indexed
+        self._ahead: dict[str, deque[bytes]] = {}  # indexed lines not taken yet, by key
+        self._last: dict[str, bytes | None] = {}  # the line a key's next take gives again
+        self._before: dict[str, bytes] | None = None  # every key's last line before `begin`, once read
         self._scans = 0
 
     def take(self, key: str) -> bytes | None:
@@ -98,7 +98,7 @@ class RecordFile:
             for line in whole:
                 yield line + b"\n"
         if rest:
-            yield rest + self._read(hi, self._line_start(hi))     # the last line, to its end
+            yield rest + self._read(hi, self._line_start(hi))  # the last line, to its end
 
     def _index_to(self, at: int) -> None:
         """Index the lines from the cursor on, up to and including the one starting at `at`."""
@@ -133,7 +133,7 @@ class RecordFile:
         if self._before is not None:
             return self._before.get(key)
         at = self._find(key, 0, self.begin, last=True)
-        if self._before is not None:                        # `_find` indexed everything instead
+        if self._before is not None:  # `_find` indexed everything instead
             return self._before.get(key)
         return next(self._lines(at, at + 1)) if at >= 0 else None
 

@@ -18,8 +18,8 @@ is named in its declaration (`kinds.py`), which applies them (`kinds.repaired`).
                what the plan leaves out from the moment it was asked (or a re-plan's
                start) to the next wake-up is filled from the persona's routine
     decompose  a step longer than 15 minutes is split into steps of at most 15, one shorter
-               than 5 lengthened to 5 (but the last, if it ends with the block); no steps: the block in 15-minute steps of its
-               activity; steps past the block's end are cut (the last one may end short
+               than 5 lengthened to 5 (but the last, if it ends with the block); no steps: the
+               block in 15-minute steps of its activity; steps past the block's end are cut (the last one may end short
                with the block); an object not offered becomes the one offered it names
                or closely resembles ("fridge" for "fridge (kitchen)"), or none
                a step that says nothing is the block's activity
@@ -30,8 +30,8 @@ is named in its declaration (`kinds.py`), which applies them (`kinds.repaired`).
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import fields, replace
-from typing import Callable
 
 from smallville.brain import requests as rq
 from smallville.brain.contract import STEP, places_of
@@ -70,8 +70,10 @@ def repair_plan(request: rq.PlanDay, plan: rq.DayPlan, note: Callable[[str], Non
     for b in plan.blocks:
         start, end = min(max(b.start, 0), 2 * DAY - 1), min(max(b.end, 1), 2 * DAY)
         if (start, end) != (b.start, b.end):
-            note(f"{b.activity!r} {b.start}-{b.end} clamped to {clock_of_day(start)}-{clock_of_day(end)} "
-                 "of the plan's two days")
+            note(
+                f"{b.activity!r} {b.start}-{b.end} clamped to {clock_of_day(start)}-{clock_of_day(end)} "
+                "of the plan's two days"
+            )
             b = replace(b, start=start, end=end)
         if b.end <= b.start:
             note(f"dropped {b.activity!r} {clock_of_day(b.start)}-{clock_of_day(b.end)}: it ends before it starts")
@@ -94,8 +96,9 @@ def repair_plan(request: rq.PlanDay, plan: rq.DayPlan, note: Callable[[str], Non
     for b in ordered:
         if kept and b.start < kept[-1].end:
             if b.end <= kept[-1].end:
-                note(f"dropped {b.activity!r} {clock_of_day(b.start)}-{clock_of_day(b.end)}: "
-                     "inside the block before it")
+                note(
+                    f"dropped {b.activity!r} {clock_of_day(b.start)}-{clock_of_day(b.end)}: inside the block before it"
+                )
                 continue
             note(f"{b.activity!r} starts at {clock_of_day(kept[-1].end)}, not {clock_of_day(b.start)}: it overlapped")
             b = replace(b, start=kept[-1].end)
@@ -118,9 +121,12 @@ def _fill(blocks: list[rq.Block], request: rq.PlanDay, note: Callable[[str], Non
         gaps.append((t, day_end))
     out = list(blocks)
     for start, end in gaps:
-        filled = [replace(r, start=max(r.start + shift, start), end=min(r.end + shift, end))
-                  for shift in (-DAY, 0, DAY) for r in routine
-                  if max(r.start + shift, start) < min(r.end + shift, end)]
+        filled = [
+            replace(r, start=max(r.start + shift, start), end=min(r.end + shift, end))
+            for shift in (-DAY, 0, DAY)
+            for r in routine
+            if max(r.start + shift, start) < min(r.end + shift, end)
+        ]
         if not filled:
             filled = [rq.Block(start, end, progressive("carry on"), "")]
         note(f"{clock_of_day(start)}-{clock_of_day(end)} was not planned: filled from the routine")
@@ -147,8 +153,11 @@ def _objects(request: rq.Decompose, actions: rq.Actions, note: Callable[[str], N
         if step.object is not None and step.object not in offered:
             named = next((o for o in offered if rq.object_of(o)[0].lower() == step.object.strip().lower()), None)
             found = named or next(iter(difflib.get_close_matches(step.object, offered, n=1, cutoff=0.6)), None)
-            note(f"object {step.object!r} is not offered: {found!r}" if found
-                 else f"object {step.object!r} is not offered: none")
+            note(
+                f"object {step.object!r} is not offered: {found!r}"
+                if found
+                else f"object {step.object!r} is not offered: none"
+            )
             step = replace(step, object=found)
         steps.append(step)
     return rq.Actions(tuple(steps))
@@ -158,14 +167,19 @@ def repair_actions(request: rq.Decompose, actions: rq.Actions, note: Callable[[s
     actions = _objects(request, actions, note)
     if any(not s.description.strip() for s in actions.steps):
         note(f"a step that says nothing is {request.activity!r}")
-        actions = rq.Actions(tuple(s if s.description.strip() else replace(s, description=request.activity)
-                                   for s in actions.steps))
+        actions = rq.Actions(
+            tuple(s if s.description.strip() else replace(s, description=request.activity) for s in actions.steps)
+        )
     total = max(1, request.end - request.start)
     low, high = STEP
     minutes = [s.minutes for s in actions.steps]
-    if minutes and all(low <= m <= high for m in minutes[:-1]) and sum(minutes) <= total and (
-            low <= minutes[-1] <= high or 1 <= minutes[-1] < low and sum(minutes) == total):
-        return actions              # the usual case (the last may be short, ending with its block): nothing to do
+    if (
+        minutes
+        and all(low <= m <= high for m in minutes[:-1])
+        and sum(minutes) <= total
+        and (low <= minutes[-1] <= high or 1 <= minutes[-1] < low and sum(minutes) == total)
+    ):
+        return actions  # the usual case (the last may be short, ending with its block): nothing to do
     if not actions.steps:
         note("no actions: the block's activity in 15-minute steps")
         actions = rq.Actions((rq.Step(total, request.activity),))

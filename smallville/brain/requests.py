@@ -19,7 +19,7 @@ class Message:
 
     kind: ClassVar[str] = ""
     registry: ClassVar[dict[str, type]] = {}
-    simulated: ClassVar[bool] = True        # asked by a simulation, so a run's record may hold it
+    simulated: ClassVar[bool] = True  # asked by a simulation, so a run's record may hold it
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -78,15 +78,21 @@ def _field_names(cls: type) -> tuple[str, ...]:
 
 # ---- requests -------------------------------------------------------------------------
 
-KIND_WORDS = {"observation": "seen", "chat": "said", "conversation": "conversation", "plan": "plan",
-              "thought": "thought", "reflection": "insight", "seed": "background"}
+KIND_WORDS = {
+    "observation": "seen",
+    "chat": "said",
+    "conversation": "conversation",
+    "plan": "plan",
+    "thought": "thought",
+    "reflection": "insight",
+    "seed": "background",
+}
 """A memory's kind as a prompt names it."""
 
 Recalled = tuple[tuple[str, str], ...]
 """Memories as a prompt shows them: (when, text), `when` relative to the request's moment
 ("today 09:15", "yesterday 18:30", "Mon 13 Feb 10:02", or "background" for what the agent
 knew from the start: `smallville.sim.recall`)."""
-
 
 
 @dataclass(frozen=True)
@@ -97,8 +103,8 @@ class RateImportance(Message):
     agent: str
     name: str
     texts: tuple[str, ...]
-    kinds: tuple[str, ...] = ()                 # each memory's kind: observation, chat, plan, thought, ...
-    identity: str = ""                          # who rates: "Ann Lee (34): kind, curious. Currently: ..."
+    kinds: tuple[str, ...] = ()  # each memory's kind: observation, chat, plan, thought, ...
+    identity: str = ""  # who rates: "Ann Lee (34): kind, curious. Currently: ..."
 
     @property
     def listed(self) -> tuple[tuple[str, str], ...]:
@@ -115,10 +121,10 @@ class TagMemories(Message):
     kind: ClassVar[str] = "tag_memories"
     agent: str
     name: str
-    kinds: tuple[str, ...]                      # each memory's kind: observation, chat, plan, thought, ...
+    kinds: tuple[str, ...]  # each memory's kind: observation, chat, plan, thought, ...
     texts: tuple[str, ...]
-    sources: tuple[str, ...]                    # the names a source may take
-    emotions: tuple[str, ...]                   # the names an emotion may take
+    sources: tuple[str, ...]  # the names a source may take
+    emotions: tuple[str, ...]  # the names an emotion may take
 
 
 @dataclass(frozen=True)
@@ -132,13 +138,13 @@ class Summarize(Message):
     kind: ClassVar[str] = "summarize"
     agent: str
     name: str
-    persona: str                                # the agent file's description beyond `identity`: backstory, lifestyle
-    core: Recalled                              # memories on its core characteristics
-    occupation: Recalled                        # ... on its current daily occupation
-    progress: Recalled                          # ... on its feeling about its recent progress
-    now: str = ""                               # "Monday, February 13, 2023, 07:00"
-    identity: str = ""                          # the fixed line the summary follows: name, age, traits, currently
-    plan: str = ""                              # the day's plan in brief, once made ("Ann Lee's plan for ...: ...")
+    persona: str  # the agent file's description beyond `identity`: backstory, lifestyle
+    core: Recalled  # memories on its core characteristics
+    occupation: Recalled  # ... on its current daily occupation
+    progress: Recalled  # ... on its feeling about its recent progress
+    now: str = ""  # "Monday, February 13, 2023, 07:00"
+    identity: str = ""  # the fixed line the summary follows: name, age, traits, currently
+    plan: str = ""  # the day's plan in brief, once made ("Ann Lee's plan for ...: ...")
 
 
 @dataclass(frozen=True)
@@ -152,16 +158,16 @@ class PlanDay(Message):
     kind: ClassVar[str] = "plan_day"
     agent: str
     name: str
-    persona: str                                # the agent summary description
-    date: str                                   # "Monday, February 13, 2023"
-    routine: tuple[tuple[int, str, str], ...]   # (minute of day, what, where)
+    persona: str  # the agent summary description
+    date: str  # "Monday, February 13, 2023"
+    routine: tuple[tuple[int, str, str], ...]  # (minute of day, what, where)
     memories: Recalled
-    places: tuple[str, ...]                     # the places the agent knows
-    yesterday: str = ""                         # the previous day's plan, in brief
+    places: tuple[str, ...]  # the places the agent knows
+    yesterday: str = ""  # the previous day's plan, in brief
     start: int = 0
     reason: str = ""
-    current: tuple[tuple[int, int, str, str], ...] = ()   # a re-plan: the blocks it replaces
-    asked: int = 0                              # the minute of the day it is asked
+    current: tuple[tuple[int, int, str, str], ...] = ()  # a re-plan: the blocks it replaces
+    asked: int = 0  # the minute of the day it is asked
 
     @property
     def plan_from(self) -> int:
@@ -181,16 +187,16 @@ class Decompose(Message):
     name: str
     activity: str
     where: str
-    start: int                                  # minute of day
+    start: int  # minute of day
     end: int
-    objects: tuple[str, ...]                    # objects in the room the character is in
+    objects: tuple[str, ...]  # objects in the room the character is in
     memories: Recalled
-    reason: str = ""                            # why re-planning, when it is a re-plan
-    elsewhere: tuple[str, ...] = ()             # objects in the place's other rooms: `object_label`
-    identity: str = ""                          # "Ann Lee (34): kind, curious. Currently: ..."
-    now: str = ""                               # "Monday, February 13, 2023, 08:03"
-    before: tuple[tuple[int, int, str], ...] = ()   # the plan's block before this one: (start, end, activity)
-    after: tuple[tuple[int, int, str], ...] = ()    # ... and the one after it
+    reason: str = ""  # why re-planning, when it is a re-plan
+    elsewhere: tuple[str, ...] = ()  # objects in the place's other rooms: `object_label`
+    identity: str = ""  # "Ann Lee (34): kind, curious. Currently: ..."
+    now: str = ""  # "Monday, February 13, 2023, 08:03"
+    before: tuple[tuple[int, int, str], ...] = ()  # the plan's block before this one: (start, end, activity)
+    after: tuple[tuple[int, int, str], ...] = ()  # ... and the one after it
 
     @property
     def minutes(self) -> int:
@@ -221,15 +227,15 @@ class React(Message):
     name: str
     activity: str
     observations: tuple[str, ...]
-    people: tuple[tuple[str, str, str, str], ...]   # (id, name, activity, last talk) of those free to
-                                                    # talk; last talk: "yesterday 18:30: Ann talked
-                                                    # with ..." or "never talked"
+    people: tuple[tuple[str, str, str, str], ...]  # (id, name, activity, last talk) of those free to
+    # talk; last talk: "yesterday 18:30: Ann talked
+    # with ..." or "never talked"
     relationships: tuple[tuple[str, str], ...]  # (id, how the agent sees them)
-    memories: Recalled                          # on the observed: who or what they are to the agent
-    summary: str = ""                           # the agent summary description
-    now: str = ""                               # "Monday, February 13, 2023, 10:30"
-    doing: Recalled = ()                        # memories on what the observed are doing
-    where: str = ""                             # the area the agent is in
+    memories: Recalled  # on the observed: who or what they are to the agent
+    summary: str = ""  # the agent summary description
+    now: str = ""  # "Monday, February 13, 2023, 10:30"
+    doing: Recalled = ()  # memories on what the observed are doing
+    where: str = ""  # the area the agent is in
 
 
 @dataclass(frozen=True)
@@ -241,18 +247,18 @@ class Speak(Message):
     name: str
     listener: str
     listener_name: str
-    relationship: str                           # the speaker's view of the listener
-    history: tuple[tuple[str, str], ...]        # (speaker name, line) so far
+    relationship: str  # the speaker's view of the listener
+    history: tuple[tuple[str, str], ...]  # (speaker name, line) so far
     memories: tuple[tuple[str, str, int, str], ...]  # (when, text, importance, kind) the speaker recalls;
-                                                # the prompt shows when and text
-    earlier: tuple[str, ...]                    # lines of earlier talks between the two (the offline
-                                                # brain's; the prompt shows `last_talk` instead)
-    summary: str = ""                           # the speaker's summary description
-    now: str = ""                               # "Monday, February 13, 2023, 10:30"
-    where: str = ""                             # the area they talk in
-    doing: str = ""                             # what the speaker was doing when the talk began
-    listener_doing: str = ""                    # ... and the listener
-    last_talk: str = ""                         # their last conversation, dated: "yesterday 18:30: ..."
+    # the prompt shows when and text
+    earlier: tuple[str, ...]  # lines of earlier talks between the two (the offline
+    # brain's; the prompt shows `last_talk` instead)
+    summary: str = ""  # the speaker's summary description
+    now: str = ""  # "Monday, February 13, 2023, 10:30"
+    where: str = ""  # the area they talk in
+    doing: str = ""  # what the speaker was doing when the talk began
+    listener_doing: str = ""  # ... and the listener
+    last_talk: str = ""  # their last conversation, dated: "yesterday 18:30: ..."
 
 
 @dataclass(frozen=True)
@@ -267,11 +273,11 @@ class AfterTalk(Message):
     name: str
     other: str
     other_name: str
-    view: str                                   # the view of the other before the talk
-    lines: tuple[tuple[str, str], ...]          # (speaker name, line)
-    memories: Recalled                          # what the agent remembers of the other
-    now: str = ""                               # "Monday, February 13, 2023, 10:30"
-    where: str = ""                             # the area they talked in
+    view: str  # the view of the other before the talk
+    lines: tuple[tuple[str, str], ...]  # (speaker name, line)
+    memories: Recalled  # what the agent remembers of the other
+    now: str = ""  # "Monday, February 13, 2023, 10:30"
+    where: str = ""  # the area they talked in
 
 
 @dataclass(frozen=True)
@@ -303,13 +309,13 @@ class Interview(Message):
     """Answer a question put to the agent, as the agent, from what it remembers."""
 
     kind: ClassVar[str] = "interview"
-    simulated: ClassVar[bool] = False       # asked of a run from outside: never in its record
+    simulated: ClassVar[bool] = False  # asked of a run from outside: never in its record
     agent: str
     name: str
     persona: str
     question: str
     memories: tuple[tuple[int, str, str], ...]  # (memory id, when, text), most relevant first
-    now: str = ""                              # "Tuesday, February 14, 2023, 20:00"
+    now: str = ""  # "Tuesday, February 14, 2023, 20:00"
 
 
 @dataclass(frozen=True)
@@ -322,8 +328,8 @@ class Judge(Message):
     name: str
     persona: str
     question: str
-    answers: tuple[tuple[str, str], ...]       # (label, answer), in the order shown
-    lived: tuple[tuple[str, str], ...]         # (label, memory text): what that version's run holds
+    answers: tuple[tuple[str, str], ...]  # (label, answer), in the order shown
+    lived: tuple[tuple[str, str], ...]  # (label, memory text): what that version's run holds
 
 
 # ---- answers --------------------------------------------------------------------------
@@ -344,11 +350,11 @@ class Summary(Message):
 @dataclass(frozen=True)
 class TalkNotes(Message):
     kind: ClassVar[str] = "talk_notes"
-    summary: str                # "conversing with Maria about the party"
-    thought: str                # for planning: "I should get the cafe ready for the party"
-    memo: str                   # what to keep in mind: "I told Maria I'd come at 5"
-    view: str                   # the relationship, seen anew
-    topic: str = ""             # what the talk was about, in a few words
+    summary: str  # "conversing with Maria about the party"
+    thought: str  # for planning: "I should get the cafe ready for the party"
+    memo: str  # what to keep in mind: "I told Maria I'd come at 5"
+    view: str  # the relationship, seen anew
+    topic: str = ""  # what the talk was about, in a few words
 
 
 @dataclass(frozen=True)
@@ -378,25 +384,24 @@ class Tags(Message):
 @dataclass(frozen=True)
 class Block(Message):
     kind: ClassVar[str] = "block"
-    start: int       # minute of the plan's day; may pass 1440 (after midnight)
-    end: int         # a model's block may end before it starts: repair.py drops it
+    start: int  # minute of the plan's day; may pass 1440 (after midnight)
+    end: int  # a model's block may end before it starts: repair.py drops it
     activity: str
     where: str
-    sleep: bool = False     # the agent sleeps through it (whatever the activity's words)
+    sleep: bool = False  # the agent sleeps through it (whatever the activity's words)
 
 
 @dataclass(frozen=True)
 class DayPlan(Message):
     kind: ClassVar[str] = "day_plan"
     blocks: tuple[Block, ...]
-    broad: tuple[str, ...] = ()     # the day in 5 to 8 broad strokes
-
+    broad: tuple[str, ...] = ()  # the day in 5 to 8 broad strokes
 
 
 @dataclass(frozen=True)
 class Step(Message):
     kind: ClassVar[str] = "step"
-    minutes: int     # 5..15; a model's may be out of range: repair.py clamps it
+    minutes: int  # 5..15; a model's may be out of range: repair.py clamps it
     description: str
     object: str | None = None
 
@@ -407,15 +412,14 @@ class Actions(Message):
     steps: tuple[Step, ...]
 
 
-
 @dataclass(frozen=True)
 class Reaction(Message):
     kind: ClassVar[str] = "reaction"
-    action: str                 # "continue" | "talk" | "wait" | "replan"
-    target: str | None = None   # whom to talk to
+    action: str  # "continue" | "talk" | "wait" | "replan"
+    target: str | None = None  # whom to talk to
     reason: str = ""
-    minutes: int = 0            # how long to wait
-    thought: str = ""           # what the model made of the moment before deciding
+    minutes: int = 0  # how long to wait
+    thought: str = ""  # what the model made of the moment before deciding
 
     def __post_init__(self) -> None:
         if self.action not in ("continue", "talk", "wait", "replan"):
@@ -427,7 +431,7 @@ class Utterance(Message):
     kind: ClassVar[str] = "utterance"
     text: str
     end: bool = False
-    topic: str = ""             # what the conversation is about, in a few words ("" : unchanged)
+    topic: str = ""  # what the conversation is about, in a few words ("" : unchanged)
 
 
 @dataclass(frozen=True)
@@ -440,7 +444,7 @@ class Questions(Message):
 class Insight(Message):
     kind: ClassVar[str] = "insight"
     text: str
-    because: tuple[int, ...] = field(default=())   # indexes into the request's evidence
+    because: tuple[int, ...] = field(default=())  # indexes into the request's evidence
 
 
 @dataclass(frozen=True)
@@ -449,23 +453,22 @@ class InsightList(Message):
     insights: tuple[Insight, ...]
 
 
-
 @dataclass(frozen=True)
 class Reply(Message):
     kind: ClassVar[str] = "reply"
     text: str
-    cites: tuple[int, ...] = ()                # ids of the memories the answer rests on
+    cites: tuple[int, ...] = ()  # ids of the memories the answer rests on
 
 
 @dataclass(frozen=True)
 class Flag(Message):
     kind: ClassVar[str] = "flag"
-    answer: str                                # the label of the answer
-    claim: str                                 # what it claims that its memories do not hold
+    answer: str  # the label of the answer
+    claim: str  # what it claims that its memories do not hold
 
 
 @dataclass(frozen=True)
 class Verdict(Message):
     kind: ClassVar[str] = "verdict"
-    ranking: tuple[str, ...]                   # labels, most believable first; () = no judgement
+    ranking: tuple[str, ...]  # labels, most believable first; () = no judgement
     embellished: tuple[Flag, ...] = ()

@@ -11,8 +11,27 @@ from smallville.brain import requests as rq
 
 _WORD = re.compile(r"[a-z']{4,}")
 _NAME = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][a-z]+\b")
-_CALENDAR = {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "January", "February",
-             "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"}
+_CALENDAR = {
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+}
 
 
 def rule_verdict(req: rq.Judge) -> rq.Verdict:

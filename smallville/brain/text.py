@@ -8,8 +8,8 @@ from smallville.brain.voice import third_person
 
 _IRREGULAR = {"be": "being", "see": "seeing", "lie": "lying", "die": "dying", "tie": "tying"}
 _NAME = re.compile(r"\b[A-Z][a-z'’]+(?: [A-Z][a-z'’]+)+\b")
-SHARE_MARK = "Did you hear? "          # before news about others
-OWN_MARK = "Guess what? "              # before one's own news, told in the first person
+SHARE_MARK = "Did you hear? "  # before news about others
+OWN_MARK = "Guess what? "  # before one's own news, told in the first person
 MEMO_MARK = "I should keep in mind: "  # before what a memo keeps
 _FRAME = re.compile(r"^(?:.+? said to .+?: |.+? thinks this matters: |I should keep in mind: )")
 _SAID = re.compile(r"([A-Z][\w'’]*(?: [A-Z][\w'’]*)*) said to ")
@@ -34,12 +34,31 @@ def gerund(verb: str) -> str:
 def _short_closed(word: str) -> bool:
     """One vowel followed by one final consonant (`grab`, `sit`, `plan`): the consonant doubles."""
     vowels = [i for i, ch in enumerate(word) if ch in "aeiou"]
-    return (len(vowels) == 1 and vowels[0] == len(word) - 2 and word[-1] not in "aeiouwxy"
-            and len(word) >= 3)
+    return len(vowels) == 1 and vowels[0] == len(word) - 2 and word[-1] not in "aeiouwxy" and len(word) >= 3
 
 
-_NOT_VERBS = {"a", "an", "the", "some", "his", "her", "their", "my", "your", "our", "its", "then", "maybe",
-              "coffee", "tea", "lunch", "dinner", "breakfast", "friends", "back"}
+_NOT_VERBS = {
+    "a",
+    "an",
+    "the",
+    "some",
+    "his",
+    "her",
+    "their",
+    "my",
+    "your",
+    "our",
+    "its",
+    "then",
+    "maybe",
+    "coffee",
+    "tea",
+    "lunch",
+    "dinner",
+    "breakfast",
+    "friends",
+    "back",
+}
 
 
 def progressive(phrase: str) -> str:
@@ -50,9 +69,9 @@ def progressive(phrase: str) -> str:
     for i in range(0, len(parts), 2):
         words = parts[i].split(" ", 1)
         if words[0] == "keep" and len(words) > 1 and words[1].split(" ")[0].endswith("ing"):
-            words[0] = "still"                      # "keep working on it" -> "still working on it"
+            words[0] = "still"  # "keep working on it" -> "still working on it"
         elif i and words[0].endswith("s") and not words[0].endswith("ss"):
-            pass                                    # "photograph people and trees": a noun, not a verb
+            pass  # "photograph people and trees": a noun, not a verb
         elif words[0].isalpha() and words[0].islower() and words[0] not in _NOT_VERBS:
             words[0] = gerund(words[0])
         parts[i] = " ".join(words)
@@ -61,9 +80,11 @@ def progressive(phrase: str) -> str:
 
 # Words that open a sentence or a chat line capitalised without being part of a name
 # ("Hi Maria!", "Thanks Klaus", "Did you hear?").
-_OPENERS = frozenset("""Hi Hello Hey Oh Ah Well Thanks Thank Good Great Nice Did Guess Yes Yeah No Sure Dear See
+_OPENERS = frozenset(
+    """Hi Hello Hey Oh Ah Well Thanks Thank Good Great Nice Did Guess Yes Yeah No Sure Dear See
     So And But Then Sorry Welcome Morning Evening Bye Goodbye Okay Wow Congratulations Have How What Who Where When
-    Why Are Is Do Does Can Will Would Let Please Look Listen Say Tell Hope Happy Poor Lucky Oops Yay""".split())
+    Why Are Is Do Does Can Will Would Let Please Look Listen Say Tell Hope Happy Poor Lucky Oops Yay""".split()
+)
 
 
 def names_in(text: str) -> list[str]:

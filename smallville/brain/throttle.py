@@ -20,14 +20,14 @@ class Throttle:
         self.adaptive = adaptive
         self.ceiling = ceiling
         self.limit = float(start if adaptive else ceiling)
-        self.reached = int(self.limit)            # the highest limit so far
-        self.cuts = 0                             # halvings
+        self.reached = int(self.limit)  # the highest limit so far
+        self.cuts = 0  # halvings
         self._in_flight = 0
-        self._round = 0                           # bumped by each halving
-        self._congested = False                   # a rate limit was met: grow slowly from now on
+        self._round = 0  # bumped by each halving
+        self._congested = False  # a rate limit was met: grow slowly from now on
         self._cond = threading.Condition()
 
-    def slot(self) -> "_Ticket":
+    def slot(self) -> _Ticket:
         return _Ticket(self)
 
     def _enter(self) -> int:
@@ -55,15 +55,20 @@ class Throttle:
             return
         with self._cond:
             self._congested = True
-            if started_in != self._round:          # this round was halved already
+            if started_in != self._round:  # this round was halved already
                 return
             self._round += 1
             self.cuts += 1
             self.limit = max(1.0, self.limit / 2)
 
     def describe(self) -> dict:
-        return {"adaptive": self.adaptive, "limit": int(self.limit), "reached": self.reached, "cuts": self.cuts,
-                "ceiling": self.ceiling}
+        return {
+            "adaptive": self.adaptive,
+            "limit": int(self.limit),
+            "reached": self.reached,
+            "cuts": self.cuts,
+            "ceiling": self.ceiling,
+        }
 
 
 class _Ticket:
@@ -71,7 +76,7 @@ class _Ticket:
         self.throttle = throttle
         self.started_in = 0
 
-    def __enter__(self) -> "_Ticket":
+    def __enter__(self) -> _Ticket:
         self.started_in = self.throttle._enter()
         return self
 
@@ -126,9 +131,14 @@ class Pool:
 
     def describe(self) -> dict:
         each = {label: t.describe() for label, t in self.throttles.items()}
-        return {"adaptive": any(t.adaptive for t in self.throttles.values()), "limit": self.limit(),
-                "reached": sum(d["reached"] for d in each.values()), "cuts": sum(d["cuts"] for d in each.values()),
-                "ceiling": sum(t.ceiling for t in self.throttles.values()), "deployments": each}
+        return {
+            "adaptive": any(t.adaptive for t in self.throttles.values()),
+            "limit": self.limit(),
+            "reached": sum(d["reached"] for d in each.values()),
+            "cuts": sum(d["cuts"] for d in each.values()),
+            "ceiling": sum(t.ceiling for t in self.throttles.values()),
+            "deployments": each,
+        }
 
 
 class _PoolTicket:

@@ -19,24 +19,33 @@ import re
 _CLAUSE_END = re.compile(
     r",? (?:and|but) (?=(?:he|she|they|we|it|I|has|have|is|are|was|were|had|does|did|will|would|can|could|"
     r"still|never|often|also|sometimes|usually|always|barely|then|now|so)\b|(?P<verb>[a-z]+s)\b)"
-    r"|, (?:where|which|who|because|so|while|although|though|since) ")
+    r"|, (?:where|which|who|because|so|while|although|though|since) "
+)
 # Common verbs, so that "and reads" ends a clause where "and pastries" does not.
-_VERBS = frozenset("""hope like love enjoy keep read get find want try go take make see spend say think know need
+_VERBS = frozenset(
+    """hope like love enjoy keep read get find want try go take make see spend say think know need
     wish help write work live play feel seem look plan start run teach study walk visit tell give come leave bring
     buy sell call meet ask use show stay sit stand talk cook paint sing practise practice win lose owe own miss
-    worry wonder believe care hate prefer mean expect learn remember forget spend sleep wake""".split())
-_ADVERBS = frozenset("still never often always sometimes usually also just really barely rarely already now "
-                     "only even".split())
+    worry wonder believe care hate prefer mean expect learn remember forget spend sleep wake""".split()
+)
+_ADVERBS = frozenset(
+    "still never often always sometimes usually also just really barely rarely already now only even".split()
+)
 _MODALS = frozenset("can could will would shall should may might must used".split())
-_PAST = frozenset("""took saw had met made told went got gave came left found thought bought brought wrote said
+_PAST = frozenset(
+    """took saw had met made told went got gave came left found thought bought brought wrote said
     knew heard lost won ran sat spoke felt kept lent began did became sent spent taught caught fought held built
     broke chose drove ate fell forgot grew hung hid let put set shut quit rode rose sang sold shook slept stood
-    stole swam threw understood woke wore was were""".split())
+    stole swam threw understood woke wore was were""".split()
+)
 # A capitalised word that names no person: a place's last word, a day, a month.
-_NOT_PEOPLE = frozenset("""Cafe Park College Pub Store Market Pharmacy Library Hall House Street Road Avenue
+_NOT_PEOPLE = frozenset(
+    """Cafe Park College Pub Store Market Pharmacy Library Hall House Street Road Avenue
     School Bar Supply Shop Apartment Apartments Dorm Town City Ville Day Monday Tuesday Wednesday Thursday Friday
-    Saturday Sunday The A An January February March April May June July August September October November December""".split())
-_PUNCT = ".,;:!?\"”)"
+    Saturday Sunday The A An January February March April May June July August September October November
+    December""".split()
+)
+_PUNCT = '.,;:!?"”)'
 _MINE = {"he": "I", "she": "I", "him": "me", "his": "my", "himself": "myself", "herself": "myself", "hers": "mine"}
 _OURS = {"they": "we", "them": "us", "their": "our", "theirs": "ours", "themselves": "ourselves"}
 _THEIRS = {v: k for k, v in _OURS.items()}
@@ -55,22 +64,27 @@ def first_person(fact: str, name: str) -> str | None:
         if not _mentions(words, name):
             return None
     out: list[str] = []
-    i, last, plural = 0, "", False         # who was named last ("me" or "other"); "we" includes me
+    i, last, plural = 0, "", False  # who was named last ("me" or "other"); "we" includes me
     while i < len(words):
         core, tail = _split(words[i])
         low = core.lower()
         span = _mention_at(words, i, name)
-        if span and not span[1] and span[0] < len(words) and words[span[0]] == "and" and (
-                i == 0 or _capitalised(words, span[0] + 1)):
+        if (
+            span
+            and not span[1]
+            and span[0] < len(words)
+            and words[span[0]] == "and"
+            and (i == 0 or _capitalised(words, span[0] + 1))
+        ):
             start = i
-            other, i = _partner(words, span[0] + 1)    # "Sam and his friend Ann" -> "My friend Ann and I"
+            other, i = _partner(words, span[0] + 1)  # "Sam and his friend Ann" -> "My friend Ann and I"
             other_core, other_tail = _split(other[-1])
             out += [*other[:-1], other_core, "and", ("I" if start == 0 else "me") + other_tail]
             if out[0] != "My" and out[0] == "my":
                 out[0] = "My"
             last, plural = "me", True
         elif span:
-            subject = out[-1:] == ["and"] and all(_capitalised(words, k) for k in range(i - 1))   # "Ann and NAME"
+            subject = out[-1:] == ["and"] and all(_capitalised(words, k) for k in range(i - 1))  # "Ann and NAME"
             i, last, tail = span[0], "me", _split(words[span[0] - 1])[1]
             if span[1]:
                 out.append(("My" if not out else "my") + tail)
@@ -104,9 +118,9 @@ def third_person(line: str, speaker: str) -> str:
         return line
     out: list[str] = []
     i, named, plural = 0, False, False
-    if "I" in cores[2:8] and words[cores.index("I") - 1] == "and":    # "My friend Ann and I argue"
+    if "I" in cores[2:8] and words[cores.index("I") - 1] == "and":  # "My friend Ann and I argue"
         i = cores.index("I")
-        out = [speaker, "and"] + ["their" if c in ("My", "my") else w for c, w in zip(cores, words[:i - 1])]
+        out = [speaker, "and"] + ["their" if c in ("My", "my") else w for c, w in zip(cores, words[: i - 1])]
         out[-1] += _split(words[i])[1]
         i, named, plural = i + 1, True, True
     while i < len(words):
@@ -123,7 +137,8 @@ def third_person(line: str, speaker: str) -> str:
             continue
         if core in ("me", "my", "My", "mine", "myself"):
             word = {"me": "them" if named else speaker, "mine": "theirs", "myself": "themselves"}.get(
-                core, "their" if named else f"{speaker}'s")
+                core, "their" if named else f"{speaker}'s"
+            )
             out.append(word + tail)
             named = named or core in ("me", "my", "My")
             plural = plural or (core == "me" and i > 0 and words[i - 1] == "and")
@@ -139,7 +154,7 @@ def first_clause(fact: str) -> str:
     """A fact up to where a second clause or predicate begins (see `_CLAUSE_END`)."""
     for end in _CLAUSE_END.finditer(fact, 1):
         if not end.group("verb") or _first(end.group("verb")) in _VERBS:
-            return fact[:end.start()]
+            return fact[: end.start()]
     return fact
 
 
@@ -154,7 +169,7 @@ def names(fact: str, name: str) -> bool:
 def _split(word: str) -> tuple[str, str]:
     """A word and the punctuation after it: `week.` -> (`week`, `.`)."""
     core = word.rstrip(_PUNCT)
-    return core, word[len(core):]
+    return core, word[len(core) :]
 
 
 def _mentions(words: list[str], name: str) -> bool:
@@ -165,12 +180,13 @@ def _mention_at(words: list[str], i: int, name: str) -> tuple[int, bool] | None:
     """Where a mention of `name` at word `i` ends, and whether it is possessive (`Sam's`)."""
     parts = name.split(" ")
     for size in (len(parts), 1):
-        got = [_split(w)[0] for w in words[i:i + size]]
+        got = [_split(w)[0] for w in words[i : i + size]]
         if len(got) < size:
             continue
         last = got[-1].removesuffix("'s").removesuffix("’s")
-        if got[:-1] + [last] == parts[:size] and not (size == 1 and _capitalised(words, i + 1)
-                                                      and not _split(words[i])[1] and last == got[-1]):
+        if got[:-1] + [last] == parts[:size] and not (
+            size == 1 and _capitalised(words, i + 1) and not _split(words[i])[1] and last == got[-1]
+        ):
             return i + size, last != got[-1]
     return None
 
@@ -209,8 +225,11 @@ def _verb_follows(words: list[str], i: int) -> bool:
     if i >= len(words):
         return False
     word = _split(words[i])[0]
-    return word in _MODALS or word in ("is", "has", "was", "does", "did", "had", "have", "are", "were", "do") or bool(
-        re.match(r"[a-z]+[^s\W]s$", word) and word not in ("his", "its", "this"))
+    return (
+        word in _MODALS
+        or word in ("is", "has", "was", "does", "did", "had", "have", "are", "were", "do")
+        or bool(re.match(r"[a-z]+[^s\W]s$", word) and word not in ("his", "its", "this"))
+    )
 
 
 def _her_is_object(words: list[str], i: int) -> bool:

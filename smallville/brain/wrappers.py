@@ -12,8 +12,8 @@ import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Callable, Sequence
 
 from smallville.brain import requests as rq
 from smallville.brain.base import Answers, Brain, Failed, Fallback, Wrapper, override
@@ -29,8 +29,14 @@ class Retrying(Wrapper):
 
     MAX_WAIT = 120.0
 
-    def __init__(self, inner: Brain, retries: int = 2, backoff: float = 1.0, ledger: Ledger | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        inner: Brain,
+        retries: int = 2,
+        backoff: float = 1.0,
+        ledger: Ledger | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         super().__init__(inner)
         self.retries, self.backoff, self.ledger, self.sleep = retries, backoff, ledger or Ledger(), sleep
 
@@ -42,7 +48,7 @@ class Retrying(Wrapper):
             if not todo:
                 break
             asked = max((answers[i].retry_after or 0.0 for i in todo), default=0.0)
-            wait = min(max(self.backoff * 2 ** attempt, asked), max(self.MAX_WAIT, self.backoff))
+            wait = min(max(self.backoff * 2**attempt, asked), max(self.MAX_WAIT, self.backoff))
             if wait:
                 self.sleep(wait)
             for i in todo:
@@ -67,7 +73,7 @@ class WithFallbacks(Wrapper):
         super().__init__(inner)
         self.ledger = ledger or Ledger()
         self._answered = False
-        self._watched: Counter[str] = Counter()            # requests watched: of all kinds (""), of each kind
+        self._watched: Counter[str] = Counter()  # requests watched: of all kinds (""), of each kind
         self._lasting: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
 
@@ -75,8 +81,12 @@ class WithFallbacks(Wrapper):
     def answer(self, requests: Sequence[rq.Message]) -> Answers:
         answers = self.inner.answer(requests)
         failed = [a for a in answers if isinstance(a, Failed)]
-        if failed and not self._answered and len(failed) == len(answers) and all(
-                f.reason == "connection" for f in failed):
+        if (
+            failed
+            and not self._answered
+            and len(failed) == len(answers)
+            and all(f.reason == "connection" for f in failed)
+        ):
             raise BrainError(f"model {self.name!r} is unreachable: {failed[0]}")
         self._answered = self._answered or len(failed) < len(answers)
         out, fallbacks = [], []
@@ -117,9 +127,11 @@ class WithFallbacks(Wrapper):
                 self._lasting[window, fault] += 1
                 if self._lasting[window, fault] > self.WATCH // 2:
                     which = f"{kind} requests" if window else "requests"
-                    raise ModelUnusable(f"model {self.name!r}: {self._lasting[window, fault]} of the first "
-                                        f"{self._watched[window]} {which} fell back with the same error ({answer}); "
-                                        f"{fix_for(answer, kind)}")
+                    raise ModelUnusable(
+                        f"model {self.name!r}: {self._lasting[window, fault]} of the first "
+                        f"{self._watched[window]} {which} fell back with the same error ({answer}); "
+                        f"{fix_for(answer, kind)}"
+                    )
 
 
 def lasting(failed: Failed) -> str | None:
@@ -143,8 +155,10 @@ def fix_for(failed: Failed, kind: str = "") -> str:
     if fault == "cut":
         return f"answers are cut off: raise {cut_setting(failed, kind)} in the brain settings"
     if fault == "schema":
-        return ("the model's answers do not keep to their JSON schema: use structured: json_schema or json_object "
-                "if the server can enforce it, or a stronger model")
+        return (
+            "the model's answers do not keep to their JSON schema: use structured: json_schema or json_object "
+            "if the server can enforce it, or a stronger model"
+        )
     if "Authentication" in fault or "PermissionDenied" in fault:
         return "the key was refused: check it (api_key_env names the variable it is read from)"
     if "NotFound" in fault:
@@ -195,7 +209,7 @@ class RatingMemo(Wrapper):
     and known texts are left out of the rest. `reused` in the ledger counts ratings taken
     from memory."""
 
-    learns = True                         # the ratings a run's record gave
+    learns = True  # the ratings a run's record gave
 
     def __init__(self, inner: Brain, ledger: Ledger | None = None) -> None:
         super().__init__(inner)
@@ -210,7 +224,7 @@ class RatingMemo(Wrapper):
             if not isinstance(request, RATINGS):
                 asked.append((i, request))
                 continue
-            first = {}                      # each missing key's first text
+            first = {}  # each missing key's first text
             for j, key in enumerate(_rating_keys(request)):
                 if key not in self._scores:
                     first.setdefault(key, j)

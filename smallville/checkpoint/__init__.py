@@ -3,7 +3,8 @@ each writing only what changed since the one before.
 
     RUN_DIR/checkpoints/
       T/head.json           what `checkpoints()` lists: the time, the digest of the whole
-                            state (`smallville.checkpoint.hashing`), how long the event log and the answer record were at T,
+                            state (`smallville.checkpoint.hashing`), how long the event log and
+                            the answer record were at T,
                             where the state's root part is, and the memory streams' counts
       T/parts.jsonl         the parts of the state first written at T, one JSON a line
       T/accessed.npz        the memories' last-access times: every one, or those changed
@@ -49,11 +50,21 @@ from smallville.checkpoint.parts import PARTS, Reader, Saved, Writer, folder_nam
 from smallville.embed.record import RecordedEmbedder
 from smallville.errors import RunError
 
-__all__ = ["CHECKPOINT_SCHEMA", "Head", "checkpoints", "digest", "fault_point", "folder_name", "last_checkpoint",
-           "load_state", "restore", "write_checkpoint"]
+__all__ = [
+    "CHECKPOINT_SCHEMA",
+    "Head",
+    "checkpoints",
+    "digest",
+    "fault_point",
+    "folder_name",
+    "last_checkpoint",
+    "load_state",
+    "restore",
+    "write_checkpoint",
+]
 
 CHECKPOINT_SCHEMA = 6
-READABLE = (2, 3, 4, 5, 6)                      # schemas `restore` reads
+READABLE = (2, 3, 4, 5, 6)  # schemas `restore` reads
 HEAD, ACCESSED, WHOLE_STATE = "head.json", "accessed.npz", "state.json"
 
 
@@ -76,10 +87,13 @@ def _save_streams(sim, folder: Path, before: Saved | None) -> dict:
             base = before.anchor
     record = sim.embedder if isinstance(sim.embedder, RecordedEmbedder) else None
     if record is not None:
-        record.sync()                           # what the streams' pieces refer to is on disk first
-    memory = streams.write([agent.stream for agent in sim.agents.values()], folder,
-                           base and (base[0], [base[1][a] for a in sim.agents], [base[2][a] for a in sim.agents]),
-                           record)
+        record.sync()  # what the streams' pieces refer to is on disk first
+    memory = streams.write(
+        [agent.stream for agent in sim.agents.values()],
+        folder,
+        base and (base[0], [base[1][a] for a in sim.agents], [base[2][a] for a in sim.agents]),
+        record,
+    )
     return {**memory, "anchor": True} if anchor else memory
 
 
@@ -128,18 +142,24 @@ def _write(sim, run_dir: Path, files: dict[str, int]) -> Path:
     with open(tmp / PARTS, "wb") as out:
         writer = Writer(root, t, out, before)
         agents = {a: writer.record(a, s) for a, s in state["agents"].items()}
-        head = {"schema": CHECKPOINT_SCHEMA, "time": sim.now_datetime().strftime("%Y-%m-%d %H:%M:%S"), "t": t,
-                "digest": digest(state, agents=writer.digests()), "files": files, "root": writer.root(state, agents),
-                "memory": memory}
+        head = {
+            "schema": CHECKPOINT_SCHEMA,
+            "time": sim.now_datetime().strftime("%Y-%m-%d %H:%M:%S"),
+            "t": t,
+            "digest": digest(state, agents=writer.digests()),
+            "files": files,
+            "root": writer.root(state, agents),
+            "memory": memory,
+        }
         out.flush()
         os.fsync(out.fileno())
     arrays, head["accessed"] = writer.accessed([sim.agents[a].stream.last_accessed() for a in state["agents"]])
-    _write_synced(tmp / ACCESSED, lambda f: np.savez_compressed(f, **arrays))     # (times repeat: a sixth the size)
+    _write_synced(tmp / ACCESSED, lambda f: np.savez_compressed(f, **arrays))  # (times repeat: a sixth the size)
     _write_synced(tmp / HEAD, lambda f: f.write(text(head).encode("utf-8")))
-    _sync_folder(tmp)                           # its files' names, before the rename names it
+    _sync_folder(tmp)  # its files' names, before the rename names it
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
-    _sync_folder(root)                          # the rename, before a later checkpoint refers to it
+    _sync_folder(root)  # the rename, before a later checkpoint refers to it
     now = writer.now
     now.rows = dict(zip(sim.agents, memory["rows"]))
     if memory.get("anchor"):
@@ -159,8 +179,9 @@ def checkpoints(run_dir: Path, schema: tuple[int, ...] | None = READABLE) -> lis
     return list(_heads(sorted((Path(run_dir) / "checkpoints").glob("[0-9]*")), schema))
 
 
-def last_checkpoint(run_dir: Path, at: float = math.inf, schema: tuple[int, ...] | None = READABLE,
-                    accept=lambda head: True) -> Head | None:
+def last_checkpoint(
+    run_dir: Path, at: float = math.inf, schema: tuple[int, ...] | None = READABLE, accept=lambda head: True
+) -> Head | None:
     """The head of the run's last complete checkpoint at or before `at` of a schema in
     `schema` that `accept` takes, reading heads from the newest back only as far as that."""
     folders = [f for f in (Path(run_dir) / "checkpoints").glob("[0-9]*") if f.name.isdigit() and int(f.name) <= at]
@@ -170,7 +191,9 @@ def last_checkpoint(run_dir: Path, at: float = math.inf, schema: tuple[int, ...]
 def _heads(folders, schema: tuple[int, ...] | None):
     for folder in folders:
         try:
-            name = HEAD if (folder / HEAD).exists() else WHOLE_STATE     # (schemas 1 and 2 keep head and state in one file)
+            name = (
+                HEAD if (folder / HEAD).exists() else WHOLE_STATE
+            )  # (schemas 1 and 2 keep head and state in one file)
             head = Head.of(json.loads((folder / name).read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError):
             continue
@@ -207,7 +230,7 @@ def _accessed(root: Path, head: Head, agents: list[str]) -> tuple[list[np.ndarra
     base, _ = _accessed(root, Head(CHECKPOINT_SCHEMA, head.accessed, ""), agents)
     flat = np.empty(n.sum(), dtype=np.float64)
     for start, count, old in zip(starts(n), n, base):
-        flat[start: start + min(count, len(old))] = old[:count]
+        flat[start : start + min(count, len(old))] = old[:count]
     flat[changed] = times
     return np.split(flat, starts(n)[1:]), (head.accessed, base)
 
@@ -224,11 +247,15 @@ def restore(sim, run_dir: Path, checkpoint: Head) -> None:
     if checkpoint.schema >= 4:
         loaded = streams.read(MemoryStream, root, checkpoint, agents, times, sim.embedder)
         if checkpoint.memory["count"] != [s["memories"] for s in state["agents"].values()]:
-            raise RunError(f"checkpoint {folder_name(checkpoint.t)} of {run_dir}: its memory streams' counts "
-                           f"differ from its state's")
-    else:                                               # (schemas 2 and 3 keep a stream per agent in memory/ID/)
-        loaded = {a: MemoryStream.load(str(root / "memory" / a), sim.embedder, count=s["memories"], accessed=x)
-                  for (a, s), x in zip(state["agents"].items(), times)}
+            raise RunError(
+                f"checkpoint {folder_name(checkpoint.t)} of {run_dir}: its memory streams' counts "
+                f"differ from its state's"
+            )
+    else:  # (schemas 2 and 3 keep a stream per agent in memory/ID/)
+        loaded = {
+            a: MemoryStream.load(str(root / "memory" / a), sim.embedder, count=s["memories"], accessed=x)
+            for (a, s), x in zip(state["agents"].items(), times)
+        }
     sim.set_state(state, loaded)
     if saved is not None:
         saved.accessed = full

@@ -18,7 +18,7 @@ from array import array
 
 __all__ = ["agent_digest", "digest"]
 
-DIGEST_SCHEMA = 5                           # the first checkpoint schema whose digest is this one
+DIGEST_SCHEMA = 5  # the first checkpoint schema whose digest is this one
 
 
 def text(value) -> str:
@@ -39,8 +39,12 @@ def _words(numbers: list[int]) -> bytes:
 def agent_digest(agent: dict, plan: str | None = None) -> str:
     """The digest of an agent's state; `plan`: `text(agent["plan"])`, if known already."""
     version, numbers, gauss = agent["rng"]
-    rest = json.dumps({k: v for k, v in agent.items() if k != "plan" and k != "rng"}, sort_keys=True,
-                      ensure_ascii=False, separators=(",", ":"))
+    rest = json.dumps(
+        {k: v for k, v in agent.items() if k != "plan" and k != "rng"},
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
     head = rest + (text(agent["plan"]) if plan is None else plan) + text([version, gauss])
     return hashlib.sha256(head.encode("utf-8") + _words(numbers)).hexdigest()
 

@@ -29,6 +29,15 @@ class Head:
     @classmethod
     def of(cls, data: dict) -> Head:
         """The head `data` (a head.json, or a schema 1 or 2 state.json) describes."""
-        return cls(data.get("schema"), data["t"], data.get("time", ""), dict(data.get("files") or {}),
-                   data.get("digest", ""), data.get("root"), data.get("memory"), data.get("accessed"),
-                   data.get("state"), data)
+        return cls(
+            data.get("schema"),
+            data["t"],
+            data.get("time", ""),
+            dict(data.get("files") or {}),
+            data.get("digest", ""),
+            data.get("root"),
+            data.get("memory"),
+            data.get("accessed"),
+            data.get("state"),
+            data,
+        )

@@ -31,11 +31,11 @@ from smallville.checkpoint.hashing import agent_digest, text
 
 PARTS = "parts.jsonl"
 PATCHED = ("relationships", "talks", "last_talk", "earlier_lines", "seen", "mind", "salience")  # an agent's dicts;
-                                        # a record may lack some (`salience` is kept only under the salience
-                                        # memory model), so each is patched only where the state has it
-SEGMENTS = 8                            # a dict's parts at most: the first whole, then patches
-TWISTS = 64                             # twists of an rng's words at most before they are written again
-WORDS = 624                             # the Mersenne Twister's state, in 32-bit words
+# a record may lack some (`salience` is kept only under the salience
+# memory model), so each is patched only where the state has it
+SEGMENTS = 8  # a dict's parts at most: the first whole, then patches
+TWISTS = 64  # twists of an rng's words at most before they are written again
+WORDS = 624  # the Mersenne Twister's state, in 32-bit words
 
 
 def folder_name(t: float) -> str:
@@ -56,7 +56,7 @@ class Twists:
         self._rng = random.Random()
         self._rng.setstate((3, tuple(words) + (WORDS,), None))
         if twists:
-            self._rng.getrandbits(32 * WORDS * twists)      # from position 624: exactly `twists` twists
+            self._rng.getrandbits(32 * WORDS * twists)  # from position 624: exactly `twists` twists
         self.words = self._rng.getstate()[1][:WORDS]
 
     def reach(self, words: tuple[int, ...], most: int = 16) -> bool:
@@ -86,17 +86,17 @@ class Saved:
     """What a checkpoint holds, kept on the simulation (`sim.checkpointed`) once written or
     restored, so that the next checkpoint of the same run writes only what changed."""
 
-    root: Path                                      # the run's checkpoints folder
+    root: Path  # the run's checkpoints folder
     t: float
-    refs: dict[str, list] = field(default_factory=dict)              # a part's JSON -> where it is
+    refs: dict[str, list] = field(default_factory=dict)  # a part's JSON -> where it is
     dicts: dict[tuple[str, str], tuple[dict, list]] = field(default_factory=dict)  # value, parts
     rngs: dict[str, Twists] = field(default_factory=dict)
-    accessed: tuple[float, list[np.ndarray]] | None = None           # the last full times: T, per agent
-    memories: dict[str, int] = field(default_factory=dict)           # how many each agent's stream held
-    rows: dict[str, int] | None = None     # each stream's distinct embeddings, if its pieces are in this run's checkpoints
-    anchor: tuple[float, dict[str, int], dict[str, int]] | None = None   # with `rows`: the streams' last anchor
-    since_anchor: int = 0                  # (T, memories, rows) and the pieces since (`checkpoint.streams`)
-    agents: dict[str, Kept] = field(default_factory=dict)            # those written by a Writer
+    accessed: tuple[float, list[np.ndarray]] | None = None  # the last full times: T, per agent
+    memories: dict[str, int] = field(default_factory=dict)  # how many each agent's stream held
+    rows: dict[str, int] | None = None  # each stream's distinct embeddings, if its pieces are in this run's checkpoints
+    anchor: tuple[float, dict[str, int], dict[str, int]] | None = None  # with `rows`: the streams' last anchor
+    since_anchor: int = 0  # (T, memories, rows) and the pieces since (`checkpoint.streams`)
+    agents: dict[str, Kept] = field(default_factory=dict)  # those written by a Writer
 
     def usable(self, root: Path, t: float) -> bool:
         """Whether a checkpoint of `root` at `t` may refer to what this one holds."""
@@ -133,7 +133,7 @@ class Writer:
         old, parts = self.before.dicts.get(key, (None, []))
         if old is not None and len(parts) < SEGMENTS and old.keys() <= value.keys():
             patch = {k: v for k, v in value.items() if k not in old or old[k] != v or type(old[k]) is not type(v)}
-            if not patch:                                       # the same: held again, not copied
+            if not patch:  # the same: held again, not copied
                 self.now.dicts[key] = (old, parts)
                 return parts
             parts = parts + [self.put(patch)]
@@ -170,7 +170,7 @@ class Writer:
 
     def plan(self, kept: Kept | None, plan: list) -> tuple[bytes, str, list]:
         """A plan's `marshal` bytes, JSON and reference: those kept if it is the same."""
-        key = marshal.dumps(plan, 2)            # version 2: no references, so equal plans give equal bytes
+        key = marshal.dumps(plan, 2)  # version 2: no references, so equal plans give equal bytes
         if kept is not None and kept.plan[0] == key:
             self.now.refs[kept.plan[1]] = kept.plan[2]
             return kept.plan
@@ -206,7 +206,7 @@ class Writer:
                 m = min(len(x), len(old))
                 changed += [np.flatnonzero(x[:m] != old[:m]) + start, np.arange(start + m, start + len(x))]
             i = np.concatenate(changed)
-            if 4 * len(i) <= n.sum():                  # a quarter at most: restore reads 1.25x the times
+            if 4 * len(i) <= n.sum():  # a quarter at most: restore reads 1.25x the times
                 self.now.accessed = base
                 return {"n": n, "i": i, "t": np.concatenate(times)[i] if len(times) else np.zeros(0)}, base[0]
         self.now.accessed = (self.now.t, [x.copy() for x in times])

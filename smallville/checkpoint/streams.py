@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -48,8 +49,12 @@ checkpoint: a stream is read from at most one piece a day and 23 more, whatever 
 length, for writing each memory twice."""
 
 
-def write(streams: list[MemoryStream], folder: Path, base: tuple[float, list[int], list[int]] | None,
-          record: RecordedEmbedder | None = None) -> dict:
+def write(
+    streams: list[MemoryStream],
+    folder: Path,
+    base: tuple[float, list[int], list[int]] | None,
+    record: RecordedEmbedder | None = None,
+) -> dict:
     """Write what each of `streams` gained since `base` (T, counts and rows there; None: all)
     into `folder`, synced; the head's `memory`. A distinct embedding that the run's `record`
     holds (made unit length, the very row) is written as its line there, else whole."""
@@ -75,10 +80,16 @@ def write(streams: list[MemoryStream], folder: Path, base: tuple[float, list[int
         out.flush()
         os.fsync(out.fileno())
     first = streams[0] if streams else None
-    return {"from": since, "count": [len(s) for s in streams], "rows": [len(s.distinct_rows()) for s in streams],
-            "dim": first.dim if first else 0, "weights": list(first.weights) if first else [],
-            "decay": first.decay if first else 0.0, "embedder": first.embedder_name if first else None,
-            "index": first.index_kind if first else "exact"}
+    return {
+        "from": since,
+        "count": [len(s) for s in streams],
+        "rows": [len(s.distinct_rows()) for s in streams],
+        "dim": first.dim if first else 0,
+        "weights": list(first.weights) if first else [],
+        "decay": first.decay if first else 0.0,
+        "embedder": first.embedder_name if first else None,
+        "index": first.index_kind if first else "exact",
+    }
 
 
 def _recorded(block: np.ndarray, u: int, gained: list, record: RecordedEmbedder | None) -> np.ndarray:
@@ -86,7 +97,7 @@ def _recorded(block: np.ndarray, u: int, gained: list, record: RecordedEmbedder 
     `record` whose row, made unit length, is that row bit for bit; -1 where there is none."""
     if record is None or not len(block):
         return np.full(len(block), -1, dtype=np.int64)
-    first: dict[int, str] = {}                  # each new row's text: the first memory using it
+    first: dict[int, str] = {}  # each new row's text: the first memory using it
     for memory in gained:
         if memory[5] >= u:
             first.setdefault(memory[5], memory[0])
@@ -94,7 +105,7 @@ def _recorded(block: np.ndarray, u: int, gained: list, record: RecordedEmbedder 
     lines, raw = record.recorded(texts)
     found = np.flatnonzero(lines >= 0)
     stored = np.ascontiguousarray(block[found], dtype=np.float32)
-    with np.errstate(all="ignore"):             # (a zero row is no match)
+    with np.errstate(all="ignore"):  # (a zero row is no match)
         same = (unit_rows(raw[found]).view(np.uint32) == stored.view(np.uint32)).all(axis=1)
     out = np.full(len(block), -1, dtype=np.int64)
     out[found[same]] = lines[found[same]]
@@ -123,20 +134,21 @@ class _Piece:
     """One checkpoint's memory files, opened when an agent's stream first needs them: the
     memories' lines, read whole, and of the embeddings only the agent's rows."""
 
-    def __init__(self, folder: Path, head: Head, before: tuple[list[int], list[int]], k: int, dim: int,
-                 record: EmbeddingRecord) -> None:
+    def __init__(
+        self, folder: Path, head: Head, before: tuple[list[int], list[int]], k: int, dim: int, record: EmbeddingRecord
+    ) -> None:
         self.folder, self.memory, (self.counts, self.rows), self.k, self.dim = folder, head.memory, before, k, dim
-        self.record = record if (head.schema or 0) >= 6 else None     # (older pieces hold every row whole)
+        self.record = record if (head.schema or 0) >= 6 else None  # (older pieces hold every row whole)
         self._lines: list[bytes] | None = None
         self._at: np.ndarray | None = None
-        self._recorded: np.ndarray | None = None                # each new row's line of the record, or -1
-        self._whole_at: np.ndarray | None = None                # where each agent's whole rows begin
+        self._recorded: np.ndarray | None = None  # each new row's line of the record, or -1
+        self._whole_at: np.ndarray | None = None  # where each agent's whole rows begin
 
     def _open(self) -> None:
         m = self.memory
         lines = (self.folder / MEMORIES).read_bytes().split(b"\n")
         gained = np.asarray(m["rows"], dtype=np.int64) - np.asarray(self.rows, dtype=np.int64)
-        self._at = np.concatenate(([0], np.cumsum(gained)))     # where each agent's rows begin
+        self._at = np.concatenate(([0], np.cumsum(gained)))  # where each agent's rows begin
         recorded = np.full(int(self._at[-1]), -1, dtype=np.int64)
         if self.record is not None and (self.folder / LINES).stat().st_size == 8 * len(recorded):
             recorded = np.fromfile(self.folder / LINES, dtype="<i8")
@@ -145,8 +157,10 @@ class _Piece:
         size = (self.folder / ROWS).stat().st_size
         expected = -1 if recorded is None else int((recorded < 0).sum()) * self.dim * 4
         if len(lines) != self.k + 1 or len(m["count"]) != self.k or size != expected:
-            raise RunError(f"a checkpoint's memory stream is damaged: {self.folder} holds memories for "
-                           f"{len(lines) - 1} agents and {size // 4 // max(self.dim, 1)} rows, not what its head says")
+            raise RunError(
+                f"a checkpoint's memory stream is damaged: {self.folder} holds memories for "
+                f"{len(lines) - 1} agents and {size // 4 // max(self.dim, 1)} rows, not what its head says"
+            )
         self._lines, self._recorded = lines, recorded
         self._whole_at = np.concatenate(([0], np.cumsum(recorded < 0)))[self._at]
 
@@ -157,11 +171,13 @@ class _Piece:
         m, counts = self.memory, self.counts
         new = json.loads(self._lines[i])
         if len(new) != m["count"][i] - counts[i]:
-            raise RunError(f"a checkpoint's memory stream is damaged: {self.folder / MEMORIES} has {len(new)} "
-                           f"memories for {agent}, expected {m['count'][i] - counts[i]}")
+            raise RunError(
+                f"a checkpoint's memory stream is damaged: {self.folder / MEMORIES} has {len(new)} "
+                f"memories for {agent}, expected {m['count'][i] - counts[i]}"
+            )
         at, n = int(self._at[i]), int(self._at[i + 1] - self._at[i])
         rows = np.empty((n, self.dim), dtype=np.float32)
-        lines = self._recorded[at: at + n]
+        lines = self._recorded[at : at + n]
         whole = lines < 0
         if whole.any():
             count, start = int(whole.sum()), int(self._whole_at[i])
@@ -173,8 +189,14 @@ class _Piece:
         return new, rows
 
 
-def read(cls: type[MemoryStream], root: Path, head: Head, agents: list[str], times: list[np.ndarray],
-         embedder: Embedder | None) -> dict[str, Callable[[], MemoryStream]]:
+def read(
+    cls: type[MemoryStream],
+    root: Path,
+    head: Head,
+    agents: list[str],
+    times: list[np.ndarray],
+    embedder: Embedder | None,
+) -> dict[str, Callable[[], MemoryStream]]:
     """Each agent's stream at `head` (schema 4 to 6), last accessed at `times`, as a function
     that reads it: a restore that looks at one agent reads one stream."""
     memory = head.memory

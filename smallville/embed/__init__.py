@@ -10,7 +10,8 @@ embedders don't mix: record `name` with whatever stores them.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -77,17 +78,16 @@ class CachedEmbedder:
         return len(self._rows)
 
 
-def make_embedder(spec: str = "use", *, api_base: str | None = None, record=None, base=(),
-                  write: bool = True) -> Embedder:
+def make_embedder(
+    spec: str = "use", *, api_base: str | None = None, record=None, base=(), write: bool = True
+) -> Embedder:
     """The cached embedder named by `spec`: "use" (default), "lexical", or any litellm
     embedding model name such as "openai/text-embedding-3-small" (`api_base` for a
     self-hosted OpenAI-compatible server). With `record` (a run's `embeddings/` folder, and
     `base`, its parents'), embeddings come from the run's record first and new ones are
     added to it (unless `write` is off): see `smallville.embed.record`."""
     if not isinstance(spec, str) or not spec.strip() or spec != spec.strip():
-        raise ValueError(
-            f"embedder {spec!r} is not valid: use 'use', 'lexical' or a litellm model name"
-        )
+        raise ValueError(f"embedder {spec!r} is not valid: use 'use', 'lexical' or a litellm model name")
     if spec == "use":
         inner = UseEmbedder()
     elif spec == "lexical":

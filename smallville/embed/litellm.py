@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -52,8 +53,7 @@ class LiteLLMEmbedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
-        parts = [self._call(texts[i : i + self.batch_size])
-                 for i in range(0, len(texts), self.batch_size)]
+        parts = [self._call(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size)]
         rows = np.concatenate(parts).astype(np.float32)
         norms = np.linalg.norm(rows, axis=1, keepdims=True)
         return rows / np.where(norms > 0, norms, 1.0).astype(np.float32)
@@ -64,15 +64,19 @@ class LiteLLMEmbedder:
         import litellm  # lazy: slow to import, and must not fetch a cost map at import
 
         litellm.suppress_debug_info = True  # our BrainError says it in one line
-        if not self._key_checked:           # a keyless local server gets a placeholder key
+        if not self._key_checked:  # a keyless local server gets a placeholder key
             from smallville.brain.keys import api_key_for
 
             self.api_key = api_key_for(self.model, self.api_base, None, what="embedding model")
             self._key_checked = True
         try:
             answer = litellm.embedding(
-                model=self.model, input=batch, api_base=self.api_base,
-                api_key=self.api_key, timeout=self.timeout, **self.kwargs,
+                model=self.model,
+                input=batch,
+                api_base=self.api_base,
+                api_key=self.api_key,
+                timeout=self.timeout,
+                **self.kwargs,
             )
             data = sorted(answer.data, key=lambda d: _field(d, "index"))
             rows = np.array([_field(d, "embedding") for d in data], dtype=np.float32)
@@ -81,20 +85,17 @@ class LiteLLMEmbedder:
 
             detail = one_line(exc)
             raise BrainError(
-                f"embedding model {self.model!r} at {where} failed: "
-                f"{type(exc).__name__}: {detail}"
+                f"embedding model {self.model!r} at {where} failed: {type(exc).__name__}: {detail}"
             ) from exc
         if rows.ndim != 2 or len(rows) != len(batch):
             raise BrainError(
-                f"embedding model {self.model!r} at {where} returned {len(rows)} "
-                f"vectors for {len(batch)} texts"
+                f"embedding model {self.model!r} at {where} returned {len(rows)} vectors for {len(batch)} texts"
             )
         if self._dim is None:
             self._dim = rows.shape[1]
         elif rows.shape[1] != self._dim:
             raise BrainError(
-                f"embedding model {self.model!r} at {where} changed dimension "
-                f"from {self._dim} to {rows.shape[1]}"
+                f"embedding model {self.model!r} at {where} changed dimension from {self._dim} to {rows.shape[1]}"
             )
         return rows
 

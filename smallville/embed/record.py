@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
-FOLDER, TEXTS, VECTORS = "embeddings", "texts.jsonl", "vectors.f32"     # RUN_DIR/FOLDER/TEXTS, ...
+FOLDER, TEXTS, VECTORS = "embeddings", "texts.jsonl", "vectors.f32"  # RUN_DIR/FOLDER/TEXTS, ...
 
 
 class EmbeddingRecord:
@@ -30,15 +30,15 @@ class EmbeddingRecord:
 
     def __init__(self, folder: str | Path, dim: int | None = None) -> None:
         self.folder = Path(folder)
-        self.rows: dict[str, np.ndarray] = {}           # known in memory: read, computed or added
+        self.rows: dict[str, np.ndarray] = {}  # known in memory: read, computed or added
         self.dim = dim or record_dim(self.folder)
-        self._where: dict[bytes, int] | None = None     # a text's JSON line -> its row on disk (read when first needed)
+        self._where: dict[bytes, int] | None = None  # a text's JSON line -> its row on disk (read when first needed)
         self._texts_bytes = 0
         self._count = 0
-        self._added: dict[str, int] = {}                # a text written since opening -> its line
-        self._next = 0                                  # the line the next text written goes to
+        self._added: dict[str, int] = {}  # a text written since opening -> its line
+        self._next = 0  # the line the next text written goes to
         self._files = None
-        self._pid = os.getpid()                 # a forked copy (run-ahead) never writes the run's files
+        self._pid = os.getpid()  # a forked copy (run-ahead) never writes the run's files
 
     def get(self, text: str) -> np.ndarray | None:
         """The recorded embedding of `text`, if the record has one."""
@@ -47,8 +47,9 @@ class EmbeddingRecord:
             where = self._index()
             at = where.get(json.dumps(text, ensure_ascii=False).encode("utf-8")) if where else None
             if at is not None:
-                row = self.rows[text] = np.fromfile(self.folder / VECTORS, dtype="<f4", count=self.dim,
-                                                    offset=at * self.dim * 4)
+                row = self.rows[text] = np.fromfile(
+                    self.folder / VECTORS, dtype="<f4", count=self.dim, offset=at * self.dim * 4
+                )
         return row
 
     def _index(self) -> dict[bytes, int]:
@@ -58,7 +59,7 @@ class EmbeddingRecord:
             self._where = {}
             texts_path, vectors_path = self.folder / TEXTS, self.folder / VECTORS
             if texts_path.exists() and vectors_path.exists() and self.dim:
-                lines = texts_path.read_bytes().split(b"\n")[:-1]             # a torn last line is not read
+                lines = texts_path.read_bytes().split(b"\n")[:-1]  # a torn last line is not read
                 n = min(len(lines), vectors_path.stat().st_size // (4 * self.dim))
                 self._texts_bytes = sum(map(len, lines[:n])) + n
                 keys = [_canonical(line) if b"\\" in line else line for line in lines[:n]]
@@ -84,7 +85,7 @@ class EmbeddingRecord:
         vectors = np.ascontiguousarray(rows, dtype="<f4")
         data = "".join(json.dumps(t, ensure_ascii=False) + "\n" for t in texts).encode("utf-8")
         out_vectors, out_texts = self._files
-        out_vectors.write(vectors.tobytes())            # rows first: a text line never lacks its row
+        out_vectors.write(vectors.tobytes())  # rows first: a text line never lacks its row
         out_vectors.flush()
         out_texts.write(data)
         out_texts.flush()
@@ -121,7 +122,10 @@ class EmbeddingRecord:
         self._index()
         if not (self.folder / "dim").exists():
             (self.folder / "dim").write_text(str(self.dim))
-        self._files = (_cut(self.folder / VECTORS, self._count * self.dim * 4), _cut(self.folder / TEXTS, self._texts_bytes))
+        self._files = (
+            _cut(self.folder / VECTORS, self._count * self.dim * 4),
+            _cut(self.folder / TEXTS, self._texts_bytes),
+        )
         self._next = self._count
 
     def close(self) -> None:
@@ -176,7 +180,7 @@ class RecordedEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
-        if len(texts) == 1:                     # the usual call: one memory stored
+        if len(texts) == 1:  # the usual call: one memory stored
             row = self._known(texts[0])
             if row is not None:
                 return row[None, :]

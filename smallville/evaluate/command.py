@@ -27,11 +27,28 @@ def main(args, budget: dict) -> int:
         if not args.quiet and not args.json:
             err.print(line, markup=False)
 
-    result = evaluate(args.paths, at=args.at, questions=args.questions, judge_settings=judge, brain_settings=brain,
-                      out=args.out, seed=args.seed, cache=args.cache, budget=budget, dry_run=args.dry_run, say=say)
+    result = evaluate(
+        args.paths,
+        at=args.at,
+        questions=args.questions,
+        judge_settings=judge,
+        brain_settings=brain,
+        out=args.out,
+        seed=args.seed,
+        cache=args.cache,
+        budget=budget,
+        dry_run=args.dry_run,
+        say=say,
+    )
     if args.json:
-        out = {"at": result.at, "out": str(result.out), "judge": result.judge, "conditions": result.conditions,
-               "runs": result.runs, "usage": result.usage}
+        out = {
+            "at": result.at,
+            "out": str(result.out),
+            "judge": result.judge,
+            "conditions": result.conditions,
+            "runs": result.runs,
+            "usage": result.usage,
+        }
         if args.dry_run:
             out = {"at": result.at, "estimate": list(result.estimate.values())}
         print(json.dumps(out, indent=2, ensure_ascii=False))

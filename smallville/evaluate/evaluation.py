@@ -33,17 +33,28 @@ class Evaluation:
     at: str
     asked: list = field(default_factory=list)
     matches: list = field(default_factory=list)
-    conditions: list[dict] = field(default_factory=list)      # ratings.csv's rows
-    runs: dict[str, dict] = field(default_factory=dict)       # run -> condition, counts and shares
+    conditions: list[dict] = field(default_factory=list)  # ratings.csv's rows
+    runs: dict[str, dict] = field(default_factory=dict)  # run -> condition, counts and shares
     usage: dict = field(default_factory=dict)
-    estimate: dict | None = None                              # a dry run's: kind -> requests, tokens, cost
+    estimate: dict | None = None  # a dry run's: kind -> requests, tokens, cost
     judge: str | None = None
-    seconds: dict = field(default_factory=dict)               # wall time: restoring states, interviews, judging
+    seconds: dict = field(default_factory=dict)  # wall time: restoring states, interviews, judging
 
 
-def evaluate(paths: list[Path], *, at: str | None = None, questions: str | Path | None = None, judge_settings=None,
-             brain_settings=None, out: Path | None = None, seed: int = 0, cache: Path | None = None,
-             budget: dict | None = None, dry_run: bool = False, say=lambda line: None) -> Evaluation:
+def evaluate(
+    paths: list[Path],
+    *,
+    at: str | None = None,
+    questions: str | Path | None = None,
+    judge_settings=None,
+    brain_settings=None,
+    out: Path | None = None,
+    seed: int = 0,
+    cache: Path | None = None,
+    budget: dict | None = None,
+    dry_run: bool = False,
+    say=lambda line: None,
+) -> Evaluation:
     """Evaluate the runs of `paths` (run folders, or an experiment's output folder).
     `at`: "YYYY-MM-DD HH:MM" (default: where the runs end; the earliest end if they differ).
     `judge_settings`, `brain_settings`: `LLMConfig`s (None: no judge; each run's own brain).
@@ -75,7 +86,7 @@ def evaluate(paths: list[Path], *, at: str | None = None, questions: str | Path 
             result.asked += asked
         result.seconds["interviews"] = time.perf_counter() - began - result.seconds["restore"]
         result.asked.sort(key=lambda a: (a.subject.condition, a.subject.group, a.request.agent, a.question.id))
-        if not dry_run:                              # kept, whatever happens to the judging
+        if not dry_run:  # kept, whatever happens to the judging
             _jsonl(out / "interviews.jsonl", [a.row for a in result.asked])
         if judge_settings is not None:
             result.matches = judge.matches(result.asked, seed)
@@ -86,8 +97,10 @@ def evaluate(paths: list[Path], *, at: str | None = None, questions: str | Path 
             result.seconds["judge"] = time.perf_counter() - began - sum(result.seconds.values())
         architecture = {s.condition: _architecture(s.run) for s in subjects}
         result.conditions = ratings.per_condition(result.asked, result.matches, architecture)
-        result.runs = {name: {**counts, **ratings.measures(counts)}
-                       for name, counts in ratings.per_run(result.asked, result.matches).items()}
+        result.runs = {
+            name: {**counts, **ratings.measures(counts)}
+            for name, counts in ratings.per_run(result.asked, result.matches).items()
+        }
     finally:
         if record is not None:
             record.close()
@@ -114,8 +127,10 @@ def _time(subjects, at: str | None) -> float:
         raise UsageError(f"--at: {exc}") from None
     if not 0 <= t <= min(ends):
         short = min(subjects, key=lambda s: s.run.reached())
-        raise UsageError(f"--at {at}: {short.run.path} covers {short.run.manifest.sim_start} to "
-                         f"{short.run.when(short.run.reached())}")
+        raise UsageError(
+            f"--at {at}: {short.run.path} covers {short.run.manifest.sim_start} to "
+            f"{short.run.when(short.run.reached())}"
+        )
     return t
 
 
@@ -153,7 +168,9 @@ class Brains:
         key = _key(settings, seed)
         if key not in self.stacks:
             model = self._meter(settings, seed) if self.dry_run and not settings.is_offline else None
-            stack = assemble(settings, seed, ledger=self.ledger, cache=None if settings.is_offline else self.cache, model=model)
+            stack = assemble(
+                settings, seed, ledger=self.ledger, cache=None if settings.is_offline else self.cache, model=model
+            )
             self.stacks[key] = stack
             if model is None and not settings.is_offline:
                 stack.brain.preflight()
@@ -179,14 +196,23 @@ class Brains:
         for model, meters in self.meters.items():
             for _, meter in meters:
                 for kind, row in meter.rows.items():
-                    into = out.setdefault(f"{model} {kind}", {"model": model, "kind": kind, "requests": 0,
-                                                               "prompt_tokens": 0, "completion_tokens": 0,
-                                                               "cost_usd": 0.0})
+                    into = out.setdefault(
+                        f"{model} {kind}",
+                        {
+                            "model": model,
+                            "kind": kind,
+                            "requests": 0,
+                            "prompt_tokens": 0,
+                            "completion_tokens": 0,
+                            "cost_usd": 0.0,
+                        },
+                    )
                     for k in ("requests", "prompt_tokens", "completion_tokens"):
                         into[k] += row[k]
                     prompt, completion = prices(meter.endpoint(kind), row["prompt_tokens"], row["completion_tokens"])
-                    into["cost_usd"] = None if prompt is None or into["cost_usd"] is None else \
-                        into["cost_usd"] + prompt + completion
+                    into["cost_usd"] = (
+                        None if prompt is None or into["cost_usd"] is None else into["cost_usd"] + prompt + completion
+                    )
         return out
 
     def close(self) -> None:
@@ -202,11 +228,16 @@ def _write(result: Evaluation, subjects, protocol, judge_settings, brain_setting
         _jsonl(out / "judgements.jsonl", [m.row() for m in result.matches])
     write_csv(out / "ratings.csv", result.conditions)
     write_csv(out / "runs.csv", [{"run": name, **row} for name, row in sorted(result.runs.items())])
-    about = {"at": result.at, "protocol": protocol.describe(), "seed": seed,
-             "runs": [{"run": str(s.run.path), "condition": s.condition, "group": s.group} for s in subjects],
-             "brain": brain_settings.describe() if brain_settings else "each run's own",
-             "judge": judge_settings.describe() if judge_settings else None, "usage": result.usage,
-             "seconds": {k: round(v, 3) for k, v in result.seconds.items()}}
+    about = {
+        "at": result.at,
+        "protocol": protocol.describe(),
+        "seed": seed,
+        "runs": [{"run": str(s.run.path), "condition": s.condition, "group": s.group} for s in subjects],
+        "brain": brain_settings.describe() if brain_settings else "each run's own",
+        "judge": judge_settings.describe() if judge_settings else None,
+        "usage": result.usage,
+        "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
+    }
     _atomic(out / "evaluation.json", json.dumps(about, indent=2, ensure_ascii=False) + "\n")
 
 

@@ -19,7 +19,7 @@ from smallville.evaluate.protocol import Protocol, Question
 from smallville.evaluate.subjects import Subject
 from smallville.mind import interview_request
 
-RECALL_K = 10       # memories an answer may draw on (as `smallville interview`)
+RECALL_K = 10  # memories an answer may draw on (as `smallville interview`)
 LIVED_K = RECALL_K  # memories the judge is shown per version and question (recalled even when ablated)
 
 
@@ -31,14 +31,15 @@ class Asked:
     question: Question
     request: rq.Interview
     time: str
-    lived: tuple[str, ...]                  # what the run holds on the question, for the judge
+    lived: tuple[str, ...]  # what the run holds on the question, for the judge
     answer: rq.Reply | None = None
     fallback: str | None = None
     row: dict = field(default_factory=dict)
 
 
-def prepare(subject: Subject, protocol: Protocol, at: float,
-            vectors: dict | None = None) -> tuple[list[Asked], Knowledge]:
+def prepare(
+    subject: Subject, protocol: Protocol, at: float, vectors: dict | None = None
+) -> tuple[list[Asked], Knowledge]:
     """The interview requests of every agent of a run at `at`, and what its log says each
     agent knew then. Nothing of the run changes: the state is rebuilt in memory. `vectors`
     keeps the questions' embeddings by embedder across runs (the runs of an experiment ask
@@ -48,8 +49,11 @@ def prepare(subject: Subject, protocol: Protocol, at: float,
     with run.state_at(at, strict=True) as sim:
         when = sim.now_datetime()
         asks = {a: protocol.questions_for(run.scenario, a, when) for a in sorted(sim.agents)}
-        known = embedded(sim.embedder, [q.text for qs in asks.values() for q in qs],
-                         (vectors if vectors is not None else {}).setdefault(_name(run), {}))
+        known = embedded(
+            sim.embedder,
+            [q.text for qs in asks.values() for q in qs],
+            (vectors if vectors is not None else {}).setdefault(_name(run), {}),
+        )
         for agent_id, questions in asks.items():
             agent = sim.agents[agent_id]
             queries = [known[q.text] for q in questions]
@@ -59,8 +63,15 @@ def prepare(subject: Subject, protocol: Protocol, at: float,
             hits = sim.memory.retrieve_many(sim, agent, queries, RECALL_K)
             for question, found in zip(questions, hits):
                 request = interview_request(sim, agent, question.text, found if sim.config.retrieval else ())
-                out.append(Asked(subject, question, request, when.strftime("%Y-%m-%d %H:%M"),
-                                 tuple(h.memory.text for h in found[:LIVED_K])))
+                out.append(
+                    Asked(
+                        subject,
+                        question,
+                        request,
+                        when.strftime("%Y-%m-%d %H:%M"),
+                        tuple(h.memory.text for h in found[:LIVED_K]),
+                    )
+                )
     return out, knowledge_at(run, at)
 
 
@@ -87,16 +98,26 @@ def settle(asked: list[Asked], answers, knowledge: dict[str, Knowledge], brain_n
         known = knowledge[a.subject.name]
         scenario = a.subject.run.scenario
         texts = {mid: text for mid, _, text in a.request.memories}
-        row = {"run": a.subject.name, "condition": a.subject.condition, "group": a.subject.group,
-               "agent": a.request.agent, "name": a.request.name, "time": a.time, "question_id": a.question.id,
-               "category": a.question.category, "question": a.question.text, "answer": answer.text,
-               "memories": [{"id": m, "text": texts[m]} for m in dict.fromkeys(answer.cites) if m in texts],
-               "brain": brain_name[a.subject.name],
-               "strangers": strangers(answer.text, a.request.agent, scenario, known)}
+        row = {
+            "run": a.subject.name,
+            "condition": a.subject.condition,
+            "group": a.subject.group,
+            "agent": a.request.agent,
+            "name": a.request.name,
+            "time": a.time,
+            "question_id": a.question.id,
+            "category": a.question.category,
+            "question": a.question.text,
+            "answer": answer.text,
+            "memories": [{"id": m, "text": texts[m]} for m in dict.fromkeys(answer.cites) if m in texts],
+            "brain": brain_name[a.subject.name],
+            "strangers": strangers(answer.text, a.request.agent, scenario, known),
+        }
         if a.question.fact:
             knew = known.knew(a.request.agent, a.question.fact)
-            row.update(fact=a.question.fact, knew=knew,
-                       agrees=claims_to_know(answer.text, a.question.fact, scenario) == knew)
+            row.update(
+                fact=a.question.fact, knew=knew, agrees=claims_to_know(answer.text, a.question.fact, scenario) == knew
+            )
         if a.fallback:
             row["fallback"] = a.fallback
         a.row = row

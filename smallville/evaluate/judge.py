@@ -42,17 +42,26 @@ class Match:
 
     def flags(self) -> list[tuple[Asked, str]]:
         labels = self.labels
-        return [(labels[f.answer], f.claim) for f in (self.verdict.embellished if self.verdict else ())
-                if f.answer in labels]
+        return [
+            (labels[f.answer], f.claim)
+            for f in (self.verdict.embellished if self.verdict else ())
+            if f.answer in labels
+        ]
 
     def row(self) -> dict:
         first = self.shown[0]
-        out = {"group": first.subject.group, "agent": first.request.agent, "question_id": first.question.id,
-               "question": first.question.text,
-               "shown": [{"label": label, "condition": a.subject.condition, "run": a.subject.name}
-                         for label, a in self.labels.items()],
-               "ranking": [tier if len(tier) > 1 else tier[0] for tier in self.tiers()],
-               "embellished": [{"condition": a.subject.condition, "claim": claim} for a, claim in self.flags()]}
+        out = {
+            "group": first.subject.group,
+            "agent": first.request.agent,
+            "question_id": first.question.id,
+            "question": first.question.text,
+            "shown": [
+                {"label": label, "condition": a.subject.condition, "run": a.subject.name}
+                for label, a in self.labels.items()
+            ],
+            "ranking": [tier if len(tier) > 1 else tier[0] for tier in self.tiers()],
+            "embellished": [{"condition": a.subject.condition, "claim": claim} for a, claim in self.flags()],
+        }
         if self.fallback:
             out["fallback"] = self.fallback
         return out
@@ -74,10 +83,15 @@ def matches(asked: list[Asked], seed: int) -> list[Match]:
             raise ValueError(f"at most {len(string.ascii_uppercase)} conditions can be judged together")
         random.Random(f"{seed}:{':'.join(key)}").shuffle(group)
         first = group[0].request
-        labels = string.ascii_uppercase[:len(group)]
-        request = rq.Judge(first.agent, first.name, first.persona, first.question,
-                           tuple((label, a.answer.text) for label, a in zip(labels, group)),
-                           tuple((label, text) for label, a in zip(labels, group) for text in a.lived))
+        labels = string.ascii_uppercase[: len(group)]
+        request = rq.Judge(
+            first.agent,
+            first.name,
+            first.persona,
+            first.question,
+            tuple((label, a.answer.text) for label, a in zip(labels, group)),
+            tuple((label, text) for label, a in zip(labels, group) for text in a.lived),
+        )
         out.append(Match(request, group))
     return out
 

@@ -8,17 +8,20 @@ import json
 import re
 from dataclasses import dataclass, field
 
-DENIAL = re.compile(r"\b(?:(?:do|did|does|have|has|can)(?:n't| not)|never|cannot|can't)\s+(?:\w+\s+)?"
-                    r"(?:know|remember|recall|heard?|met|seen)\b|\bno idea\b|\bnot sure\b|\bnot aware\b|"
-                    r"\bnothing about\b|\bno answer\b", re.I)
+DENIAL = re.compile(
+    r"\b(?:(?:do|did|does|have|has|can)(?:n't| not)|never|cannot|can't)\s+(?:\w+\s+)?"
+    r"(?:know|remember|recall|heard?|met|seen)\b|\bno idea\b|\bnot sure\b|\bnot aware\b|"
+    r"\bnothing about\b|\bno answer\b",
+    re.I,
+)
 
 
 @dataclass
 class Knowledge:
     """Per agent: the probes it knew and the residents it knew by the time asked."""
 
-    probes: dict[str, set[str]] = field(default_factory=dict)     # agent -> probe names
-    people: dict[str, set[str]] = field(default_factory=dict)     # agent -> resident ids
+    probes: dict[str, set[str]] = field(default_factory=dict)  # agent -> probe names
+    people: dict[str, set[str]] = field(default_factory=dict)  # agent -> resident ids
 
     def knew(self, agent: str, fact: str) -> bool:
         what, name = fact.split(":", 1)
@@ -62,7 +65,7 @@ def events_until(run, at: float):
             try:
                 event = json.loads(line)
             except ValueError:
-                break                               # a line torn by a crash ends the log
+                break  # a line torn by a crash ends the log
             if event["t"] > at:
                 break
             yield event
@@ -87,8 +90,11 @@ def strangers(answer: str, agent: str, scenario, known: Knowledge) -> list[str]:
     can check."""
     out = []
     for other in scenario.agents:
-        if other.id != agent and other.id not in known.people.get(agent, set()) and \
-                _name_pattern(other.name, scenario).search(answer):
+        if (
+            other.id != agent
+            and other.id not in known.people.get(agent, set())
+            and _name_pattern(other.name, scenario).search(answer)
+        ):
             out.append(other.name)
     return out
 

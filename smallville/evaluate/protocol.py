@@ -57,8 +57,13 @@ class Protocol:
     def questions_for(self, scenario, agent_id: str, at: datetime) -> list[Question]:
         """The protocol's questions for one agent of `scenario`, interviewed at `at`."""
         spec = scenario.agent(agent_id)
-        values = {"name": spec.name, "first_name": spec.name.split()[0], "person": "", "event": "",
-                  "tomorrow": self._tomorrow(at)}
+        values = {
+            "name": spec.name,
+            "first_name": spec.name.split()[0],
+            "person": "",
+            "event": "",
+            "tomorrow": self._tomorrow(at),
+        }
         person = known_person(scenario, agent_id)
         if person is not None:
             values["person"] = scenario.agent(person).name
@@ -69,11 +74,18 @@ class Protocol:
         for item in self.items:
             qid = f"{item.category}.{item.index}"
             if "probe" in item.fields:
-                out += [Question(f"{qid}.{p.name}", item.category, item.ask.format(**values, probe=p.question),
-                                 f"probe:{p.name}" if item.fact else None) for p in scenario.probes]
+                out += [
+                    Question(
+                        f"{qid}.{p.name}",
+                        item.category,
+                        item.ask.format(**values, probe=p.question),
+                        f"probe:{p.name}" if item.fact else None,
+                    )
+                    for p in scenario.probes
+                ]
                 continue
             if any(not values.get(f) for f in item.fields):
-                continue                               # the scenario cannot fill it
+                continue  # the scenario cannot fill it
             fact = f"person:{person}" if item.fact == "person" and person else None
             out.append(Question(qid, item.category, item.ask.format(**values), fact))
         return out
@@ -126,8 +138,13 @@ def load_protocol(path: str | Path | None = None) -> Protocol:
             raise UsageError(f"{where}: categories.{category}: expected a list of questions")
         for i, entry in enumerate(asks, 1):
             items.append(_item(str(category), i, entry, where))
-    return Protocol(str(data.get("name") or Path(where).stem), data["version"], tuple(items),
-                    str(data.get("tomorrow") or "10:00"), source or "smallville")
+    return Protocol(
+        str(data.get("name") or Path(where).stem),
+        data["version"],
+        tuple(items),
+        str(data.get("tomorrow") or "10:00"),
+        source or "smallville",
+    )
 
 
 def _item(category: str, index: int, entry, where: str) -> Item:

@@ -10,9 +10,12 @@ from smallville.evaluate.judge import Match
 
 # The paper's TrueSkill ratings (mu; Park et al. 2023, section 6.3), by which parts of the
 # architecture an agent had: (memory, reflection, planning).
-PAPER = {(True, True, True): ("full", 29.89), (True, False, True): ("no reflection", 26.88),
-         (True, False, False): ("no reflection, no planning", 25.64),
-         (False, False, False): ("no memory, reflection or planning", 21.21)}
+PAPER = {
+    (True, True, True): ("full", 29.89),
+    (True, False, True): ("no reflection", 26.88),
+    (True, False, False): ("no reflection, no planning", 25.64),
+    (False, False, False): ("no memory, reflection or planning", 21.21),
+}
 PAPER_HUMAN = ("people role-playing the agents", 22.95)
 
 
@@ -44,9 +47,19 @@ def per_run(asked: list[Asked], found: list[Match]) -> dict[str, dict]:
     judged = {id(a) for m in found if m.tiers() or m.flags() for a in m.shown}
     out: dict[str, dict] = {}
     for a in asked:
-        row = out.setdefault(a.subject.name, {"condition": a.subject.condition, "answers": 0, "fallbacks": 0,
-                                              "judged": 0, "embellished": 0, "strangers": 0, "factual": 0,
-                                              "agree": 0})
+        row = out.setdefault(
+            a.subject.name,
+            {
+                "condition": a.subject.condition,
+                "answers": 0,
+                "fallbacks": 0,
+                "judged": 0,
+                "embellished": 0,
+                "strangers": 0,
+                "factual": 0,
+                "agree": 0,
+            },
+        )
         row["answers"] += 1
         row["fallbacks"] += bool(a.fallback)
         row["judged"] += id(a) in judged
@@ -60,11 +73,15 @@ def per_run(asked: list[Asked], found: list[Match]) -> dict[str, dict]:
 
 def measures(counts: dict) -> dict:
     """The shares of a run's (or a condition's) counts: None where nothing was counted."""
+
     def share(part: str, whole: str):
         return round(counts[part] / counts[whole], 4) if counts[whole] else None
 
-    return {"embellishment_rate": share("embellished", "judged"), "strangers_rate": share("strangers", "answers"),
-            "factual_agreement": share("agree", "factual")}
+    return {
+        "embellishment_rate": share("embellished", "judged"),
+        "strangers_rate": share("strangers", "answers"),
+        "factual_agreement": share("agree", "factual"),
+    }
 
 
 def per_condition(asked: list[Asked], found: list[Match], conditions: dict[str, tuple]) -> list[dict]:
@@ -83,10 +100,19 @@ def per_condition(asked: list[Asked], found: list[Match], conditions: dict[str, 
                         total[k] = total.get(k, 0) + v
         mu, sigma = ratings.get(condition, (None, None))
         paper = PAPER.get(conditions[condition])
-        rows.append({"condition": condition, "runs": sum(r["condition"] == condition for r in runs.values()),
-                     "answers": total.get("answers", 0), "trueskill_mu": _round(mu), "trueskill_sigma": _round(sigma),
-                     **measures(total), "fallbacks": total.get("fallbacks", 0),
-                     "paper": paper[0] if paper else None, "paper_mu": paper[1] if paper else None})
+        rows.append(
+            {
+                "condition": condition,
+                "runs": sum(r["condition"] == condition for r in runs.values()),
+                "answers": total.get("answers", 0),
+                "trueskill_mu": _round(mu),
+                "trueskill_sigma": _round(sigma),
+                **measures(total),
+                "fallbacks": total.get("fallbacks", 0),
+                "paper": paper[0] if paper else None,
+                "paper_mu": paper[1] if paper else None,
+            }
+        )
     return rows
 
 

@@ -22,29 +22,46 @@ def print_ratings(result, console=None) -> None:
         table.add_column(col, justify="left" if col == "condition" else "right")
     for row in result.conditions:
         rating = f"{row['trueskill_mu']:.2f} ± {row['trueskill_sigma']:.2f}" if row["trueskill_mu"] is not None else ""
-        table.add_row(row["condition"], f"{row['answers']:,}", rating, _num(row["embellishment_rate"], "{:.0%}"),
-                      _num(row["strangers_rate"], "{:.0%}"), _num(row["factual_agreement"], "{:.0%}"),
-                      _num(row["paper_mu"]))
+        table.add_row(
+            row["condition"],
+            f"{row['answers']:,}",
+            rating,
+            _num(row["embellishment_rate"], "{:.0%}"),
+            _num(row["strangers_rate"], "{:.0%}"),
+            _num(row["factual_agreement"], "{:.0%}"),
+            _num(row["paper_mu"]),
+        )
     table.add_row(f"({PAPER_HUMAN[0]}: paper only)", "", "", "", "", "", f"{PAPER_HUMAN[1]:.2f}", style="dim")
     print_table(console, table)
-    console.print("TrueSkill: mu ± sigma from the judge's rankings; embellished: share of judged answers the judge "
-                  "flagged; strangers: share naming a resident the agent never met; factual: share of factual "
-                  "questions answered as the event log says the agent knew; paper: the paper's mu for the same "
-                  "architecture (GPT-3.5 agents, human judges)", markup=False)
+    console.print(
+        "TrueSkill: mu ± sigma from the judge's rankings; embellished: share of judged answers the judge "
+        "flagged; strangers: share naming a resident the agent never met; factual: share of factual "
+        "questions answered as the event log says the agent knew; paper: the paper's mu for the same "
+        "architecture (GPT-3.5 agents, human judges)",
+        markup=False,
+    )
     falls = sum(row["fallbacks"] for row in result.conditions)
     judge_falls = sum(bool(m.fallback) for m in result.matches)
-    notes = [f"{falls:,} answers and {judge_falls:,} judgements took their safe default"] if falls or judge_falls else []
+    notes = (
+        [f"{falls:,} answers and {judge_falls:,} judgements took their safe default"] if falls or judge_falls else []
+    )
     if not judged:
         notes.append("no judge: no ratings or embellishment (--judge MODEL)")
     usage = result.usage.get("total", {})
     if usage.get("calls"):
         cost = f", ${usage['cost']:.4f}" if result.usage.get("cost_known", True) else ""
-        notes.append(f"{int(usage['calls']):,} model calls, {int(usage['prompt_tokens'] + usage['completion_tokens']):,} "
-                     f"tokens{cost}")
+        notes.append(
+            f"{int(usage['calls']):,} model calls, {int(usage['prompt_tokens'] + usage['completion_tokens']):,} "
+            f"tokens{cost}"
+        )
     for note in notes:
         console.print(note, markup=False)
-    console.print(f"written to {result.out}: interviews.jsonl, " + ("judgements.jsonl, " if judged else "")
-                  + "ratings.csv, runs.csv, evaluation.json", markup=False)
+    console.print(
+        f"written to {result.out}: interviews.jsonl, "
+        + ("judgements.jsonl, " if judged else "")
+        + "ratings.csv, runs.csv, evaluation.json",
+        markup=False,
+    )
 
 
 def print_dry_run(result, console=None) -> None:
@@ -56,31 +73,53 @@ def print_dry_run(result, console=None) -> None:
         table.add_column(col, justify="left" if col in ("model", "request") else "right")
     rows = list(result.estimate.values())
     for row in rows:
-        table.add_row(row["model"], row["kind"], f"{row['requests']:,}", f"{row['prompt_tokens']:,}",
-                      f"{row['completion_tokens']:,}", _num(row["cost_usd"], "{:.4f}") or "unknown")
+        table.add_row(
+            row["model"],
+            row["kind"],
+            f"{row['requests']:,}",
+            f"{row['prompt_tokens']:,}",
+            f"{row['completion_tokens']:,}",
+            _num(row["cost_usd"], "{:.4f}") or "unknown",
+        )
     if rows:
         costs = [r["cost_usd"] for r in rows]
-        table.add_row("total", "", f"{sum(r['requests'] for r in rows):,}",
-                      f"{sum(r['prompt_tokens'] for r in rows):,}", f"{sum(r['completion_tokens'] for r in rows):,}",
-                      "unknown" if None in costs else f"{sum(costs):.4f}", style="bold")
+        table.add_row(
+            "total",
+            "",
+            f"{sum(r['requests'] for r in rows):,}",
+            f"{sum(r['prompt_tokens'] for r in rows):,}",
+            f"{sum(r['completion_tokens'] for r in rows):,}",
+            "unknown" if None in costs else f"{sum(costs):.4f}",
+            style="bold",
+        )
     print_table(console, table)
-    console.print("counted offline: prompts rendered from the real templates and counted with each model's "
-                  "tokenizer, completions sized from the offline brain's answers (a model's may be 0.5x-2x); "
-                  "nothing was sent or written" if rows else "no model would be asked: the offline brain answers "
-                  "everything (nothing was written)", markup=False)
+    console.print(
+        "counted offline: prompts rendered from the real templates and counted with each model's "
+        "tokenizer, completions sized from the offline brain's answers (a model's may be 0.5x-2x); "
+        "nothing was sent or written"
+        if rows
+        else "no model would be asked: the offline brain answers everything (nothing was written)",
+        markup=False,
+    )
 
 
 def plot_ratings(result, out: str | Path) -> Path:
     """believability.png: each condition's TrueSkill mu ± sigma beside the paper's rating for
     the same architecture."""
-    from smallville.plots import save, figure
+    from smallville.plots import figure, save
 
     rows = [r for r in result.conditions if r["trueskill_mu"] is not None]
     fig = figure(figsize=(max(5, 1.4 * (len(rows) + 1)), 3.6))
     ax = fig.subplots()
     xs = range(len(rows))
-    ax.bar([x - 0.2 for x in xs], [r["trueskill_mu"] for r in rows], 0.4,
-           yerr=[r["trueskill_sigma"] for r in rows], capsize=3, label="this evaluation")
+    ax.bar(
+        [x - 0.2 for x in xs],
+        [r["trueskill_mu"] for r in rows],
+        0.4,
+        yerr=[r["trueskill_sigma"] for r in rows],
+        capsize=3,
+        label="this evaluation",
+    )
     paper = [(x, r["paper_mu"]) for x, r in zip(xs, rows) if r["paper_mu"] is not None]
     if paper:
         ax.bar([x + 0.2 for x, _ in paper], [mu for _, mu in paper], 0.4, label="paper", alpha=0.6)

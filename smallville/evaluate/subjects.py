@@ -63,5 +63,5 @@ def _common(paths: list[Path]) -> str:
 
     try:
         return os.path.commonpath([str(Path(p).parent) for p in paths])
-    except ValueError:                              # relative and absolute paths mixed
+    except ValueError:  # relative and absolute paths mixed
         return os.path.commonpath([str(Path(p).resolve().parent) for p in paths])

@@ -36,13 +36,42 @@ pool, or as Ray tasks to a local Ray or a cluster (`executor="ray"`, docs/experi
               `print_summary`, `plot_experiment`
 """
 
-from smallville.experiment.results import (FINISHED, Rows, compare_pairs, gather, is_completed, load_results,
-                                           plot_experiment, print_summary, run_status, summarize)
-from smallville.experiment.runs import MATH_THREADS, ExperimentResult, run_experiment
 from smallville.errors import ExperimentError
+from smallville.experiment.results import (
+    FINISHED,
+    Rows,
+    compare_pairs,
+    gather,
+    is_completed,
+    load_results,
+    plot_experiment,
+    print_summary,
+    run_status,
+    summarize,
+)
+from smallville.experiment.runs import MATH_THREADS, ExperimentResult, run_experiment
 from smallville.experiment.spec import ABLATIONS, Condition, Experiment, load_experiment, slot_name
 from smallville.metrics import SUMMARY_COLUMNS
 
-__all__ = ["ABLATIONS", "FINISHED", "MATH_THREADS", "SUMMARY_COLUMNS", "Condition", "Experiment", "ExperimentError",
-           "ExperimentResult", "Rows", "compare_pairs", "gather", "is_completed", "load_experiment", "load_results",
-           "plot_experiment", "print_summary", "run_experiment", "run_status", "slot_name", "summarize"]
+__all__ = [
+    "ABLATIONS",
+    "FINISHED",
+    "MATH_THREADS",
+    "SUMMARY_COLUMNS",
+    "Condition",
+    "Experiment",
+    "ExperimentError",
+    "ExperimentResult",
+    "Rows",
+    "compare_pairs",
+    "gather",
+    "is_completed",
+    "load_experiment",
+    "load_results",
+    "plot_experiment",
+    "print_summary",
+    "run_experiment",
+    "run_status",
+    "slot_name",
+    "summarize",
+]

@@ -21,7 +21,7 @@ class Rows(list):
         return require_pandas().DataFrame(list(self))
 
 
-FINISHED = ("completed", "budget_exhausted")      # a run stopped by its budget is finished too
+FINISHED = ("completed", "budget_exhausted")  # a run stopped by its budget is finished too
 
 
 def run_status(run_dir: Path) -> str | None:
@@ -48,8 +48,16 @@ def gather(exp: Experiment, out: Path) -> Rows:
         if not is_completed(path):
             continue
         m = run_metrics(path)
-        rows.append({"condition": cond.name, "seed": seed, "run": path.name, "status": m.info["status"],
-                     "wall_seconds": m.info["wall_seconds"], **m.flat()})
+        rows.append(
+            {
+                "condition": cond.name,
+                "seed": seed,
+                "run": path.name,
+                "status": m.info["status"],
+                "wall_seconds": m.info["wall_seconds"],
+                **m.flat(),
+            }
+        )
     return rows
 
 
@@ -87,10 +95,10 @@ def compare_pairs(rows: list[dict]) -> Rows:
     by = {(r["condition"], r["seed"]): r for r in rows}
     out = Rows()
     for i, a in enumerate(order):
-        for b in order[i + 1:]:
+        for b in order[i + 1 :]:
             seeds = [s for (c, s) in by if c == a and (b, s) in by]
             row: dict = {"a": a, "b": b, "seeds": len(seeds)}
-            for key in (by[a, seeds[0]] if seeds else {}):
+            for key in by[a, seeds[0]] if seeds else {}:
                 diffs = [by[b, s].get(key) - by[a, s].get(key) for s in seeds if _number_pair(by[a, s], by[b, s], key)]
                 if key in ("condition", "seed", "run") or len(diffs) < len(seeds) or not diffs:
                     continue
@@ -111,15 +119,23 @@ def print_pairs(pairs: list[dict], console=None) -> None:
     from smallville.tables import Table, make_console, print_table
 
     console = console or make_console()
-    keys = list(dict.fromkeys(k.removesuffix("_diff_mean") for r in pairs for k in r if k.endswith("_diff_mean")
-                              and any(k.removesuffix("_diff_mean").endswith(c) for c in SUMMARY_COLUMNS)))
+    keys = list(
+        dict.fromkeys(
+            k.removesuffix("_diff_mean")
+            for r in pairs
+            for k in r
+            if k.endswith("_diff_mean") and any(k.removesuffix("_diff_mean").endswith(c) for c in SUMMARY_COLUMNS)
+        )
+    )
     table = Table(title="Pairs, seed by seed: b - a, mean ± standard deviation")
     table.add_column("metric")
     for r in pairs:
         table.add_column(f"{r['b']} - {r['a']} ({r['seeds']})", justify="right")
     for k in keys:
-        table.add_row(k.replace("_", " "), *(f"{r[k + '_diff_mean']:+.2f} ± {r[k + '_diff_std']:.2f}"
-                                             if k + "_diff_mean" in r else "" for r in pairs))
+        table.add_row(
+            k.replace("_", " "),
+            *(f"{r[k + '_diff_mean']:+.2f} ± {r[k + '_diff_std']:.2f}" if k + "_diff_mean" in r else "" for r in pairs),
+        )
     print_table(console, table)
 
 
@@ -134,8 +150,10 @@ def print_summary(summary: list[dict], console=None) -> None:
         table.add_column(r["condition"], justify="right")
     table.add_row("runs", *(str(r["runs"]) for r in summary))
     for k in keys:
-        table.add_row(k.replace("_", " "),
-                      *(f"{r[k + '_mean']:.2f} ± {r[k + '_std']:.2f}" if k + "_mean" in r else "" for r in summary))
+        table.add_row(
+            k.replace("_", " "),
+            *(f"{r[k + '_mean']:.2f} ± {r[k + '_std']:.2f}" if k + "_mean" in r else "" for r in summary),
+        )
     print_table(console, table)
 
 

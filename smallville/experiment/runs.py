@@ -12,9 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from smallville.csvfile import write_csv
-from smallville.experiment.results import (FINISHED, Rows, compare_pairs, gather, is_completed, print_pairs,
-                                           print_summary, summarize)
 from smallville.errors import ExperimentError
+from smallville.experiment.results import (
+    FINISHED,
+    Rows,
+    compare_pairs,
+    gather,
+    is_completed,
+    print_pairs,
+    print_summary,
+    summarize,
+)
 from smallville.experiment.spec import Experiment, slot_name
 
 MATH_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -66,13 +74,24 @@ def _run_one(job: dict) -> dict:
         if job.get("branch"):
             result = _fork_one(job, partial, {"name": job["experiment"], **recorded})
         else:
-            result = run_scenario(load_scenario(job["scenario"]), folder=partial, seed=job["seed"],
-                                  duration=job["duration"], brain=job["brain"], embedder=job["embedder"],
-                                  config=SimConfig.from_dict(job["knobs"]), budget=job.get("budget"),
-                                  experiment={"name": job["experiment"], **recorded})
-    except Exception as exc:            # noqa: BLE001 - reported, the experiment goes on
-        return {"slot": slot, "status": "failed", "error": f"{type(exc).__name__}: {exc}",
-                "seconds": round(time.perf_counter() - began, 3)}
+            result = run_scenario(
+                load_scenario(job["scenario"]),
+                folder=partial,
+                seed=job["seed"],
+                duration=job["duration"],
+                brain=job["brain"],
+                embedder=job["embedder"],
+                config=SimConfig.from_dict(job["knobs"]),
+                budget=job.get("budget"),
+                experiment={"name": job["experiment"], **recorded},
+            )
+    except Exception as exc:  # noqa: BLE001 - reported, the experiment goes on
+        return {
+            "slot": slot,
+            "status": "failed",
+            "error": f"{type(exc).__name__}: {exc}",
+            "seconds": round(time.perf_counter() - began, 3),
+        }
     status = result.manifest.status
     if status in FINISHED:
         final = out / slot
@@ -97,11 +116,20 @@ def _fork_one(job: dict, folder: Path, experiment: dict):
     except ValueError:
         at = parse_duration(branch["at"])
     brain = job["brain"]
-    if isinstance(brain, dict):                 # brain settings over the parent's
+    if isinstance(brain, dict):  # brain settings over the parent's
         brain = settings_of(parent.manifest.brain_at(at)).merged(brain, f"condition {job['condition']}: brain")
     duration = job["duration"] - at if job["duration"] else None
-    return fork_run(parent.path, at, seed=job["fork_seed"], inject=[tuple(i) for i in job.get("inject") or ()],
-                    duration=duration, brain=brain, folder=folder, budget=job.get("budget"), experiment=experiment)
+    return fork_run(
+        parent.path,
+        at,
+        seed=job["fork_seed"],
+        inject=[tuple(i) for i in job.get("inject") or ()],
+        duration=duration,
+        brain=brain,
+        folder=folder,
+        budget=job.get("budget"),
+        experiment=experiment,
+    )
 
 
 def _jobs(exp: Experiment, out: Path, budget: dict | None) -> tuple[list[list[dict]], list[str]]:
@@ -112,14 +140,28 @@ def _jobs(exp: Experiment, out: Path, budget: dict | None) -> tuple[list[list[di
     skipped, redone = [], set()
     for cond, seed in sorted(exp.slots(), key=lambda slot: slot[0].name != branch.get("condition")):
         slot = slot_name(cond.name, seed)
-        job = {"out": str(out.resolve()), "slot": slot, "scenario": str(Path(exp.scenario).resolve()), "seed": seed,
-               "duration": exp.duration, "brain": cond.brain, "embedder": exp.embedder,
-               "knobs": cond.knobs, "experiment": exp.name, "condition": cond.name, "budget": budget}
+        job = {
+            "out": str(out.resolve()),
+            "slot": slot,
+            "scenario": str(Path(exp.scenario).resolve()),
+            "seed": seed,
+            "duration": exp.duration,
+            "brain": cond.brain,
+            "embedder": exp.embedder,
+            "knobs": cond.knobs,
+            "experiment": exp.name,
+            "condition": cond.name,
+            "budget": budget,
+        }
         parent = None
         if branch and cond.name != branch["condition"]:
             parent = branch["run"] or str(out.resolve() / slot_name(branch["condition"], seed))
-            job.update(branch={"from": branch["from"], "at": branch["at"]}, parent=parent,
-                       fork_seed=seed if branch["run"] else None, inject=[list(i) for i in cond.inject] or None)
+            job.update(
+                branch={"from": branch["from"], "at": branch["at"]},
+                parent=parent,
+                fork_seed=seed if branch["run"] else None,
+                inject=[list(i) for i in cond.inject] or None,
+            )
         if parent not in redone and is_completed(out / slot) and _same_run(out / slot, job):
             skipped.append(slot)
             continue
@@ -128,9 +170,17 @@ def _jobs(exp: Experiment, out: Path, budget: dict | None) -> tuple[list[list[di
     return [p for p in phases if p], skipped
 
 
-def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | None = None, quiet: bool = False,
-                   executor: str = "process", address: str | None = None, console=None,
-                   budget: dict | None = None) -> ExperimentResult:
+def run_experiment(
+    exp: Experiment,
+    *,
+    workers: int | None = None,
+    out: Path | None = None,
+    quiet: bool = False,
+    executor: str = "process",
+    address: str | None = None,
+    console=None,
+    budget: dict | None = None,
+) -> ExperimentResult:
     """Run every (condition, seed) not yet completed, then gather results.csv and summary.csv.
 
     `budget` ({"usd", "requests", "tokens"}) limits each run of a model on its own; a run
@@ -152,14 +202,23 @@ def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | N
     phases, skipped = _jobs(exp, out, budget)
     jobs = [job for phase in phases for job in phase]
     if not quiet:
-        console.print(f"[bold]{exp.name}[/]: {len(exp.conditions)} conditions x {len(exp.seeds)} seeds "
-                      f"= {len(exp.conditions) * len(exp.seeds)} runs of {exp.scenario}; {len(skipped)} done already, "
-                      f"{len(jobs)} to run " + ("as Ray tasks" if executor == "ray" else
-                                                f"on {min(workers, max(1, len(jobs)))} worker(s)")
-                      + f"; writing {out}")
+        console.print(
+            f"[bold]{exp.name}[/]: {len(exp.conditions)} conditions x {len(exp.seeds)} seeds "
+            f"= {len(exp.conditions) * len(exp.seeds)} runs of {exp.scenario}; {len(skipped)} done already, "
+            f"{len(jobs)} to run "
+            + ("as Ray tasks" if executor == "ray" else f"on {min(workers, max(1, len(jobs)))} worker(s)")
+            + f"; writing {out}"
+        )
     done: list[dict] = []
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=console, disable=quiet, transient=True)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
+        transient=True,
+    )
     with progress:
         task = progress.add_task("running", total=len(jobs))
 
@@ -168,12 +227,15 @@ def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | N
             progress.advance(task)
             if not quiet:
                 style = "green" if report["status"] == "completed" else "red"
-                console.print(f"  [{style}]{report['status']}[/] {report['slot']} ({report['seconds']:.1f} s)"
-                              + (f": {report['error']}" if report.get("error") else ""))
+                console.print(
+                    f"  [{style}]{report['status']}[/] {report['slot']} ({report['seconds']:.1f} s)"
+                    + (f": {report['error']}" if report.get("error") else "")
+                )
 
-        for phase in phases:                    # a branch's parents first
-            for report in _dispatch(phase, executor, workers, address,
-                                    lambda job: progress.update(task, description=job["slot"])):
+        for phase in phases:  # a branch's parents first
+            for report in _dispatch(
+                phase, executor, workers, address, lambda job: progress.update(task, description=job["slot"])
+            ):
                 finished(report)
     rows = gather(exp, out)
     rated = {}
@@ -193,8 +255,10 @@ def run_experiment(exp: Experiment, *, workers: int | None = None, out: Path | N
         print_summary(summary, console)
         if pairs:
             print_pairs(pairs, console)
-        console.print(f"results: {out / 'results.csv'}, summary: {out / 'summary.csv'}"
-                      + (f", pairs: {out / 'pairs.csv'}" if pairs is not None else ""))
+        console.print(
+            f"results: {out / 'results.csv'}, summary: {out / 'summary.csv'}"
+            + (f", pairs: {out / 'pairs.csv'}" if pairs is not None else "")
+        )
     failed = [r["slot"] for r in done if r["status"] not in FINISHED]
     return ExperimentResult(out, rows, summary, [r["slot"] for r in done], skipped, failed)
 
@@ -245,12 +309,19 @@ def _run_ray(jobs: list[dict], workers: int, address: str | None):
             job = tasks[ready[0]]
             try:
                 report = ray.get(ready[0])
-            except ray.exceptions.RayError as exc:          # the worker died: that run failed, the rest go on
-                report = {"slot": job["slot"], "status": "failed", "seconds": 0.0,
-                          "error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"}
+            except ray.exceptions.RayError as exc:  # the worker died: that run failed, the rest go on
+                report = {
+                    "slot": job["slot"],
+                    "status": "failed",
+                    "seconds": 0.0,
+                    "error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}",
+                }
             if report["status"] in FINISHED and not is_completed(Path(job["out"]) / job["slot"]):
-                report = dict(report, status="failed", error=f"it ran on a node that does not share {job['out']} "
-                                                             "with this one (see docs/experiments.md)")
+                report = dict(
+                    report,
+                    status="failed",
+                    error=f"it ran on a node that does not share {job['out']} with this one (see docs/experiments.md)",
+                )
             yield report
     finally:
         if started:
@@ -262,22 +333,27 @@ def _ray_init(ray, workers: int, address: str | None) -> None:
     import logging
 
     address = address or os.environ.get("RAY_ADDRESS")
-    if address and re.fullmatch(r"[\w.\-]+:\d+", address):   # a head's HOST:PORT: fail fast, not after minutes
+    if address and re.fullmatch(r"[\w.\-]+:\d+", address):  # a head's HOST:PORT: fail fast, not after minutes
         host, port = address.rsplit(":", 1)
         try:
             socket.create_connection((host, int(port)), timeout=10).close()
         except OSError as exc:
-            raise ExperimentError(f"--executor ray: no Ray head answers at {address} ({exc.strerror or exc}); "
-                                  "start one there with `ray start --head`") from None
+            raise ExperimentError(
+                f"--executor ray: no Ray head answers at {address} ({exc.strerror or exc}); "
+                "start one there with `ray start --head`"
+            ) from None
     quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
     try:
         if address:
             ray.init(address=address, **quiet)
         else:
-            ray.init(address="local", num_cpus=workers, include_dashboard=False, **quiet)   # even if one runs
+            ray.init(address="local", num_cpus=workers, include_dashboard=False, **quiet)  # even if one runs
     except (ConnectionError, ValueError, RuntimeError) as exc:
-        hint = ("; a cluster with token authentication (the default of recent Ray) also needs RAY_AUTH_MODE=token "
-                "here, and its token in ~/.ray/auth_token or RAY_AUTH_TOKEN" if address not in (None, "auto")
-                and not os.environ.get("RAY_AUTH_MODE") else "")
+        hint = (
+            "; a cluster with token authentication (the default of recent Ray) also needs RAY_AUTH_MODE=token "
+            "here, and its token in ~/.ray/auth_token or RAY_AUTH_TOKEN"
+            if address not in (None, "auto") and not os.environ.get("RAY_AUTH_MODE")
+            else ""
+        )
         where = address or "a local Ray"
         raise ExperimentError(f"--executor ray: cannot start or reach {where}: {exc}{hint}") from None

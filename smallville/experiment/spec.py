@@ -8,8 +8,13 @@ from pathlib import Path
 
 from smallville.errors import ExperimentError
 
-ABLATIONS = {"memory": "retrieval", "retrieval": "retrieval", "reflection": "reflection",
-             "planning": "planning", "sharing": "sharing"}
+ABLATIONS = {
+    "memory": "retrieval",
+    "retrieval": "retrieval",
+    "reflection": "reflection",
+    "planning": "planning",
+    "sharing": "sharing",
+}
 
 
 @dataclass
@@ -38,8 +43,8 @@ class Experiment:
     embedder: str | None = None
     workers: int = 1
     source: Path | None = None
-    evaluate: dict | None = None              # the `evaluate:` block (smallville.evaluate.experiment)
-    branch: dict | None = None                # the `branch:` block, read (see `_branch_block`)
+    evaluate: dict | None = None  # the `evaluate:` block (smallville.evaluate.experiment)
+    branch: dict | None = None  # the `branch:` block, read (see `_branch_block`)
 
     def slots(self) -> list[tuple[Condition, int]]:
         return [(c, s) for c in self.conditions for s in self.seeds]
@@ -59,8 +64,22 @@ def load_experiment(path: str | Path) -> Experiment:
         raise ExperimentError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ExperimentError(f"{path}: an experiment file is a mapping (name, scenario, seeds, conditions)")
-    known = {"name", "scenario", "duration", "seeds", "embedder", "brain", "workers", "out", "base", "conditions",
-             "grid", "description", "evaluate", "branch"}
+    known = {
+        "name",
+        "scenario",
+        "duration",
+        "seeds",
+        "embedder",
+        "brain",
+        "workers",
+        "out",
+        "base",
+        "conditions",
+        "grid",
+        "description",
+        "evaluate",
+        "branch",
+    }
     unknown = sorted(set(data) - known)
     if unknown:
         raise ExperimentError(f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
@@ -99,8 +118,9 @@ def load_experiment(path: str | Path) -> Experiment:
     workers = int(data.get("workers") or 1)
     evaluate = _evaluate_block(data.get("evaluate"), path)
     branch = _branch_block(data.get("branch"), path, conditions)
-    return Experiment(name, scenario, duration, seeds, conditions, out, data.get("embedder"), workers, path, evaluate,
-                      branch)
+    return Experiment(
+        name, scenario, duration, seeds, conditions, out, data.get("embedder"), workers, path, evaluate, branch
+    )
 
 
 def _branch_block(block, path: Path, conditions: list[Condition]) -> dict | None:
@@ -123,22 +143,29 @@ def _branch_block(block, path: Path, conditions: list[Condition]) -> dict | None
         try:
             parse_duration(at)
         except ValueError:
-            raise ExperimentError(f"{path}: branch.at {at!r}: a simulated date-time (2023-02-13 09:00) or a "
-                                  "duration since the start (2h)") from None
+            raise ExperimentError(
+                f"{path}: branch.at {at!r}: a simulated date-time (2023-02-13 09:00) or a duration since the start (2h)"
+            ) from None
     names = {c.name: c for c in conditions}
     source = str(block["from"])
     if source in names:
         parent, run = names[source], None
     else:
-        parent, run = None, next((p for p in (Path(source), path.parent / source) if (p / "manifest.json").is_file()),
-                                 None)
+        parent, run = (
+            None,
+            next((p for p in (Path(source), path.parent / source) if (p / "manifest.json").is_file()), None),
+        )
         if run is None:
-            raise ExperimentError(f"{path}: branch.from {source!r}: neither a condition of this experiment "
-                                  f"({', '.join(names)}) nor a run folder")
+            raise ExperimentError(
+                f"{path}: branch.from {source!r}: neither a condition of this experiment "
+                f"({', '.join(names)}) nor a run folder"
+            )
     for c in conditions:
         if c.knobs and (parent is None or c.knobs != parent.knobs):
-            raise ExperimentError(f"{path}: condition {c.name!r}: knobs cannot differ after a branch (they shape the "
-                                  "prefix too); a branched condition sets brain or inject")
+            raise ExperimentError(
+                f"{path}: condition {c.name!r}: knobs cannot differ after a branch (they shape the "
+                "prefix too); a branched condition sets brain or inject"
+            )
     return {"from": source, "at": at, "condition": source if parent else None, "run": str(run) if run else None}
 
 
@@ -155,8 +182,9 @@ def _evaluate_block(block, path: Path) -> dict | None:
         raise ExperimentError(f"{path}: evaluate: expected a mapping such as {{judge: MODEL, at: TIME}}")
     unknown = sorted(set(block) - set(EVALUATE_KEYS))
     if unknown:
-        raise ExperimentError(f"{path}: evaluate: unknown key(s) {', '.join(unknown)} "
-                              f"(known: {', '.join(EVALUATE_KEYS)})")
+        raise ExperimentError(
+            f"{path}: evaluate: unknown key(s) {', '.join(unknown)} (known: {', '.join(EVALUATE_KEYS)})"
+        )
     return dict(block)
 
 
@@ -176,7 +204,7 @@ def _seeds(value, path: Path) -> list[int]:
             return list(range(lo, hi + 1))
         seeds = [int(s) for s in (value if isinstance(value, list) else [value])]
     except (TypeError, ValueError):
-        raise ExperimentError(f"{path}: seeds: expected a list of whole numbers, a range \"1-5\" or a count") from None
+        raise ExperimentError(f'{path}: seeds: expected a list of whole numbers, a range "1-5" or a count') from None
     if not seeds or len(set(seeds)) != len(seeds):
         raise ExperimentError(f"{path}: seeds: expected distinct seeds")
     return seeds
@@ -193,27 +221,32 @@ def _condition(name: str, spec: dict, default_brain, path: Path, branched: bool 
     knobs, brain = {}, spec.get("brain", default_brain)
     inject = _inject(spec.get("inject"), name, path, branched)
     if isinstance(brain, dict) and not branched:
-        raise ExperimentError(f"{path}: condition {name!r}: brain: a model name (brain settings, a mapping, go "
-                              "with branch:, over the parent's)")
+        raise ExperimentError(
+            f"{path}: condition {name!r}: brain: a model name (brain settings, a mapping, go "
+            "with branch:, over the parent's)"
+        )
     for key, value in spec.items():
         if key in ("brain", "inject"):
             continue
         if key == "ablate":
             for part in value if isinstance(value, list) else [value]:
                 if part not in ABLATIONS:
-                    raise ExperimentError(f"{path}: condition {name!r}: cannot ablate {part!r} "
-                                          f"(one of {', '.join(ABLATIONS)})")
+                    raise ExperimentError(
+                        f"{path}: condition {name!r}: cannot ablate {part!r} (one of {', '.join(ABLATIONS)})"
+                    )
                 knobs[ABLATIONS[part]] = False
         elif key in allowed:
             knobs[key] = list(value) if isinstance(value, (list, tuple)) else value
         else:
-            raise ExperimentError(f"{path}: condition {name!r}: unknown knob {key!r} "
-                                  f"(brain, ablate or one of {', '.join(sorted(allowed))})")
+            raise ExperimentError(
+                f"{path}: condition {name!r}: unknown knob {key!r} "
+                f"(brain, ablate or one of {', '.join(sorted(allowed))})"
+            )
     try:
         SimConfig.from_dict(knobs)
     except (TypeError, ValueError) as exc:
         raise ExperimentError(f"{path}: condition {name!r}: {exc}") from None
-    if branched:                              # None: the parent's brain; "offline" switches to it
+    if branched:  # None: the parent's brain; "offline" switches to it
         return Condition(name, brain if isinstance(brain, dict) or brain is None else str(brain), knobs, inject)
     return Condition(name, None if brain in (None, "offline") else str(brain), knobs)
 

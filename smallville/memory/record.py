@@ -20,12 +20,12 @@ class Columns:
     embeddings into `table`). The arrays have room to grow: their first `count` entries
     are the memories."""
 
-    table: Any                         # the distinct embeddings (a VectorTable, or an HNSW graph's)
+    table: Any  # the distinct embeddings (a VectorTable, or an HNSW graph's)
     count: int = 0
     texts: list[str] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)
     links: list[tuple[int, ...]] = field(default_factory=list)
-    rows: np.ndarray = field(default_factory=lambda: np.zeros(16, dtype=np.int64))      # memory -> its row in `table`
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(16, dtype=np.int64))  # memory -> its row in `table`
     created: np.ndarray = field(default_factory=lambda: np.zeros(16, dtype=np.float64))
     accessed: np.ndarray = field(default_factory=lambda: np.zeros(16, dtype=np.float64))
     importance: np.ndarray = field(default_factory=lambda: np.zeros(16, dtype=np.int64))
@@ -77,21 +77,26 @@ class Memory:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able fields (no embedding)."""
         return {
-            "id": self.id, "text": self.text, "kind": self.kind, "created": self.created,
-            "last_accessed": self.last_accessed, "importance": self.importance,
+            "id": self.id,
+            "text": self.text,
+            "kind": self.kind,
+            "created": self.created,
+            "last_accessed": self.last_accessed,
+            "importance": self.importance,
             "links": list(self.links),
         }
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, Memory) and other._stream is self._stream
-                and other.id == self.id)
+        return isinstance(other, Memory) and other._stream is self._stream and other.id == self.id
 
     def __hash__(self) -> int:
         return hash((id(self._stream), self.id))
 
     def __repr__(self) -> str:
-        return (f"Memory(id={self.id}, kind={self.kind!r}, importance={self.importance}, "
-                f"created={self.created:g}, text={self.text!r})")
+        return (
+            f"Memory(id={self.id}, kind={self.kind!r}, importance={self.importance}, "
+            f"created={self.created:g}, text={self.text!r})"
+        )
 
 
 @dataclass(frozen=True)

@@ -35,15 +35,13 @@ class Retriever(Protocol):
     def add(self, mid: int, row: int, importance: int, time: float) -> None:
         """Memory `mid` was added, its embedding at row `row`, accessed at `time`."""
 
-    def bulk_add(self, start: int, rows: np.ndarray, importance: np.ndarray,
-                 accessed: np.ndarray) -> None:
+    def bulk_add(self, start: int, rows: np.ndarray, importance: np.ndarray, accessed: np.ndarray) -> None:
         """Memories start, start+1, ... were loaded at once."""
 
     def touch(self, mids: list[int], time: float) -> None:
         """Memories `mids` were accessed at `time`."""
 
-    def search(self, stream: MemoryStream, queries: np.ndarray, k: int,
-               now: float) -> list[Found]:
+    def search(self, stream: MemoryStream, queries: np.ndarray, k: int, now: float) -> list[Found]:
         """For each unit query (a row of `queries`), the k best memories at `now`."""
 
 
@@ -60,8 +58,7 @@ class ExactRetriever:
     def add(self, mid: int, row: int, importance: int, time: float) -> None:
         pass
 
-    def bulk_add(self, start: int, rows: np.ndarray, importance: np.ndarray,
-                 accessed: np.ndarray) -> None:
+    def bulk_add(self, start: int, rows: np.ndarray, importance: np.ndarray, accessed: np.ndarray) -> None:
         pass
 
     def touch(self, mids: list[int], time: float) -> None:
@@ -70,11 +67,11 @@ class ExactRetriever:
     def search(self, stream: MemoryStream, qs: np.ndarray, k: int, now: float) -> list[Found]:
         c, (w_rec, w_imp, w_rel) = stream.columns, stream.weights
         n = c.count
-        relevance = scan(self.table.matrix(), qs, stream.helpers)     # under way while the other terms are computed
+        relevance = scan(self.table.matrix(), qs, stream.helpers)  # under way while the other terms are computed
         fixed = stream.normalize == "fixed"
         rec = recency(c.accessed[:n], now, stream.decay)
         importance = c.importance[:n]
-        if fixed:                     # 000's scales: importance / 10, raw recency, raw cosine
+        if fixed:  # 000's scales: importance / 10, raw recency, raw cosine
             levels = np.arange(11) / 10.0
         else:
             rec = normalise(rec, *span(float(rec.min()), float(rec.max())))
@@ -95,8 +92,7 @@ class ExactRetriever:
             else:
                 score = static + w_rel * CONSTANT_TERM
             best = top_k(score, k)
-            found.append((best, score[best], rec[best], imp[best],
-                          normalise(rel[best], lo, width)))
+            found.append((best, score[best], rec[best], imp[best], normalise(rel[best], lo, width)))
         return found
 
 
@@ -107,13 +103,19 @@ INDEXES = ("exact", "hnsw")
 """The retrievers a stream can be built with, by the name its `index` argument takes."""
 
 
-def make_retriever(index: str, dim: int, weights: tuple[float, float, float], *,
-                   hnsw_m: int = 32, ef_construction: int = 64, ef_search: int = 64) -> Retriever:
+def make_retriever(
+    index: str,
+    dim: int,
+    weights: tuple[float, float, float],
+    *,
+    hnsw_m: int = 32,
+    ef_construction: int = 64,
+    ef_search: int = 64,
+) -> Retriever:
     """The retriever named `index` for a stream of `dim` dimensions scored with `weights`;
     `hnsw_m`, `ef_construction` and `ef_search` tune the HNSW graph."""
     if index == "exact":
         return ExactRetriever(dim)
     if index == "hnsw":
-        return HNSWRetriever(dim, weights, hnsw_m=hnsw_m, ef_construction=ef_construction,
-                             ef_search=ef_search)
+        return HNSWRetriever(dim, weights, hnsw_m=hnsw_m, ef_construction=ef_construction, ef_search=ef_search)
     raise ValueError(f"index must be one of {INDEXES}, got {index!r}")

@@ -56,10 +56,10 @@ def scan(matrix: np.ndarray, queries: np.ndarray, helpers: Helpers | None = None
         if len(parts) == 1:
             np.vecdot(matrix, queries[0], out=out[0])
             return lambda: out
-        pool = helpers.pool(len(parts))      # a large stream: rows in parallel, the same values
+        pool = helpers.pool(len(parts))  # a large stream: rows in parallel, the same values
         futures = [pool.submit(np.vecdot, matrix[lo:hi], queries[0], out=out[0, lo:hi]) for lo, hi in parts]
 
-        def result() -> np.ndarray:          # meanwhile the caller computes the other terms
+        def result() -> np.ndarray:  # meanwhile the caller computes the other terms
             for future in futures:
                 future.result()
             return out
@@ -75,6 +75,7 @@ def scan(matrix: np.ndarray, queries: np.ndarray, helpers: Helpers | None = None
 PARALLEL_ROWS = 32768
 """Streams of at least this many distinct rows are scored on several threads: one pass
 over memory is bandwidth-bound, and two cores read it faster than one."""
+
 
 def threads() -> int:
     """Threads for one pass: the CPUs this process may use, capped by OMP_NUM_THREADS

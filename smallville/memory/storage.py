@@ -47,17 +47,22 @@ def save(stream: MemoryStream, path: str) -> None:
         _remove(os.path.join(path, MANIFEST))
         done = {"token": uuid.uuid4().hex, "count": 0, "rows": 0, "records_bytes": 0}
     n, u = len(stream), len(stream.columns.table)
-    rows = np.ascontiguousarray(stream.columns.table.matrix()[done["rows"]: u], dtype="<f4")
+    rows = np.ascontiguousarray(stream.columns.table.matrix()[done["rows"] : u], dtype="<f4")
     _append(os.path.join(path, ROWS), done["rows"] * stream.dim * 4, memoryview(rows))
     records = "".join(_record(stream, i) for i in range(done["count"], n)).encode("utf-8")
     _append(os.path.join(path, RECORDS), done["records_bytes"], records)
-    _replace(os.path.join(path, ACCESSED),
-             lambda f: np.save(f, stream.columns.accessed[:n], allow_pickle=False))
+    _replace(os.path.join(path, ACCESSED), lambda f: np.save(f, stream.columns.accessed[:n], allow_pickle=False))
     state = {
-        "schema": SCHEMA, "token": done["token"], "dim": stream.dim,
-        "weights": list(stream.weights), "decay": stream.decay,
-        "embedder": stream.embedder_name, "index": stream.index_kind,
-        "count": n, "rows": u, "records_bytes": done["records_bytes"] + len(records),
+        "schema": SCHEMA,
+        "token": done["token"],
+        "dim": stream.dim,
+        "weights": list(stream.weights),
+        "decay": stream.decay,
+        "embedder": stream.embedder_name,
+        "index": stream.index_kind,
+        "count": n,
+        "rows": u,
+        "records_bytes": done["records_bytes"] + len(records),
     }
     data = json.dumps(state, indent=1).encode("utf-8")
     _replace(os.path.join(path, MANIFEST), lambda f: f.write(data))
@@ -66,10 +71,21 @@ def save(stream: MemoryStream, path: str) -> None:
 
 def _record(stream: MemoryStream, i: int) -> str:
     c = stream.columns
-    return json.dumps({
-        "id": i, "text": c.texts[i], "kind": c.kinds[i], "created": float(c.created[i]),
-        "importance": int(c.importance[i]), "links": list(c.links[i]), "row": int(c.rows[i]),
-    }, ensure_ascii=False) + "\n"
+    return (
+        json.dumps(
+            {
+                "id": i,
+                "text": c.texts[i],
+                "kind": c.kinds[i],
+                "created": float(c.created[i]),
+                "importance": int(c.importance[i]),
+                "links": list(c.links[i]),
+                "row": int(c.rows[i]),
+            },
+            ensure_ascii=False,
+        )
+        + "\n"
+    )
 
 
 def _still_there(disk: dict | None, path: str) -> bool:
@@ -81,8 +97,7 @@ def _still_there(disk: dict | None, path: str) -> bool:
             state = json.load(f)
     except (OSError, ValueError):
         return False
-    return all(state.get(key) == disk[key]
-               for key in ("schema", "token", "count", "rows", "records_bytes"))
+    return all(state.get(key) == disk[key] for key in ("schema", "token", "count", "rows", "records_bytes"))
 
 
 def _append(target: str, committed: int, data: memoryview | bytes) -> None:
@@ -114,8 +129,14 @@ def _remove(target: str) -> None:
 # -- loading ----------------------------------------------------------------------------
 
 
-def load(cls: type[MemoryStream], path: str, embedder: Embedder | None, *, count: int | None = None,
-         accessed: np.ndarray | None = None) -> MemoryStream:
+def load(
+    cls: type[MemoryStream],
+    path: str,
+    embedder: Embedder | None,
+    *,
+    count: int | None = None,
+    accessed: np.ndarray | None = None,
+) -> MemoryStream:
     """The stream saved in directory `path` by `save` (schema 2, or an older schema 1).
     With `count` (schema 2), only its first `count` memories, last accessed at `accessed`."""
     path = os.fspath(path)
@@ -128,9 +149,11 @@ def load(cls: type[MemoryStream], path: str, embedder: Embedder | None, *, count
         raise RunError(f"cannot read memory stream in {path}: {exc}") from exc
     found = state.get("schema") if isinstance(state, dict) else None
     if found not in (1, SCHEMA) or (found == 1) != v1:
-        raise RunError(f"memory stream in {path} has schema {found!r}, expected {SCHEMA} "
-                       f"(or 1, in {V1_JSON}); it was written by another version of "
-                       f"smallville")
+        raise RunError(
+            f"memory stream in {path} has schema {found!r}, expected {SCHEMA} "
+            f"(or 1, in {V1_JSON}); it was written by another version of "
+            f"smallville"
+        )
     try:
         if count is not None and not v1:
             stream = _load_v2(cls, path, state, embedder, count, accessed)
@@ -147,14 +170,14 @@ def _new_stream(cls, state: dict, embedder: Embedder | None, index: str) -> Memo
     saved = state.get("embedder")
     if embedder is not None and saved is not None and embedder.name != saved:
         raise ValueError(f"it was embedded with {saved!r}, not {embedder.name!r}")
-    stream = cls(dim=state["dim"], weights=state["weights"], decay=state["decay"],
-                 embedder=embedder, index=index)
+    stream = cls(dim=state["dim"], weights=state["weights"], decay=state["decay"], embedder=embedder, index=index)
     stream.embedder_name = saved if saved is not None else stream.embedder_name
     return stream
 
 
-def _load_v2(cls, path: str, state: dict, embedder: Embedder | None, count: int | None = None,
-             accessed: np.ndarray | None = None) -> MemoryStream:
+def _load_v2(
+    cls, path: str, state: dict, embedder: Embedder | None, count: int | None = None, accessed: np.ndarray | None = None
+) -> MemoryStream:
     n, u, dim = state["count"], state["rows"], state["dim"]
     if count is not None and count > n:
         raise ValueError(f"it holds {n} memories, not the {count} asked for")
@@ -164,7 +187,7 @@ def _load_v2(cls, path: str, state: dict, embedder: Embedder | None, count: int 
     lines = data.split(b"\n")[:-1]  # bytes past the manifest's count are not read
     if len(lines) != n or len(data) != state["records_bytes"]:
         raise ValueError(f"{RECORDS} holds {len(lines)} complete records, expected {n}")
-    if count is not None and count < n:     # a prefix: rows are added as first used, so theirs are a prefix too
+    if count is not None and count < n:  # a prefix: rows are added as first used, so theirs are a prefix too
         lines = lines[:count]
         n = count
     records = json.loads(b"[" + b",".join(lines) + b"]") if n else []
@@ -181,23 +204,27 @@ def _load_v2(cls, path: str, state: dict, embedder: Embedder | None, count: int 
         raise ValueError(f"expected ids 0..{n - 1} in order")
     stream.columns.table.extend(rows.reshape(u, dim))
     stream.append_loaded(records, np.asarray(accessed[:n], dtype=np.float64))
-    if n == state["count"]:                 # saving again appends; a prefix is written afresh
+    if n == state["count"]:  # saving again appends; a prefix is written afresh
         stream.on_disk = {**state, "path": os.path.realpath(path)}
     return stream
 
 
-def build(cls, settings: dict, embedder: Embedder | None, memories: list, rows: np.ndarray,
-          accessed: np.ndarray) -> MemoryStream:
+def build(
+    cls, settings: dict, embedder: Embedder | None, memories: list, rows: np.ndarray, accessed: np.ndarray
+) -> MemoryStream:
     """A stream of `settings` (dim, weights, decay, embedder, index) holding `memories`, each
     `[text, kind, created, importance, links, row]`, over the distinct embeddings `rows`,
     last accessed at `accessed` (a checkpoint's streams: `smallville.checkpoint.streams`)."""
     try:
         stream = _new_stream(cls, settings, embedder, settings.get("index", "exact"))
         if len(accessed) != len(memories) or len(rows) and rows.shape[1] != stream.dim:
-            raise ValueError(f"{len(memories)} memories with {len(accessed)} access times and rows "
-                             f"of shape {rows.shape}")
-        records = [{"text": m[0], "kind": m[1], "created": m[2], "importance": m[3], "links": m[4], "row": m[5]}
-                   for m in memories]
+            raise ValueError(
+                f"{len(memories)} memories with {len(accessed)} access times and rows of shape {rows.shape}"
+            )
+        records = [
+            {"text": m[0], "kind": m[1], "created": m[2], "importance": m[3], "links": m[4], "row": m[5]}
+            for m in memories
+        ]
         stream.columns.table.extend(rows)
         stream.append_loaded(records, np.asarray(accessed, dtype=np.float64))
     except (KeyError, TypeError, ValueError, IndexError) as exc:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-from typing import Iterator, NamedTuple, Sequence, Union
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from smallville.memory.record import Columns, Hit, Memory
 from smallville.memory.retriever import NORMALIZE, make_retriever
 from smallville.memory.scoring import Helpers
 
-Query = Union[str, np.ndarray, Sequence[float]]
+Query = str | np.ndarray | Sequence[float]
 """A retrieval query: an embedding, or a text when the stream has an embedder."""
 
 
@@ -68,12 +69,10 @@ class MemoryStream:
         if not isinstance(dim, numbers.Integral) or isinstance(dim, bool) or dim < 1:
             raise ValueError(f"dim must be a positive int, got {dim!r}")
         if embedder is not None and embedder.dim != dim:
-            raise ValueError(f"dim {dim} does not match embedder {embedder.name!r} "
-                             f"of dim {embedder.dim}")
+            raise ValueError(f"dim {dim} does not match embedder {embedder.name!r} of dim {embedder.dim}")
         ws = tuple(float(w) for w in weights)
         if len(ws) != 3 or not all(math.isfinite(w) for w in ws):
-            raise ValueError(f"weights must be 3 finite numbers (recency, importance, "
-                             f"relevance), got {weights!r}")
+            raise ValueError(f"weights must be 3 finite numbers (recency, importance, relevance), got {weights!r}")
         if not 0.0 < float(decay) <= 1.0:
             raise ValueError(f"decay must be in (0, 1], got {decay!r}")
         if normalize not in NORMALIZE or (normalize == "fixed" and index != "exact"):
@@ -84,8 +83,9 @@ class MemoryStream:
         self.decay = float(decay)
         self.embedder = embedder
         self.embedder_name: str | None = embedder.name if embedder is not None else None
-        self._retriever = make_retriever(index, self.dim, ws, hnsw_m=hnsw_m,
-                                         ef_construction=ef_construction, ef_search=ef_search)
+        self._retriever = make_retriever(
+            index, self.dim, ws, hnsw_m=hnsw_m, ef_construction=ef_construction, ef_search=ef_search
+        )
         self.index_kind = self._retriever.kind
         self.columns = Columns(self._retriever.table)
         self.on_disk: dict | None = None  # what the last save or load wrote where (`storage` keeps it)
@@ -120,30 +120,32 @@ class MemoryStream:
             raise ValueError(f"memory text must be a str, got {type(text).__name__}")
         if not isinstance(kind, str) or not kind:
             raise ValueError(f"memory kind must be a non-empty str, got {kind!r}")
-        if (not isinstance(importance, numbers.Integral) or isinstance(importance, bool)
-                or not 1 <= importance <= 10):
-            raise ValueError(f"importance must be an int from 1 to 10, got {importance!r} "
-                             f"for memory {text!r}")
-        if (not isinstance(created, numbers.Real) or isinstance(created, bool)
-                or not math.isfinite(created)):
+        if not isinstance(importance, numbers.Integral) or isinstance(importance, bool) or not 1 <= importance <= 10:
+            raise ValueError(f"importance must be an int from 1 to 10, got {importance!r} for memory {text!r}")
+        if not isinstance(created, numbers.Real) or isinstance(created, bool) or not math.isfinite(created):
             raise ValueError(f"created must be a finite number of seconds, got {created!r}")
         links, n = tuple(links), self.columns.count
-        bad = [x for x in links if not isinstance(x, numbers.Integral)
-               or isinstance(x, bool) or not 0 <= x < n]
+        bad = [x for x in links if not isinstance(x, numbers.Integral) or isinstance(x, bool) or not 0 <= x < n]
         if bad:
-            raise ValueError(f"links {bad!r} of memory {text!r} are not ids of existing "
-                             f"memories (0..{n - 1})")
+            raise ValueError(f"links {bad!r} of memory {text!r} are not ids of existing memories (0..{n - 1})")
         if embedding is None:
             if self.embedder is None:
-                raise ValueError(f"memory {text!r} has no embedding and the stream has no "
-                                 f"embedder")
+                raise ValueError(f"memory {text!r} has no embedding and the stream has no embedder")
             embedding = self.embedder.embed([text])[0]
         vector = self._unit(embedding, f"embedding of memory {text!r}")
-        return self._append(text, self.columns.table.add(vector), int(importance), float(created),
-                            kind, tuple(int(x) for x in links), float(created))
+        return self._append(
+            text,
+            self.columns.table.add(vector),
+            int(importance),
+            float(created),
+            kind,
+            tuple(int(x) for x in links),
+            float(created),
+        )
 
-    def _append(self, text: str, row: int, importance: int, created: float, kind: str,
-                links: tuple[int, ...], accessed: float) -> int:
+    def _append(
+        self, text: str, row: int, importance: int, created: float, kind: str, links: tuple[int, ...], accessed: float
+    ) -> int:
         """Append a validated memory whose embedding is already row `row`."""
         c = self.columns
         self._reserve(c.count + 1)
@@ -166,14 +168,13 @@ class MemoryStream:
         n, m, u = c.count, len(records), len(c.table)
         rows = np.array([r["row"] for r in records], dtype=np.int64)
         importance = np.array([r["importance"] for r in records], dtype=np.int64)
-        if m and (rows.min() < 0 or rows.max() >= u or importance.min() < 1
-                  or importance.max() > 10):
+        if m and (rows.min() < 0 or rows.max() >= u or importance.min() < 1 or importance.max() > 10):
             raise ValueError("a record names a missing row or an importance outside 1..10")
         self._reserve(n + m)
-        c.rows[n: n + m] = rows
-        c.importance[n: n + m] = importance
-        c.created[n: n + m] = [float(r["created"]) for r in records]
-        c.accessed[n: n + m] = accessed
+        c.rows[n : n + m] = rows
+        c.importance[n : n + m] = importance
+        c.created[n : n + m] = [float(r["created"]) for r in records]
+        c.accessed[n : n + m] = accessed
         c.texts.extend(str(r["text"]) for r in records)
         c.kinds.extend(str(r["kind"]) for r in records)
         c.links.extend(tuple(int(x) for x in r["links"]) for r in records)
@@ -222,8 +223,7 @@ class MemoryStream:
         """
         return self.retrieve_many([query], k, now=now)[0]
 
-    def retrieve_many(self, queries: Sequence[Query], k: int = 10, *,
-                      now: float) -> list[list[Hit]]:
+    def retrieve_many(self, queries: Sequence[Query], k: int = 10, *, now: float) -> list[list[Hit]]:
         """`retrieve` for several queries in one pass: one hit list per query.
 
         All queries are scored against the stream as it is before the call; only then are
@@ -241,8 +241,10 @@ class MemoryStream:
         if self.columns.count == 0 or k == 0:
             return [[] for _ in range(len(qs))]
         found = self._retriever.search(self, qs, int(k), float(now))
-        results = [[Hit(Memory(self, int(i)), float(s), float(rc), float(im), float(rl))
-                    for i, s, rc, im, rl in zip(*columns)] for columns in found]
+        results = [
+            [Hit(Memory(self, int(i)), float(s), float(rc), float(im), float(rl)) for i, s, rc, im, rl in zip(*columns)]
+            for columns in found
+        ]
         touched = list(dict.fromkeys(int(i) for columns in found for i in columns[0]))
         self.columns.accessed[touched] = float(now)
         self._retriever.touch(touched, float(now))
@@ -254,8 +256,7 @@ class MemoryStream:
         if texts and self.embedder is None:
             raise ValueError(f"query {texts[0]!r} is text but the stream has no embedder")
         embedded = iter(self.embedder.embed(texts)) if texts else iter(())
-        rows = [self._unit(next(embedded) if isinstance(q, str) else q, f"query {j}")
-                for j, q in enumerate(queries)]
+        rows = [self._unit(next(embedded) if isinstance(q, str) else q, f"query {j}") for j, q in enumerate(queries)]
         return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
 
     # -- reading ------------------------------------------------------------------------
@@ -302,15 +303,22 @@ class MemoryStream:
         """The memories from id `start` on, each `(text, kind, created, importance, links, row)`:
         `row` is its embedding's place among `distinct_rows()` (what a checkpoint writes)."""
         c, n = self.columns, self.columns.count
-        return list(zip(c.texts[start:n], c.kinds[start:n], c.created[start:n].tolist(),
-                        c.importance[start:n].tolist(), [list(x) for x in c.links[start:n]],
-                        c.rows[start:n].tolist()))
+        return list(
+            zip(
+                c.texts[start:n],
+                c.kinds[start:n],
+                c.created[start:n].tolist(),
+                c.importance[start:n].tolist(),
+                [list(x) for x in c.links[start:n]],
+                c.rows[start:n].tolist(),
+            )
+        )
 
     def distinct_rows(self, start: int = 0) -> np.ndarray:
         """The distinct embeddings its memories use, from row `start` on (a read-only view):
         a text remembered twice is embedded once."""
         table = self.columns.table
-        view = table.matrix()[start: len(table)]
+        view = table.matrix()[start : len(table)]
         view.flags.writeable = False
         return view
 
@@ -319,9 +327,11 @@ class MemoryStream:
         return self.columns.table.row(int(self.columns.rows[mid])).copy()
 
     def __repr__(self) -> str:
-        return (f"MemoryStream(n={self.columns.count}, dim={self.dim}, weights={self.weights}, "
-                f"decay={self.decay}, embedder={self.embedder_name!r}, "
-                f"index={self.index_kind!r})")
+        return (
+            f"MemoryStream(n={self.columns.count}, dim={self.dim}, weights={self.weights}, "
+            f"decay={self.decay}, embedder={self.embedder_name!r}, "
+            f"index={self.index_kind!r})"
+        )
 
     # -- branching ----------------------------------------------------------------------
 
@@ -337,8 +347,9 @@ class MemoryStream:
         retrieved from either leaves the other as it was."""
         mark = mark or self.mark()
         n, u = mark.count, mark.rows
-        other = MemoryStream(self.dim, self.weights, self.decay, self.embedder, self.index_kind,
-                             normalize=self.normalize)
+        other = MemoryStream(
+            self.dim, self.weights, self.decay, self.embedder, self.index_kind, normalize=self.normalize
+        )
         other.embedder_name = self.embedder_name
         mine, theirs = self.columns, other.columns
         theirs.table.extend_from(mine.table, u)
@@ -359,8 +370,14 @@ class MemoryStream:
         storage.save(self, path)
 
     @classmethod
-    def load(cls, path: str, embedder: Embedder | None = None, *, count: int | None = None,
-             accessed: np.ndarray | None = None) -> MemoryStream:
+    def load(
+        cls,
+        path: str,
+        embedder: Embedder | None = None,
+        *,
+        count: int | None = None,
+        accessed: np.ndarray | None = None,
+    ) -> MemoryStream:
         """The stream saved at `path`; `embedder` must be the one it was built with. With
         `count`, only its first `count` memories (the stream as it was when it held that
         many), with `accessed` as their last-access times."""

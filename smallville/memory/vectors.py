@@ -8,7 +8,7 @@ construction, whatever kernel computes the dot products.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import faiss
 import numpy as np
@@ -17,7 +17,7 @@ HASH_SEED = 0x5EED
 HASH_BLOCK = 65536
 
 
-@lru_cache(maxsize=None)
+@cache
 def _mix(dim: int) -> np.ndarray:
     """The odd multipliers of the row hash for vectors of `dim` (the same for every table)."""
     mix = np.random.default_rng(HASH_SEED).integers(1, 2**63, size=dim, dtype=np.uint64)
@@ -67,7 +67,7 @@ class VectorTable:
             self._append(np.ascontiguousarray(rows, dtype=np.float32))
             self._keys = None
 
-    def extend_from(self, source: "VectorTable", u: int) -> None:
+    def extend_from(self, source: VectorTable, u: int) -> None:
         """Append `source`'s first `u` rows, their keys with them (no hashing again): a
         branch of a stream starts so."""
         if self._u:
@@ -100,13 +100,13 @@ class VectorTable:
         return first
 
     def _hash(self, rows: np.ndarray) -> list[int]:
-        return (rows.view(np.uint32).astype(np.uint64) @ self._mix).tolist()   # wraps mod 2**64
+        return (rows.view(np.uint32).astype(np.uint64) @ self._mix).tolist()  # wraps mod 2**64
 
     def _rebuild_keys(self) -> None:
         keys: dict[int, int] = {}
         matrix = self.matrix()
         for lo in range(0, self._u, HASH_BLOCK):
-            for j, key in enumerate(self._hash(matrix[lo: lo + HASH_BLOCK])):
+            for j, key in enumerate(self._hash(matrix[lo : lo + HASH_BLOCK])):
                 keys.setdefault(key, lo + j)
         self._keys = keys
 

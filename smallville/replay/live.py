@@ -36,7 +36,7 @@ class Player:
     t: float
     end: float
     tick: float
-    speed: float = 600.0            # simulated seconds per wall second
+    speed: float = 600.0  # simulated seconds per wall second
     paused: bool = False
     agent: str | None = None
 
@@ -90,7 +90,7 @@ class Frames:
     def map_text(self, t: float, width: int, height: int, follow: str | None) -> Text:
         """The map in half-block characters (two tiles a character cell), cropped to fit."""
         where = {}
-        for agent in sorted(self.names, key=lambda a: a == follow):     # the followed one on top
+        for agent in sorted(self.names, key=lambda a: a == follow):  # the followed one on top
             c, r = self.position(agent, t)
             where[(c, r // 2)] = agent
         cols, lines = len(self.rows[0]), (len(self.rows) + 1) // 2
@@ -116,8 +116,11 @@ class Frames:
     def frame(self, player: Player, width: int = 160, height: int = 40):
         data, t = self.data, player.t
         stamp = _stamp(data["start"], t)
-        head = Text(f" {stamp}   speed {player.speed:g} sim-s/s {'(paused)' if player.paused else ''}"
-                    "   [space] pause  [←/→] step  [ / ] 15 min  [+/-] speed  [q] quit", style="bold reverse")
+        head = Text(
+            f" {stamp}   speed {player.speed:g} sim-s/s {'(paused)' if player.paused else ''}"
+            "   [space] pause  [←/→] step  [ / ] 15 min  [+/-] speed  [q] quit",
+            style="bold reverse",
+        )
         people = Table(show_header=False, box=None, pad_edge=False)
         for agent, name in self.names.items():
             style = "bold red" if agent == player.agent else ""
@@ -140,8 +143,14 @@ def _stamp(start: str, t: float) -> str:
     return (parse_datetime(start) + timedelta(seconds=t)).strftime("%Y-%m-%d %H:%M")
 
 
-def play(run: RunRecord, since: float = 0.0, agent: str | None = None, speed: float = 600.0,
-         paused: bool = False, console: Console | None = None) -> None:
+def play(
+    run: RunRecord,
+    since: float = 0.0,
+    agent: str | None = None,
+    speed: float = 600.0,
+    paused: bool = False,
+    console: Console | None = None,
+) -> None:
     """Play the run in the terminal until its end or `q`."""
     console = console or Console()
     frames = Frames(run)
@@ -176,7 +185,7 @@ class _keys:
         if not select.select([self.fd], [], [], timeout)[0]:
             return None
         key = os.read(self.fd, 1).decode(errors="ignore")
-        if key == "\x1b":                              # arrow keys: ESC [ C / ESC [ D
+        if key == "\x1b":  # arrow keys: ESC [ C / ESC [ D
             seq = os.read(self.fd, 2).decode(errors="ignore")
             return {"[C": "right", "[D": "left"}.get(seq)
         return key

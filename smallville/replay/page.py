@@ -31,7 +31,7 @@ class Drawing:
         self.tile_time = scenario.map.tile_time
         self.names = names
         self.minds = minds
-        self.placed = set() if from_start else set(names)      # agents whose track has begun
+        self.placed = set() if from_start else set(names)  # agents whose track has begun
         self.end = 0.0
         self._fresh()
 
@@ -110,24 +110,30 @@ def page_data(run: RunRecord) -> dict:
         drawing.add(e)
     starts = start_tiles(run.scenario)
     for agent_id, track in drawing.tracks.items():
-        if not track:                                  # never moved: stand where they started
+        if not track:  # never moved: stand where they started
             track.append([0, *starts[agent_id]])
     m = run.manifest
     return {
         "title": f"{m.scenario['name']} — {m.run_id}",
-        "start": m.sim_start, "end": max([e["t"] for e in run.events] + [0]),
+        "start": m.sim_start,
+        "end": max([e["t"] for e in run.events] + [0]),
         "tick": run.scenario.tick,
         "map": town_data(run.scenario),
         "agents": agent_list(names),
-        "tracks": drawing.tracks, "doing": drawing.doing, "plans": drawing.plans, "memories": drawing.memories,
-        "speech": drawing.speech, "note": run.scenario_note,
+        "tracks": drawing.tracks,
+        "doing": drawing.doing,
+        "plans": drawing.plans,
+        "memories": drawing.memories,
+        "speech": drawing.speech,
+        "note": run.scenario_note,
     }
 
 
 def inline(template: str) -> str:
     """A page's HTML with the shared drawing code and controls put in their places."""
     return template.replace("/*TOWN_JS*/", TOWN_JS.read_text(encoding="utf-8")).replace(
-        "<!--CONTROLS-->", CONTROLS.read_text(encoding="utf-8").rstrip("\n"))
+        "<!--CONTROLS-->", CONTROLS.read_text(encoding="utf-8").rstrip("\n")
+    )
 
 
 def render_page(run: RunRecord) -> str:

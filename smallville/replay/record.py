@@ -9,13 +9,14 @@ from pathlib import Path
 from smallville.errors import RunError, ScenarioError
 from smallville.run.manifest import Manifest, read_manifest
 
+
 @dataclass
 class RunRecord:
     path: Path
     manifest: Manifest
     events: list[dict]
-    scenario: object | None          # smallville.scenario.Scenario, when its files are at hand
-    scenario_note: str = ""          # why the scenario is missing or differs, if it does
+    scenario: object | None  # smallville.scenario.Scenario, when its files are at hand
+    scenario_note: str = ""  # why the scenario is missing or differs, if it does
 
     @property
     def agents(self) -> dict[str, str]:
@@ -45,7 +46,7 @@ def _read_events(path: Path) -> list[dict]:
             except ValueError:
                 if line.endswith("\n"):
                     raise RunError(f"{path}:{number}: not a JSON event") from None
-                break                              # a torn last line: the run died mid-write
+                break  # a torn last line: the run died mid-write
     return events
 
 
@@ -62,7 +63,10 @@ def _find_scenario(path: Path, manifest: Manifest):
             scenario = load_scenario(str(candidate))
         except ScenarioError as exc:
             return None, f"the scenario {candidate} no longer loads ({len(exc.problems)} problems)"
-        note = "" if scenario.sha256 == info.get("sha256") else \
-            f"the scenario {candidate} has changed since the run; the map may not match"
+        note = (
+            ""
+            if scenario.sha256 == info.get("sha256")
+            else f"the scenario {candidate} has changed since the run; the map may not match"
+        )
         return scenario, note
     return None, f"the scenario file {info.get('path')} is not at hand"

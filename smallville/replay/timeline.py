@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from smallville import events
 from smallville.opening import count
 from smallville.replay.record import RunRecord
 
-QUIET_KINDS = {events.OBJECT, events.RELATIONSHIP, events.RECALL}     # shown with --all only
+QUIET_KINDS = {events.OBJECT, events.RELATIONSHIP, events.RECALL}  # shown with --all only
 QUIET_MEMORIES = {"observation", "chat", "plan", "seed"}
 
 
@@ -68,12 +68,13 @@ def describe(event: dict, names: dict[str, str], was: str | None = None) -> str:
     return f"{who} {kind}: " + ", ".join(f"{k} {v}" for k, v in d.items())
 
 
-def timeline(run: RunRecord, agent: str | None = None, since: float = 0.0, until: float | None = None,
-             everything: bool = False) -> Iterator[str]:
+def timeline(
+    run: RunRecord, agent: str | None = None, since: float = 0.0, until: float | None = None, everything: bool = False
+) -> Iterator[str]:
     """Lines `YYYY-MM-DD HH:MM  text` for the run's events, optionally for one agent's eyes only.
     A walk within the room the agent is in shows with `everything` only."""
     names = run.agents
-    areas: dict[str, str] = {}                   # where each agent is, from its spawn and moves
+    areas: dict[str, str] = {}  # where each agent is, from its spawn and moves
     for event in run.events:
         was = areas.get(event["agent"])
         if event["kind"] in (events.SPAWN, events.MOVE):
@@ -82,8 +83,11 @@ def timeline(run: RunRecord, agent: str | None = None, since: float = 0.0, until
             continue
         if event["kind"] == events.MOVE and event["data"]["area"] == was and not everything:
             continue
-        if agent and agent not in (event["agent"], event["data"].get("to"), event["data"].get("with")) \
-                and agent not in event["data"].get("present", ()):
+        if (
+            agent
+            and agent not in (event["agent"], event["data"].get("to"), event["data"].get("with"))
+            and agent not in event["data"].get("present", ())
+        ):
             continue
         if event["kind"] in QUIET_KINDS and not everything:
             continue

@@ -19,8 +19,21 @@ from smallville.run.options import RunOptions
 from smallville.run.run import Run, StartPoint
 from smallville.run.session import RunResult, Session
 
-__all__ = ["Fork", "Manifest", "Run", "RunOptions", "RunResult", "Session", "StartPoint", "fork_run", "resume_run",
-           "run_scenario", "seed_label", "simulate_to", "write_json_atomic"]
+__all__ = [
+    "Fork",
+    "Manifest",
+    "Run",
+    "RunOptions",
+    "RunResult",
+    "Session",
+    "StartPoint",
+    "fork_run",
+    "resume_run",
+    "run_scenario",
+    "seed_label",
+    "simulate_to",
+    "write_json_atomic",
+]
 
 
 def simulate_to(run_dir: str | Path, at: float | None = None, strict: bool = False):

@@ -25,7 +25,7 @@ class CtrlC:
         import sys
 
         self.pressed = True
-        signal.signal(signal.SIGINT, signal.default_int_handler)     # the second press: at once
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the second press: at once
         sys.stderr.write("\nsmallville: stopping at the end of this step (Ctrl-C again to stop now)\n")
 
     def __exit__(self, *exc) -> None:

@@ -9,8 +9,9 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
-from smallville.embed.record import FOLDER as EMBEDDINGS
+from smallville.embed.record import FOLDER
 
+EMBEDDINGS = FOLDER  # a run's embeddings record, named where the record is written
 EVENTS = "events.jsonl"
 RECORD = "answers.jsonl"
 
@@ -71,7 +72,7 @@ def copy_prefix(source: Path, target: Path, size: int) -> None:
                 if done == 0:
                     break
                 left -= done
-        except (AttributeError, OSError):       # no copy_file_range here: copy in chunks
+        except (AttributeError, OSError):  # no copy_file_range here: copy in chunks
             src.seek(size - left)
             dst.seek(size - left)
             while left > 0:

@@ -3,8 +3,8 @@ into heads), and the stops at which a session acts between steps."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 class Stops:
@@ -47,13 +47,26 @@ class Fork:
         if not data:
             return None
         parent = data.get("parent") or {}
-        return cls(data["t"], data.get("at", ""), data.get("seed"), tuple(tuple(i) for i in data.get("inject", ())),
-                   parent.get("run_id", ""), parent.get("path", ""), data.get("restored"))
+        return cls(
+            data["t"],
+            data.get("at", ""),
+            data.get("seed"),
+            tuple(tuple(i) for i in data.get("inject", ())),
+            parent.get("run_id", ""),
+            parent.get("path", ""),
+            data.get("restored"),
+        )
 
     def to_dict(self) -> dict:
         """As the manifest keeps it."""
-        return {"t": self.t, "at": self.at, "seed": self.seed, "inject": [list(i) for i in self.inject],
-                "parent": {"run_id": self.parent_id, "path": self.parent_path}, "restored": self.restored}
+        return {
+            "t": self.t,
+            "at": self.at,
+            "seed": self.seed,
+            "inject": [list(i) for i in self.inject],
+            "parent": {"run_id": self.parent_id, "path": self.parent_path},
+            "restored": self.restored,
+        }
 
     def apply(self, sim) -> None:
         """Change history now: another seed from now on (the fork's brain is made with it),

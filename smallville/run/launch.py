@@ -5,14 +5,22 @@ and a fork of a run at a time. Each opens or makes the `Run`, puts its brain tog
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
 
 from smallville.errors import RunError, UsageError
-from smallville.run.folder import EMBEDDINGS, EVENTS, RECORD, copy_prefix, keep_scenario, new_run_dir, truncate, \
-    write_json_atomic
+from smallville.run.folder import (
+    EMBEDDINGS,
+    EVENTS,
+    RECORD,
+    copy_prefix,
+    keep_scenario,
+    new_run_dir,
+    truncate,
+    write_json_atomic,
+)
 from smallville.run.fork import Fork
 from smallville.run.manifest import Manifest
 from smallville.run.options import RunOptions
@@ -21,8 +29,15 @@ from smallville.run.session import RunResult, Session
 from smallville.timefmt import format_sim
 
 
-def run_scenario(scenario, options: RunOptions | None = None, /, *, on_start: Callable | None = None,
-                 on_step: Callable[[float], None] | None = None, **given) -> RunResult:
+def run_scenario(
+    scenario,
+    options: RunOptions | None = None,
+    /,
+    *,
+    on_start: Callable | None = None,
+    on_step: Callable[[float], None] | None = None,
+    **given,
+) -> RunResult:
     """Simulate a loaded scenario and log it to a new run folder, as `options` (a
     `RunOptions`) say, or its fields given as keywords: `run_scenario(s, duration=3600)`.
     `on_start(session)` is called once the simulation is built, `on_step(now)` after every
@@ -38,13 +53,15 @@ def run_scenario(scenario, options: RunOptions | None = None, /, *, on_start: Ca
     settings = options.settings(scenario)
     options = options.defaults(scenario, settings, replayed.manifest if replayed else None)
     stack = _stack(scenario, settings, options)
-    plain, described = _embedder(options, replayed)     # (a remote one is reached before any file is written)
+    plain, described = _embedder(options, replayed)  # (a remote one is reached before any file is written)
     run = _new_run(scenario, options, stack.brain.describe(), described)
-    bases = [replayed.path / EMBEDDINGS] if replayed else []        # a replay's embeddings are recorded too
-    with Session(run, stack, recorded(plain, run.path / EMBEDDINGS, bases), config=options.config,
-                 ceiling=_ceiling(replayed)) as session:
-        return session.go_to(options.duration, checkpoint_every=options.checkpoint_every, on_start=on_start,
-                             on_step=on_step)
+    bases = [replayed.path / EMBEDDINGS] if replayed else []  # a replay's embeddings are recorded too
+    with Session(
+        run, stack, recorded(plain, run.path / EMBEDDINGS, bases), config=options.config, ceiling=_ceiling(replayed)
+    ) as session:
+        return session.go_to(
+            options.duration, checkpoint_every=options.checkpoint_every, on_start=on_start, on_step=on_step
+        )
 
 
 def _stack(scenario, settings, options: RunOptions):
@@ -53,9 +70,14 @@ def _stack(scenario, settings, options: RunOptions):
     from smallville.sim.runahead import fetching_ahead
 
     replay = options.replay_from
-    stack = assemble(settings, options.seed, cache=options.cache, replay=(replay, 0) if replay is not None else None,
-                     live=replay is None or options.replay_fallthrough,
-                     agents=len(scenario.agents) if replay is None else None)   # a replay calls little
+    stack = assemble(
+        settings,
+        options.seed,
+        cache=options.cache,
+        replay=(replay, 0) if replay is not None else None,
+        live=replay is None or options.replay_fallthrough,
+        agents=len(scenario.agents) if replay is None else None,
+    )  # a replay calls little
     stack.brain.preflight()
     return stack if replay is not None else fetching_ahead(stack)
 
@@ -67,7 +89,7 @@ def _embedder(options: RunOptions, replayed: Run | None):
 
     try:
         plain = make_embedder(options.embedder, api_base=options.embedder_api_base)
-    except ValueError as exc:                # an unknown --embedder
+    except ValueError as exc:  # an unknown --embedder
         raise UsageError(str(exc)) from None
     bases = [replayed.path / EMBEDDINGS] if replayed else []
     dim = next((d for d in map(record_dim, bases) if d), None) or plain.dim
@@ -83,11 +105,18 @@ def _new_run(scenario, options: RunOptions, brain: dict, embedder: dict) -> Run:
     else:
         path = new_run_dir(Path(options.runs_dir or "runs"), Path(scenario.path).stem, options.seed)
     manifest = Manifest(
-        run_id=path.name, scenario={"path": str(scenario.path), "name": scenario.name, "sha256": scenario.sha256},
-        seed=options.seed, brain=brain, embedder=embedder, agents=sorted(a.id for a in scenario.agents),
-        sim_start=format_sim(scenario.start, 0), sim_end=format_sim(scenario.start, options.duration),
-        duration_s=options.duration, experiment=options.experiment,
-        wall={"started": datetime.now().isoformat(timespec="seconds")})
+        run_id=path.name,
+        scenario={"path": str(scenario.path), "name": scenario.name, "sha256": scenario.sha256},
+        seed=options.seed,
+        brain=brain,
+        embedder=embedder,
+        agents=sorted(a.id for a in scenario.agents),
+        sim_start=format_sim(scenario.start, 0),
+        sim_end=format_sim(scenario.start, options.duration),
+        duration_s=options.duration,
+        experiment=options.experiment,
+        wall={"started": datetime.now().isoformat(timespec="seconds")},
+    )
     write_json_atomic(path / "manifest.json", manifest.to_dict())
     keep_scenario(scenario, path / "scenario")
     return Run(path, manifest, scenario)
@@ -106,21 +135,31 @@ def _ceiling(replayed: Run | None) -> int | None:
 # ---- resume ------------------------------------------------------------------------------
 
 
-def resume_run(run_dir: str | Path, *, extend: float | None = None, on_start=None, on_step=None,
-               checkpoint_every: float = 3600.0, budget: dict | None = None, brain=None,
-               brain_config: str | Path | None = None, api_base: str | None = None) -> RunResult:
+def resume_run(
+    run_dir: str | Path,
+    *,
+    extend: float | None = None,
+    on_start=None,
+    on_step=None,
+    checkpoint_every: float = 3600.0,
+    budget: dict | None = None,
+    brain=None,
+    brain_config: str | Path | None = None,
+    api_base: str | None = None,
+) -> RunResult:
     """Continue a run from its last checkpoint to its end (or `extend` seconds past it).
     `budget` ({"usd", "requests", "tokens"}) allows that much more spending than the run
     has spent so far (a run stopped by its budget goes on with more). `brain`, `brain_config`
     and `api_base` put another brain in for the part not yet run (see `brain_switch`)."""
     run = Run.open(run_dir)
     if run.manifest.status == "completed" and not extend:
-        raise UsageError(f"{run.path} has completed; to go on, give how much longer: "
-                         f"smallville resume {run.path} --for 1d")
+        raise UsageError(
+            f"{run.path} has completed; to go on, give how much longer: smallville resume {run.path} --for 1d"
+        )
     until = run.manifest.duration_s + (extend or 0.0)
     start = _own_start(run, until)
     switch = brain_switch(run, brain, brain_config, api_base)
-    stack = _resumed_stack(run, budget, switch)          # (a new brain's preflight: before anything is cut)
+    stack = _resumed_stack(run, budget, switch)  # (a new brain's preflight: before anything is cut)
     try:
         cut = _cut_back(run, start)
     except BaseException:
@@ -141,8 +180,10 @@ def _own_start(run: Run, until: float) -> StartPoint | None:
     if start is not None and start.run != run.path:
         start = None
     if start is None and run.fork:
-        raise RunError(f"{run.path} is a fork that stopped before its first checkpoint was written: "
-                       f"fork {run.fork.parent_path} again")
+        raise RunError(
+            f"{run.path} is a fork that stopped before its first checkpoint was written: "
+            f"fork {run.fork.parent_path} again"
+        )
     return start
 
 
@@ -166,7 +207,7 @@ def _resumed_stack(run: Run, budget: dict | None, switch=None):
     spent = Spend.from_dict(run.manifest.spend)
     settings = settings_of(run.manifest.brain, budget, spent) if switch is None else with_budget(switch, budget, spent)
     if budget and not settings.is_offline:
-        run.manifest.brain["budget"] = settings.budget          # the manifest keeps the limits for the next resume
+        run.manifest.brain["budget"] = settings.budget  # the manifest keeps the limits for the next resume
     return _going(assemble(settings, run.seed_now, spent=spent, agents=len(run.manifest.agents)), switch is not None)
 
 
@@ -200,8 +241,12 @@ def brain_switch(run: Run, brain=None, brain_config: str | Path | None = None, a
     if brain is None and brain_config is None:
         own = settings_of(run.manifest.brain)
         return None if api_base is None else own.merged({"api_base": api_base}, "--api-base")
-    return load_config(scenario=run.scenario.brain, file=brain_config, flags={"model": brain, "api_base": api_base},
-                       scenario_path=str(run.scenario.path))
+    return load_config(
+        scenario=run.scenario.brain,
+        file=brain_config,
+        flags={"model": brain, "api_base": api_base},
+        scenario_path=str(run.scenario.path),
+    )
 
 
 def _note_resume(run: Run, until: float, start: StartPoint | None, cut: dict) -> None:
@@ -209,9 +254,15 @@ def _note_resume(run: Run, until: float, start: StartPoint | None, cut: dict) ->
     manifest = run.manifest
     manifest.budget_stop = None
     manifest.status, manifest.duration_s, manifest.sim_end = "running", until, run.when(until)
-    manifest.resumed.append({
-        "from": run.when(start.t if start else 0.0), "wall": datetime.now().isoformat(timespec="seconds"),
-        "checkpoint": start is not None, "restored": start.head.time if start else None, "cut": cut})
+    manifest.resumed.append(
+        {
+            "from": run.when(start.t if start else 0.0),
+            "wall": datetime.now().isoformat(timespec="seconds"),
+            "checkpoint": start is not None,
+            "restored": start.head.time if start else None,
+            "cut": cut,
+        }
+    )
     manifest.wall = {"started": datetime.now().isoformat(timespec="seconds")}
     write_json_atomic(run.path / "manifest.json", manifest.to_dict())
 
@@ -219,11 +270,24 @@ def _note_resume(run: Run, until: float, start: StartPoint | None, cut: dict) ->
 # ---- fork --------------------------------------------------------------------------------
 
 
-def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject: list[tuple[str, str]] = (),
-             duration: float | None = None, runs_dir: str | Path | None = None, on_start=None, on_step=None,
-             checkpoint_every: float = 3600.0, budget: dict | None = None, brain=None,
-             brain_config: str | Path | None = None, api_base: str | None = None, folder: str | Path | None = None,
-             experiment: dict | None = None) -> RunResult:
+def fork_run(
+    run_dir: str | Path,
+    at: float,
+    *,
+    seed: int | None = None,
+    inject: list[tuple[str, str]] = (),
+    duration: float | None = None,
+    runs_dir: str | Path | None = None,
+    on_start=None,
+    on_step=None,
+    checkpoint_every: float = 3600.0,
+    budget: dict | None = None,
+    brain=None,
+    brain_config: str | Path | None = None,
+    api_base: str | None = None,
+    folder: str | Path | None = None,
+    experiment: dict | None = None,
+) -> RunResult:
     """A new run that shares `run_dir`'s history up to `at` (seconds since its start), then
     goes its own way: with another seed, thoughts injected into agents' heads, and another
     brain (`brain`, `brain_config`, `api_base`: see `brain_switch`). It starts from the
@@ -237,13 +301,25 @@ def fork_run(run_dir: str | Path, at: float, *, seed: int | None = None, inject:
     start = parent.start_point(at)
     source, offsets = (start.run, start.head.files) if start else (parent.path, {})
     switch = brain_switch(parent, brain, brain_config, api_base)
-    own = _going(assemble(settings_of(parent.manifest.brain_at(at), budget) if switch is None else
-                          with_budget(switch, budget), seed if seed is not None else parent.seed_now,
-                          agents=len(parent.manifest.agents)), switch is not None)
+    own = _going(
+        assemble(
+            settings_of(parent.manifest.brain_at(at), budget) if switch is None else with_budget(switch, budget),
+            seed if seed is not None else parent.seed_now,
+            agents=len(parent.manifest.agents),
+        ),
+        switch is not None,
+    )
     history = assemble(settings_of(parent.manifest.brain), parent.seed_now, replay=(source, offsets.get(RECORD, 0)))
     until = at + duration if duration else parent.manifest.duration_s
-    fork = Fork(at, parent.when(at), seed, tuple(tuple(i) for i in inject), parent.manifest.run_id,
-                str(parent.path), start.head.time if start else None)
+    fork = Fork(
+        at,
+        parent.when(at),
+        seed,
+        tuple(tuple(i) for i in inject),
+        parent.manifest.run_id,
+        str(parent.path),
+        start.head.time if start else None,
+    )
     run = _new_fork(parent, fork, (source, offsets), until, _fork_dir(parent, fork, runs_dir, folder), experiment)
     if switch is not None:
         run.manifest.switch_brain(at, own.brain.describe())
@@ -256,8 +332,10 @@ def _check_fork(parent: Run, at: float, inject) -> None:
     """A fork's time within what the parent covers, and its thoughts for agents it has."""
     reached = parent.reached()
     if not 0 < at <= reached:
-        raise UsageError(f"cannot fork {parent.path} at {parent.when(at)}: it covers "
-                         f"{parent.manifest.sim_start} to {parent.when(reached)}")
+        raise UsageError(
+            f"cannot fork {parent.path} at {parent.when(at)}: it covers "
+            f"{parent.manifest.sim_start} to {parent.when(reached)}"
+        )
     ids = {a.id for a in parent.scenario.agents}
     for agent_id, _ in inject:
         if agent_id not in ids:
@@ -269,19 +347,34 @@ def _fork_dir(parent: Run, fork: Fork, runs_dir, folder) -> Path:
     if folder is not None:
         Path(folder).mkdir(parents=True)
         return Path(folder)
-    return new_run_dir(Path(runs_dir) if runs_dir else parent.path.parent, f"{parent.path.name}-fork",
-                       fork.seed if fork.seed is not None else parent.manifest.seed)
+    return new_run_dir(
+        Path(runs_dir) if runs_dir else parent.path.parent,
+        f"{parent.path.name}-fork",
+        fork.seed if fork.seed is not None else parent.manifest.seed,
+    )
 
 
-def _new_fork(parent: Run, fork: Fork, history: tuple[Path, dict], until: float, path: Path,
-              experiment: dict | None) -> Run:
+def _new_fork(
+    parent: Run, fork: Fork, history: tuple[Path, dict], until: float, path: Path, experiment: dict | None
+) -> Run:
     """The fork's folder `path`: its manifest, the scenario's copy, and the shared `history`:
     the logs of a run folder up to their lengths at the checkpoint the fork starts from."""
     p = parent.manifest
-    manifest = Manifest(run_id=path.name, scenario=p.scenario, seed=p.seed, brain=p.brain_at(fork.t),
-                        brains=[b for b in p.brains if b["t"] <= fork.t], embedder=p.embedder, agents=p.agents,
-                        sim_start=p.sim_start, sim_end=parent.when(until), duration_s=until, fork=fork.to_dict(),
-                        experiment=experiment, wall={"started": datetime.now().isoformat(timespec="seconds")})
+    manifest = Manifest(
+        run_id=path.name,
+        scenario=p.scenario,
+        seed=p.seed,
+        brain=p.brain_at(fork.t),
+        brains=[b for b in p.brains if b["t"] <= fork.t],
+        embedder=p.embedder,
+        agents=p.agents,
+        sim_start=p.sim_start,
+        sim_end=parent.when(until),
+        duration_s=until,
+        fork=fork.to_dict(),
+        experiment=experiment,
+        wall={"started": datetime.now().isoformat(timespec="seconds")},
+    )
     write_json_atomic(path / "manifest.json", manifest.to_dict())
     keep_scenario(parent.scenario, path / "scenario")
     source, offsets = history

@@ -24,10 +24,10 @@ SUPPORTED_SCHEMAS = (1,)
 @dataclass
 class Manifest:
     run_id: str
-    scenario: dict                      # path, name, sha256
+    scenario: dict  # path, name, sha256
     seed: int
-    brain: dict                         # the brain's settings (`describe()`): the one that answers now
-    embedder: dict                      # name, dim, api_base (never a key)
+    brain: dict  # the brain's settings (`describe()`): the one that answers now
+    embedder: dict  # name, dim, api_base (never a key)
     agents: list[str]
     sim_start: str
     sim_end: str
@@ -37,26 +37,52 @@ class Manifest:
     smallville_version: str = __version__
     python: str = field(default_factory=platform.python_version)
     wall: dict = field(default_factory=dict)
-    config: dict | None = None          # the SimConfig knobs
+    config: dict | None = None  # the SimConfig knobs
     experiment: dict | None = None
     fork: dict | None = None
-    brains: list[dict] = field(default_factory=list)   # a run that changed brains: each from its time on
+    brains: list[dict] = field(default_factory=list)  # a run that changed brains: each from its time on
     resumed: list[dict] = field(default_factory=list)
     sim_reached: str | None = None
     counts: dict | None = None
     probes: dict | None = None
     requests: dict | None = None
-    usage: dict | None = None           # model usage over all sessions (resumes add up)
-    answers: dict | None = None         # by request kind: answers valid, repaired, fallen back, cut
+    usage: dict | None = None  # model usage over all sessions (resumes add up)
+    answers: dict | None = None  # by request kind: answers valid, repaired, fallen back, cut
     spend: dict | None = None
     budget_stop: dict | None = None
     error: str | None = None
     extra: dict = field(default_factory=dict)
 
-    ORDER = ("schema", "run_id", "status", "scenario", "seed", "brain", "brains", "embedder", "agents", "sim_start",
-             "sim_end",
-             "duration_s", "sim_reached", "smallville_version", "python", "config", "experiment", "fork", "resumed",
-             "counts", "probes", "requests", "usage", "answers", "spend", "budget_stop", "error", "wall")
+    ORDER = (
+        "schema",
+        "run_id",
+        "status",
+        "scenario",
+        "seed",
+        "brain",
+        "brains",
+        "embedder",
+        "agents",
+        "sim_start",
+        "sim_end",
+        "duration_s",
+        "sim_reached",
+        "smallville_version",
+        "python",
+        "config",
+        "experiment",
+        "fork",
+        "resumed",
+        "counts",
+        "probes",
+        "requests",
+        "usage",
+        "answers",
+        "spend",
+        "budget_stop",
+        "error",
+        "wall",
+    )
 
     def to_dict(self) -> dict:
         out = {}
@@ -67,10 +93,11 @@ class Manifest:
         return {**out, **self.extra}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Manifest":
+    def from_dict(cls, data: dict) -> Manifest:
         known = {f.name for f in fields(cls)} - {"extra"}
-        return cls(**{k: v for k, v in data.items() if k in known},
-                   extra={k: v for k, v in data.items() if k not in known})
+        return cls(
+            **{k: v for k, v in data.items() if k in known}, extra={k: v for k, v in data.items() if k not in known}
+        )
 
     def brain_at(self, t: float) -> dict:
         """The brain that answered at `t` seconds since the start (the last to take over by then)."""
@@ -110,8 +137,10 @@ def read_manifest(path: str | Path) -> Manifest:
         raise RunError(f"{manifest_path}: cannot read the manifest: {exc}") from None
     schema = data.get("schema") if isinstance(data, dict) else None
     if schema not in SUPPORTED_SCHEMAS:
-        raise RunError(f"{path}: run format schema {schema!r} is not supported by this smallville "
-                       f"(it reads schema {', '.join(map(str, SUPPORTED_SCHEMAS))}); use the version that wrote it")
+        raise RunError(
+            f"{path}: run format schema {schema!r} is not supported by this smallville "
+            f"(it reads schema {', '.join(map(str, SUPPORTED_SCHEMAS))}); use the version that wrote it"
+        )
     try:
         return Manifest.from_dict(data)
     except TypeError as exc:

@@ -55,8 +55,10 @@ class RunOptions:
         from smallville.brain import LLMConfig
 
         if self.replay_fallthrough and self.replay_from is None:
-            raise UsageError("--replay-fallthrough goes with --replay-from: it sends what the replayed record "
-                             "lacks to the live brain")
+            raise UsageError(
+                "--replay-fallthrough goes with --replay-from: it sends what the replayed record "
+                "lacks to the live brain"
+            )
         if self.runs_dir is not None and self.folder is not None:
             raise UsageError("a run goes to a new folder in runs_dir or to folder, not both")
         if isinstance(self.brain, LLMConfig) and (self.brain_config is not None or self.api_base is not None):
@@ -67,9 +69,16 @@ class RunOptions:
         from smallville.brain import LLMConfig
         from smallville.brain.config import load_config
 
-        settings = self.brain if isinstance(self.brain, LLMConfig) else load_config(
-            scenario=scenario.brain, file=self.brain_config, flags={"model": self.brain, "api_base": self.api_base},
-            scenario_path=str(scenario.path))
+        settings = (
+            self.brain
+            if isinstance(self.brain, LLMConfig)
+            else load_config(
+                scenario=scenario.brain,
+                file=self.brain_config,
+                flags={"model": self.brain, "api_base": self.api_base},
+                scenario_path=str(scenario.path),
+            )
+        )
         limits = {k: v for k, v in (self.budget or {}).items() if v is not None}
         return replace(settings, budget={**settings.budget, **limits}) if limits else settings
 

@@ -48,7 +48,7 @@ class Run:
         self._scenario = scenario
 
     @classmethod
-    def open(cls, path: str | Path) -> "Run":
+    def open(cls, path: str | Path) -> Run:
         """The run in folder `path`. Not a run: UsageError; a damaged one: RunError."""
         path = Path(path)
         manifest = read_manifest(path)
@@ -65,7 +65,7 @@ class Run:
         return self._scenario
 
     @classmethod
-    def open_for(cls, path: str | Path, flag: str) -> "Run":
+    def open_for(cls, path: str | Path, flag: str) -> Run:
         """`open`, with `flag` (such as `--replay-from`) named in its errors."""
         try:
             return cls.open(path)
@@ -105,7 +105,7 @@ class Run:
         fork = self.fork
         return fork.seed if fork and fork.seed is not None else self.manifest.seed
 
-    def parent(self) -> "Run | None":
+    def parent(self) -> Run | None:
         """A fork's parent run, if it is still where it was."""
         where = self.fork.parent_path if self.fork else ""
         if where and (Path(where) / "manifest.json").exists():
@@ -122,8 +122,7 @@ class Run:
         from smallville.checkpoint import CHECKPOINT_SCHEMA, last_checkpoint
 
         on_disk = sizes(self.path)
-        usable = last_checkpoint(self.path, at, accept=lambda c: all(c.files.get(n, 0) <= on_disk[n]
-                                                                     for n in on_disk))
+        usable = last_checkpoint(self.path, at, accept=lambda c: all(c.files.get(n, 0) <= on_disk[n] for n in on_disk))
         if usable:
             return StartPoint(self.path, usable)
         parent = self.parent() if self.fork and at <= self.fork.t else None
@@ -131,9 +130,11 @@ class Run:
             return parent.start_point(at)
         old = last_checkpoint(self.path, at, schema=None)
         if old:
-            raise RunError(f"{self.path} was written by an older smallville: its checkpoints (schema "
-                           f"{old.schema}) hold no state this version can restore (schema "
-                           f"{CHECKPOINT_SCHEMA}); run its scenario again, or use the smallville that wrote it")
+            raise RunError(
+                f"{self.path} was written by an older smallville: its checkpoints (schema "
+                f"{old.schema}) hold no state this version can restore (schema "
+                f"{CHECKPOINT_SCHEMA}); run its scenario again, or use the smallville that wrote it"
+            )
         return None
 
     def embedder(self, write: bool = True):
@@ -156,13 +157,15 @@ class Run:
         reached = self.reached()
         at = reached if at is None else at
         if not 0 <= at <= reached:
-            raise UsageError(f"{self.when(at)} is outside the time {self.path} covers: "
-                             f"{self.manifest.sim_start} to {self.when(reached)}")
+            raise UsageError(
+                f"{self.when(at)} is outside the time {self.path} covers: "
+                f"{self.manifest.sim_start} to {self.when(reached)}"
+            )
         start = self.start_point(at)
         sim = self._rebuilt(start, strict)
         try:
             stops = Stops()
-            own = start is None or start.run == self.path      # else the parent's history, before the fork
+            own = start is None or start.run == self.path  # else the parent's history, before the fork
             if self.fork and own:
                 self.fork.schedule(stops, start.t if start else 0.0, lambda: self.fork.apply(sim))
             sim.run(max(at, 1e-6), on_step=stops.reach, stops=stops.times())
@@ -181,12 +184,21 @@ class Run:
 
         source = start.run if start else self.path
         seed = self.seed_now if source == self.path else self.manifest.seed
-        stack = assemble(settings_of(self.manifest.brain), seed,
-                         replay=(source, start.offset(RECORD) if start else 0), live=not strict)
+        stack = assemble(
+            settings_of(self.manifest.brain),
+            seed,
+            replay=(source, start.offset(RECORD) if start else 0),
+            live=not strict,
+        )
         try:
-            sim = Simulation(self.scenario, stack.brain, self.embedder(write=False), seed=self.manifest.seed,
-                             config=SimConfig.from_dict(self.manifest.config),
-                             log=EventLog(self.scenario.start, Nowhere()))
+            sim = Simulation(
+                self.scenario,
+                stack.brain,
+                self.embedder(write=False),
+                seed=self.manifest.seed,
+                config=SimConfig.from_dict(self.manifest.config),
+                log=EventLog(self.scenario.start, Nowhere()),
+            )
         except BaseException:
             stack.close()
             raise
@@ -233,11 +245,13 @@ class Run:
         elif t <= 0:
             lengths = {EVENTS: 0, RECORD: 0}
         else:
-            with self.state_at(t, strict=True) as sim:      # (still readable once closed)
+            with self.state_at(t, strict=True) as sim:  # (still readable once closed)
                 used = sim.brain.served
             lines = iter(range(1, used + 2))
-            lengths = {EVENTS: offset(self.path / EVENTS, lambda line: json.loads(line)["t"] >= t),
-                       RECORD: offset(self.path / RECORD, lambda line: next(lines) > used)}   # the first `used` lines
+            lengths = {
+                EVENTS: offset(self.path / EVENTS, lambda line: json.loads(line)["t"] >= t),
+                RECORD: offset(self.path / RECORD, lambda line: next(lines) > used),
+            }  # the first `used` lines
         for name, size in lengths.items():
             with open(self.path / name, "r+b") as f:
                 f.truncate(size)

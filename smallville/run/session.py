@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from smallville import events
 from smallville.errors import BudgetExhausted, ModelUnusable, Stopped
@@ -53,13 +54,21 @@ class Session:
     the brain that answers from now on) and, once it ends, `stopped` (what stopped it early:
     a BudgetExhausted or ModelUnusable, else None)."""
 
-    def __init__(self, run: Run, stack: Stack, embedder: RecordedEmbedder, *, start: StartPoint | None = None,
-                 config: SimConfig | None = None, ceiling: int | None = None) -> None:
+    def __init__(
+        self,
+        run: Run,
+        stack: Stack,
+        embedder: RecordedEmbedder,
+        *,
+        start: StartPoint | None = None,
+        config: SimConfig | None = None,
+        ceiling: int | None = None,
+    ) -> None:
         self.run, self.embedder, self.start = run, embedder, start
         self.stacks = [stack]
         self.stopped: BudgetExhausted | ModelUnusable | None = None
         self.began, self.before = time.perf_counter(), (run.manifest.spend, run.manifest.usage)
-        self.saved = start.t if start and start.run == run.path else None    # the last checkpoint in this folder
+        self.saved = start.t if start and start.run == run.path else None  # the last checkpoint in this folder
         self.stops, self.ctrl_c = Stops(), CtrlC()
         self.every: float = 3600.0
         self.on_step: Callable[[float], None] | None = None
@@ -98,8 +107,14 @@ class Session:
         if config is None and manifest.config:
             config = SimConfig.from_dict(manifest.config)
         written = recorded_keys(self.run.path, self._length(self.rec)) if self.start else set()
-        sim = Simulation(scenario, Recording(stack.brain, self.rec, written), self.embedder, seed=manifest.seed,
-                         log=EventLog(scenario.start, self.out), config=config)
+        sim = Simulation(
+            scenario,
+            Recording(stack.brain, self.rec, written),
+            self.embedder,
+            seed=manifest.seed,
+            log=EventLog(scenario.start, self.out),
+            config=config,
+        )
         self._guard(sim, stack, ceiling)
         if self.start:
             restore(sim, self.start.run, self.start.head)
@@ -117,7 +132,8 @@ class Session:
             return
         sim.dispatch.ceiling = ceiling
         sim.dispatch.on_refused = lambda agent, request, limit: sim.emit(
-            events.BRAIN_REFUSED, agent, kind=request.kind, ceiling=limit)
+            events.BRAIN_REFUSED, agent, kind=request.kind, ceiling=limit
+        )
 
     def _answer_with(self, sim: Simulation, stack: Stack) -> None:
         """Have `stack` answer from now on, recorded in the run; fetching ahead if it does."""
@@ -144,7 +160,7 @@ class Session:
 
     def _fork_now(self, fork: Fork, stack: Stack | None) -> None:
         if self.saved != self.sim.env.now:
-            self.checkpoint()                   # a fork's point is a checkpoint too: its state before the fork
+            self.checkpoint()  # a fork's point is a checkpoint too: its state before the fork
         fork.apply(self.sim)
         if stack is not None:
             from smallville.brain.record import teach
@@ -155,8 +171,14 @@ class Session:
 
     # ---- going -----------------------------------------------------------------------
 
-    def go_to(self, until: float, *, checkpoint_every: float = 3600.0, on_start: Callable | None = None,
-              on_step: Callable[[float], None] | None = None) -> RunResult:
+    def go_to(
+        self,
+        until: float,
+        *,
+        checkpoint_every: float = 3600.0,
+        on_start: Callable | None = None,
+        on_step: Callable[[float], None] | None = None,
+    ) -> RunResult:
         """Simulate to `until` seconds since the start, a checkpoint every `checkpoint_every`
         (0: only where the run stops), calling `on_start(self)` first and `on_step(now)` after
         every step. What stopped it early is kept and resumable: a budget, Ctrl-C, and a model
@@ -182,7 +204,7 @@ class Session:
             with self.ctrl_c:
                 self.sim.run(until, on_step=self.step, stops=self.stops.times())
             self._ended("completed")
-        except Stopped:                          # Ctrl-C, at the end of a step: the state is whole
+        except Stopped:  # Ctrl-C, at the end of a step: the state is whole
             self._ended("interrupted")
         except (BudgetExhausted, ModelUnusable) as exc:
             self._stopped_by(exc)
@@ -239,11 +261,11 @@ class Session:
         sim, manifest = self.sim, self.run.manifest
         sim.log.flush()
         for each in self.stacks:
-            each.close()                          # (copies of run-ahead killed first)
+            each.close()  # (copies of run-ahead killed first)
         sim.dispatch.close()
-        sim.close()                               # its streams' search threads (a later search starts them again)
+        sim.close()  # its streams' search threads (a later search starts them again)
         _final(manifest, sim)
-        if manifest.status == "interrupted":      # Ctrl-C may land between an event's line and its count
+        if manifest.status == "interrupted":  # Ctrl-C may land between an event's line and its count
             self.out.flush()
             with open(self.run.path / EVENTS, "rb") as lines:
                 manifest.counts["events"] = sum(1 for _ in lines)
@@ -252,10 +274,11 @@ class Session:
         manifest.answers = _answers(manifest, sim)
         if self.stopped is not None:
             manifest.sim_reached = format_sim(sim.scenario.start, sim.env.now)
-            if manifest.spend and isinstance(self.stopped, BudgetExhausted):   # calls under way included
+            if manifest.spend and isinstance(self.stopped, BudgetExhausted):  # calls under way included
                 manifest.budget_stop["spent"] = manifest.spend[self.stopped.which]
-        manifest.wall.update(finished=datetime.now().isoformat(timespec="seconds"),
-                             seconds=round(time.perf_counter() - self.began, 3))
+        manifest.wall.update(
+            finished=datetime.now().isoformat(timespec="seconds"), seconds=round(time.perf_counter() - self.began, 3)
+        )
         write_json_atomic(self.run.path / "manifest.json", manifest.to_dict())
         self.embedder.close()
 
@@ -266,9 +289,11 @@ class Session:
         if self.stacks[-1].settings.is_offline:
             return
         before, total = Spend.from_dict(self.before[0]), self.ledger.total()
-        self.run.manifest.spend = Spend(before.requests + total["calls"],
-                                        before.tokens + total["prompt_tokens"] + total["completion_tokens"],
-                                        before.usd + total["cost"]).to_dict()
+        self.run.manifest.spend = Spend(
+            before.requests + total["calls"],
+            before.tokens + total["prompt_tokens"] + total["completion_tokens"],
+            before.usd + total["cost"],
+        ).to_dict()
 
     def _result(self) -> RunResult:
         """The result, once the logs are closed: a run stopped mid-instant is cut back to its start."""
@@ -276,16 +301,18 @@ class Session:
         if self.stopped is not None:
             self.run.cut_back(self.sim.env.now)
         if isinstance(self.stopped, ModelUnusable):
-            raise ModelUnusable(f"{self.stopped}. What ran is kept: once that is set, go on with: "
-                                f"smallville resume {path}")
+            raise ModelUnusable(
+                f"{self.stopped}. What ran is kept: once that is set, go on with: smallville resume {path}"
+            )
         return RunResult(path, self.run.manifest, self.sim)
 
 
 def _final(manifest: Manifest, sim: Simulation) -> None:
     """The manifest's counts, probes and requests as the simulation ends."""
-    manifest.counts = {k: sim.counts.get(k, 0) for k in ("memories", "reflections", "conversations", "actions",
-                                                         "replans")}
-    if sim.memory.salience:                     # memories held in working memory only, then gone
+    manifest.counts = {
+        k: sim.counts.get(k, 0) for k in ("memories", "reflections", "conversations", "actions", "replans")
+    }
+    if sim.memory.salience:  # memories held in working memory only, then gone
         manifest.counts["forgotten"] = sim.counts.get("forgotten", 0)
     manifest.counts["events"] = sim.log.count
     end = sim.probe_knowers()
@@ -310,7 +337,7 @@ def _usage(manifest: Manifest, stacks: list[Stack], before: dict | None, agents:
     if aheads:
         stats = Counter((before or {}).get("run_ahead", {}))
         for ahead in aheads:
-            stats.update(ahead.stats)               # (adding Counters would drop the zeros)
+            stats.update(ahead.stats)  # (adding Counters would drop the zeros)
         usage["run_ahead"] = dict(sorted(stats.items()))
     manifest.usage = usage
 
@@ -322,6 +349,6 @@ def _answers(manifest, sim) -> dict | None:
     if (manifest.brain or {}).get("name") == "offline":
         return None
     usage = (manifest.usage or {}).get("by_kind", {})
-    return {kind: {**row, "cut": int(usage.get(kind, {}).get("cut", 0))}
-            for kind, row in sim.dispatch.outcomes().items()}
-
+    return {
+        kind: {**row, "cut": int(usage.get(kind, {}).get("cut", 0))} for kind, row in sim.dispatch.outcomes().items()
+    }

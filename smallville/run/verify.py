@@ -40,8 +40,10 @@ class _Compare:
         want = self.lines.readline().decode("utf-8")
         if text != want:
             got = json.loads(text)
-            raise Differs(f"events.jsonl line {self.count} ({got['time']}): the run has "
-                          f"{want.strip() or 'no line'}; re-simulated: {text.strip()}")
+            raise Differs(
+                f"events.jsonl line {self.count} ({got['time']}): the run has "
+                f"{want.strip() or 'no line'}; re-simulated: {text.strip()}"
+            )
 
     def flush(self) -> None:
         pass
@@ -85,9 +87,11 @@ class _Checked:
         if head is None:
             return
         state = sim.get_state()
-        if digest(state, head.schema) != head.digest:     # as its schema defines it
-            raise Differs(f"checkpoint {head.time}: the state differs at "
-                          f"{first_difference(load_state(self.run_dir, head), json.loads(json.dumps(state)))}")
+        if digest(state, head.schema) != head.digest:  # as its schema defines it
+            raise Differs(
+                f"checkpoint {head.time}: the state differs at "
+                f"{first_difference(load_state(self.run_dir, head), json.loads(json.dumps(state)))}"
+            )
         self.count += 1
 
 
@@ -101,14 +105,20 @@ def verify(run_dir: str | Path) -> Verdict:
     run = Run.open(run_dir)
     checked = _Checked(run.path)
     log = _Compare(run.path / "events.jsonl", run.scenario.start)
-    sim = Simulation(run.scenario, Replaying(run.path), run.embedder(write=False), seed=run.manifest.seed,
-                     config=SimConfig.from_dict(run.manifest.config), log=EventLog(run.scenario.start, log))
+    sim = Simulation(
+        run.scenario,
+        Replaying(run.path),
+        run.embedder(write=False),
+        seed=run.manifest.seed,
+        config=SimConfig.from_dict(run.manifest.config),
+        log=EventLog(run.scenario.start, log),
+    )
     stops = Stops()
     if run.fork:
         run.fork.schedule(stops, 0.0, lambda: run.fork.apply(sim))
 
     def step(now: float) -> None:
-        checked.compare(sim, now)               # the state before a fork changes it
+        checked.compare(sim, now)  # the state before a fork changes it
         stops.reach(now)
 
     try:
@@ -118,7 +128,7 @@ def verify(run_dir: str | Path) -> Verdict:
         return Verdict(log.count, checked.count, str(exc))
     except RunError:
         raise
-    except Exception as exc:           # a request the record lacks, ...
+    except Exception as exc:  # a request the record lacks, ...
         return Verdict(log.count, checked.count, f"the re-simulation could not go on: {exc}")
     finally:
         log.lines.close()
@@ -131,5 +141,4 @@ def _no_more(log: _Compare) -> None:
     rest = log.rest()
     if rest.strip():
         first = rest.splitlines()[0].decode("utf-8", "replace")
-        raise Differs(f"events.jsonl line {log.count + 1}: the run goes on past where the re-simulation "
-                      f"ended: {first}")
+        raise Differs(f"events.jsonl line {log.count + 1}: the run goes on past where the re-simulation ended: {first}")

@@ -10,8 +10,21 @@ from smallville.scenario.mapfile import check_area
 from smallville.scenario.model import AGENT_ID, AgentSpec, RoutineItem, SeedMemory
 from smallville.scenario.yamlpos import Field, Reader, child, is_null
 
-AGENT_KEYS = ("name", "age", "traits", "backstory", "currently", "lifestyle", "home", "start_at",
-              "routine", "relationships", "memories", "places", "type")
+AGENT_KEYS = (
+    "name",
+    "age",
+    "traits",
+    "backstory",
+    "currently",
+    "lifestyle",
+    "home",
+    "start_at",
+    "routine",
+    "relationships",
+    "memories",
+    "places",
+    "type",
+)
 AGENT_REQUIRED = ("name", "home")
 ROUTINE_KEYS = ("at", "do", "where")
 MEMORY_KEYS = ("text", "importance", "at")
@@ -25,8 +38,14 @@ def agent_fields(reader: Reader, top: Node, key: str = "") -> dict[str, Field] |
     return {name: Field(reader, node, child(key, name)) for name, node in values.items()}
 
 
-def build_agent(agent_id: str, fields: dict[str, Field], source: Reader, top: Node,
-                areas: tuple[str, ...] | None, start: datetime | None) -> AgentSpec | None:
+def build_agent(
+    agent_id: str,
+    fields: dict[str, Field],
+    source: Reader,
+    top: Node,
+    areas: tuple[str, ...] | None,
+    start: datetime | None,
+) -> AgentSpec | None:
     """An AgentSpec from merged fields; None (with problems reported) when anything is wrong.
 
     `source` and `top` are the agent file and its mapping, where a missing key is reported;

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
@@ -34,12 +34,28 @@ from smallville.scenario.overrides import apply_override
 from smallville.scenario.timeline import read_events, read_probes, read_scenario_memories
 from smallville.scenario.yamlpos import LOADER, Field, Reader, child, describe, is_null
 
-SCENARIO_KEYS = ("name", "description", "start", "duration", "tick", "seed", "map", "agents",
-                 "memories", "events", "probes", "brain", "memory", "agent_types")
+SCENARIO_KEYS = (
+    "name",
+    "description",
+    "start",
+    "duration",
+    "tick",
+    "seed",
+    "map",
+    "agents",
+    "memories",
+    "events",
+    "probes",
+    "brain",
+    "memory",
+    "agent_types",
+)
 SCENARIO_REQUIRED = ("name", "start", "map", "agents")
 MEMORY_KEYS = ("preset", "index", "model") + tuple(f.name for f in fields(MemoryModel) if f.name != "model")
-SECTIONS = {"reflection": tuple(f.name for f in fields(Reflection)),
-            "importance_adjust": tuple(f.name for f in fields(Adjust))}
+SECTIONS = {
+    "reflection": tuple(f.name for f in fields(Reflection)),
+    "importance_adjust": tuple(f.name for f in fields(Adjust)),
+}
 DEFAULT_DURATION = 86400.0
 DEFAULT_TICK = 60.0
 
@@ -124,8 +140,9 @@ def _read_scenario(path: str, overrides: tuple[str, ...] = ()) -> tuple[Scenario
     areas = map_spec.areas() if map_spec is not None else None
     memory = _read_memory(reader, fields.get("memory"))
     agent_types = _read_agent_types(reader, fields.get("agent_types"), memory.get("memory_model"))
-    agents, agent_ids, agent_data = _read_agents(reader, fields.get("agents"), path, areas, start,
-                                                 tuple(dict(agent_types)))
+    agents, agent_ids, agent_data = _read_agents(
+        reader, fields.get("agents"), path, areas, start, tuple(dict(agent_types))
+    )
     scenario = Scenario(
         path=path,
         name=reader.text(fields.get("name"), "name"),
@@ -147,9 +164,14 @@ def _read_scenario(path: str, overrides: tuple[str, ...] = ()) -> tuple[Scenario
     return (None, _ordered(problems)) if problems else (scenario, [])
 
 
-def _read_agents(reader: Reader, node: Node | None, path: str, areas: tuple[str, ...] | None,
-                 start: datetime | None,
-                 types: tuple[str, ...] = ()) -> tuple[list[AgentSpec], set[str] | None, list[bytes]]:
+def _read_agents(
+    reader: Reader,
+    node: Node | None,
+    path: str,
+    areas: tuple[str, ...] | None,
+    start: datetime | None,
+    types: tuple[str, ...] = (),
+) -> tuple[list[AgentSpec], set[str] | None, list[bytes]]:
     """The scenario's agents in order, the set of ids it lists (None if unreadable), and their files' bytes."""
     items = reader.sequence(node, "agents")
     if items is None:
@@ -189,15 +211,22 @@ def _agent_entry(reader: Reader, item: Node, key: str) -> tuple[str, Field, dict
     if agent_id is None:
         return None
     if not AGENT_ID.match(agent_id):
-        reader.report(id_field.node, f"agent id {agent_id!r} is not lower_snake_case (like isabella_rodriguez)",
-                      id_field.key)
+        reader.report(
+            id_field.node, f"agent id {agent_id!r} is not lower_snake_case (like isabella_rodriguez)", id_field.key
+        )
         return None
     return agent_id, id_field, overrides
 
 
-def _load_agent(id_field: Field, path: str, agent_id: str, overrides: dict[str, Field],
-                areas: tuple[str, ...] | None, start: datetime | None,
-                types: tuple[str, ...] = ()) -> tuple[AgentSpec, bytes] | None:
+def _load_agent(
+    id_field: Field,
+    path: str,
+    agent_id: str,
+    overrides: dict[str, Field],
+    areas: tuple[str, ...] | None,
+    start: datetime | None,
+    types: tuple[str, ...] = (),
+) -> tuple[AgentSpec, bytes] | None:
     """An agent's spec (file plus overrides) and its file's bytes; None when anything is wrong."""
     candidates = agent_paths(path, agent_id)
     found = next(((real, label) for real, label in candidates if os.path.isfile(real)), None)
@@ -213,8 +242,11 @@ def _load_agent(id_field: Field, path: str, agent_id: str, overrides: dict[str, 
     merged = {**fields, **overrides}
     kind = merged.get("type")
     if kind is not None and kind.reader.text(kind.node, kind.key) not in (*types, None):
-        kind.reader.report(kind.node, f"type {kind.node.value!r} is not one of the scenario's agent_types"
-                           f" ({', '.join(types) or 'it has none'})", kind.key)
+        kind.reader.report(
+            kind.node,
+            f"type {kind.node.value!r} is not one of the scenario's agent_types ({', '.join(types) or 'it has none'})",
+            kind.key,
+        )
         return None
     spec = build_agent(agent_id, merged, opened.reader, opened.top, areas, start)
     return None if spec is None else (spec, opened.data)
@@ -264,8 +296,9 @@ def _read_memory(reader: Reader, node: Node | None) -> dict:
     if node is None or is_null(node):
         return {}
     fields = reader.mapping(node, "memory", MEMORY_KEYS) or {}
-    out = {"memory_index": reader.choice(fields.get("index"), "memory.index", MEMORY_INDEXES, default="exact")
-           or "exact"}
+    out = {
+        "memory_index": reader.choice(fields.get("index"), "memory.index", MEMORY_INDEXES, default="exact") or "exact"
+    }
     base: dict = {}
     if "preset" in fields:
         try:
@@ -280,8 +313,12 @@ def _read_memory(reader: Reader, node: Node | None) -> dict:
             continue
         key = f"memory.{name}"
         if name in other:
-            reader.report(value_node, f"{name} is a setting of the {'paper' if model == 'salience' else 'salience'}"
-                          f" model: it does not go with model: {model}", key)
+            reader.report(
+                value_node,
+                f"{name} is a setting of the {'paper' if model == 'salience' else 'salience'}"
+                f" model: it does not go with model: {model}",
+                key,
+            )
             continue
         value = _memory_setting(reader, value_node, key, name, model, settings.get(name))
         if value is not None:

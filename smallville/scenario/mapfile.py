@@ -31,8 +31,9 @@ def read_map(reader: Reader, node: Node, key: str = "map") -> MapSpec | None:
     return MapSpec(tile_time or 10.0, vision or 4, legend, grid, objects)
 
 
-def check_area(reader: Reader, node: Node | None, key: str, areas: tuple[str, ...] | None,
-               kind: str = "an area") -> str | None:
+def check_area(
+    reader: Reader, node: Node | None, key: str, areas: tuple[str, ...] | None, kind: str = "an area"
+) -> str | None:
     """A normalised area path, checked for empty parts and (when `areas` is known) against the map.
 
     `areas` holds every area path and each of its prefixes, sorted (`MapSpec.areas`), so a sector passes too.
@@ -92,8 +93,9 @@ def _legend_value(reader: Reader, name: str, node: Node, key: str) -> str:
     return normalise_area(value)
 
 
-def _read_grid(reader: Reader, node: Node | None, key: str, legend: dict[str, str] | None,
-               legend_ok: bool) -> tuple[str, ...]:
+def _read_grid(
+    reader: Reader, node: Node | None, key: str, legend: dict[str, str] | None, legend_ok: bool
+) -> tuple[str, ...]:
     """The grid rows, checked for equal widths, known characters and at least one walkable tile."""
     if node is None:
         return ()
@@ -118,8 +120,15 @@ def _read_grid(reader: Reader, node: Node | None, key: str, legend: dict[str, st
     return tuple(rows)
 
 
-def _check_characters(reader: Reader, rows: list[str], places: list[tuple[int, int]], exact: bool,
-                      key: str, legend: dict[str, str], legend_ok: bool) -> None:
+def _check_characters(
+    reader: Reader,
+    rows: list[str],
+    places: list[tuple[int, int]],
+    exact: bool,
+    key: str,
+    legend: dict[str, str],
+    legend_ok: bool,
+) -> None:
     """Report each unknown character once (at its first place), or a grid with nowhere to walk."""
     first: dict[str, tuple[int, int]] = {}
     counts: dict[str, int] = {}
@@ -155,8 +164,9 @@ def _row_places(reader: Reader, node: ScalarNode, rows: list[str]) -> list[tuple
     return places
 
 
-def _read_objects(reader: Reader, node: Node | None, key: str, legend: dict[str, str],
-                  grid: tuple[str, ...]) -> tuple[MapObject, ...]:
+def _read_objects(
+    reader: Reader, node: Node | None, key: str, legend: dict[str, str], grid: tuple[str, ...]
+) -> tuple[MapObject, ...]:
     """The objects, each on a walkable tile inside the grid."""
     objects = []
     for number, item in enumerate(reader.sequence(node, key) or []):
@@ -186,8 +196,9 @@ def _read_at(reader: Reader, node: Node | None, key: str) -> tuple[int, int] | N
     return constructor.construct_yaml_int(items[0]), constructor.construct_yaml_int(items[1])
 
 
-def _check_place(reader: Reader, node: Node, key: str, name: str, at: tuple[int, int],
-                 legend: dict[str, str], grid: tuple[str, ...]) -> bool:
+def _check_place(
+    reader: Reader, node: Node, key: str, name: str, at: tuple[int, int], legend: dict[str, str], grid: tuple[str, ...]
+) -> bool:
     """Whether an object's tile is inside the grid and not a wall (reporting when not)."""
     if not grid:
         return True
@@ -205,6 +216,5 @@ def _check_place(reader: Reader, node: Node, key: str, name: str, at: tuple[int,
 def _flow(node: Node) -> str:
     """A short rendering of a node's value for messages: [1, 2, 3] or 'text'."""
     if isinstance(node, SequenceNode):
-        return "[" + ", ".join(item.value if isinstance(item, ScalarNode) else "..."
-                               for item in node.value) + "]"
+        return "[" + ", ".join(item.value if isinstance(item, ScalarNode) else "..." for item in node.value) + "]"
     return describe(node)

@@ -22,24 +22,30 @@ DECAY_PER = ("day", "year")
 TAGGERS = ("brain", "keywords")
 REFLECT_ON = ("kept", "all")
 DAY = 86400.0
-MAX_INSIGHTS = 5        # per question: what the answer's schema allows (brain/contract.py INSIGHTS)
+MAX_INSIGHTS = 5  # per question: what the answer's schema allows (brain/contract.py INSIGHTS)
 
 WEIGHT_PRESETS: dict[str, tuple[float, float, float]] = {
-    "paper": (1.0, 1.0, 1.0),       # Park et al. (2023): every term weighted alike
-    "original": (0.5, 2.0, 3.0),    # the released code (retrieve.py's gw: recency 0.5, relevance 3, importance 2)
+    "paper": (1.0, 1.0, 1.0),  # Park et al. (2023): every term weighted alike
+    "original": (0.5, 2.0, 3.0),  # the released code (retrieve.py's gw: recency 0.5, relevance 3, importance 2)
 }
 """Named (recency, importance, relevance) weights of the paper model's retrieval."""
 
 SOURCES: tuple[tuple[str, float], ...] = (
-    ("impact", 1.0),        # lived through directly: it happened to the agent or before its eyes
-    ("personal", 1.0),      # about the agent's own life, thoughts and people
-    ("strategic", 0.8),     # plans, goals, commitments
-    ("neighbour", 0.8),     # heard from someone else
-    ("routine", 0.1),       # an everyday sight or activity
+    ("impact", 1.0),  # lived through directly: it happened to the agent or before its eyes
+    ("personal", 1.0),  # about the agent's own life, thoughts and people
+    ("strategic", 0.8),  # plans, goals, commitments
+    ("neighbour", 0.8),  # heard from someone else
+    ("routine", 0.1),  # an everyday sight or activity
 )
 EMOTIONS: tuple[tuple[str, float], ...] = (
-    ("trauma", 1.5), ("fear", 1.3), ("anger", 1.2), ("sadness", 1.2), ("joy", 1.2), ("surprise", 1.1),
-    ("neutral", 1.0), ("boredom", 0.8),
+    ("trauma", 1.5),
+    ("fear", 1.3),
+    ("anger", 1.2),
+    ("sadness", 1.2),
+    ("joy", 1.2),
+    ("surprise", 1.1),
+    ("neutral", 1.0),
+    ("boredom", 0.8),
 )
 """Seed 003's weight tables (the sources and trauma, neutral as given there; the other
 emotions filled in between)."""
@@ -96,8 +102,10 @@ def resolve_weights(value) -> tuple[float, float, float]:
     try:
         ws = tuple(float(w) for w in value)
     except (TypeError, ValueError):
-        raise ValueError(f"weights must be {' or '.join(WEIGHT_PRESETS)} or three numbers "
-                         f"(recency, importance, relevance), got {value!r}") from None
+        raise ValueError(
+            f"weights must be {' or '.join(WEIGHT_PRESETS)} or three numbers "
+            f"(recency, importance, relevance), got {value!r}"
+        ) from None
     if len(ws) != 3:
         raise ValueError(f"weights must be three numbers (recency, importance, relevance), got {value!r}")
     return ws  # type: ignore[return-value]
@@ -105,9 +113,25 @@ def resolve_weights(value) -> tuple[float, float, float]:
 
 PAPER_SETTINGS = ("decay", "normalize", "importance_adjust", "insight_floor", "reflection")
 """The paper model's settings: a scenario that sets one under `model: salience` is refused."""
-SALIENCE_SETTINGS = ("threshold", "consolidation_prob", "window_size", "decay_rate", "emotion_decay",
-                     "top_k_significant", "importance_boost", "insights", "relevance", "sources", "emotions",
-                     "decay_per", "year", "reflect_every", "tagger", "reflect_on", "keywords")
+SALIENCE_SETTINGS = (
+    "threshold",
+    "consolidation_prob",
+    "window_size",
+    "decay_rate",
+    "emotion_decay",
+    "top_k_significant",
+    "importance_boost",
+    "insights",
+    "relevance",
+    "sources",
+    "emotions",
+    "decay_per",
+    "year",
+    "reflect_every",
+    "tagger",
+    "reflect_on",
+    "keywords",
+)
 """The salience model's settings: refused unless `model: salience`."""
 
 
@@ -181,8 +205,13 @@ class MemoryModel:
             out.append(f"reflection must be a mapping of its settings, got {self.reflection!r}")
         if self.importance_adjust is not None and not isinstance(self.importance_adjust, Adjust):
             out.append(f"importance_adjust must be a mapping of its settings, got {self.importance_adjust!r}")
-        for name, choices in (("model", MODELS), ("normalize", NORMALIZE), ("decay_per", DECAY_PER),
-                              ("tagger", TAGGERS), ("reflect_on", REFLECT_ON)):
+        for name, choices in (
+            ("model", MODELS),
+            ("normalize", NORMALIZE),
+            ("decay_per", DECAY_PER),
+            ("tagger", TAGGERS),
+            ("reflect_on", REFLECT_ON),
+        ):
             if getattr(self, name) not in choices:
                 out.append(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
         if not _number(self.decay) or not 0 < self.decay <= 1:
@@ -211,10 +240,14 @@ class MemoryModel:
                 if not _number(weight) or weight <= 0:
                     out.append(f"{name}.{key} must be a number > 0, got {weight!r}")
         names = {k for k, _ in (self.sources.items() if isinstance(self.sources, dict) else self.sources)} | {
-            k for k, _ in (self.emotions.items() if isinstance(self.emotions, dict) else self.emotions)}
+            k for k, _ in (self.emotions.items() if isinstance(self.emotions, dict) else self.emotions)
+        }
         pairs = self.keywords.items() if isinstance(self.keywords, dict) else self.keywords
-        out += [f"keywords.{name} names no source or emotion (known: {', '.join(sorted(names))})"
-                for name, _ in pairs if name not in names]
+        out += [
+            f"keywords.{name} names no source or emotion (known: {', '.join(sorted(names))})"
+            for name, _ in pairs
+            if name not in names
+        ]
         return out
 
     @property
@@ -249,7 +282,7 @@ class MemoryModel:
         return out
 
     @classmethod
-    def of(cls, value) -> "MemoryModel":
+    def of(cls, value) -> MemoryModel:
         """A model from a name ("paper", "salience"), a mapping of settings (a `preset`'s
         name among them: its settings under the mapping's), or itself."""
         if isinstance(value, MemoryModel):
@@ -270,7 +303,7 @@ class MemoryModel:
         for name, default in (("sources", SOURCES), ("emotions", EMOTIONS)):
             if name in data and not isinstance(data[name], dict):
                 raise ValueError(f"{name} must be a mapping of names to weights, got {data[name]!r}")
-            if name in data:                    # a table given in part keeps the other defaults
+            if name in data:  # a table given in part keeps the other defaults
                 data[name] = {**dict(default), **data[name]}
         for name, kind in (("importance_adjust", Adjust), ("reflection", Reflection)):
             if isinstance(data.get(name), dict):
@@ -279,22 +312,42 @@ class MemoryModel:
 
 
 PRESETS: dict[str, dict] = {
-    "paper": {},                                    # Park et al. (2023), the default
-    "original": {"weights": "original"},            # the paper's released code's retrieval weights
-    "integration-guide": {                          # 000, the memory-stream integration guide
-        "decay": 0.99, "normalize": "fixed", "importance_adjust": {}, "insight_floor": 7,
-        "reflection": {"threshold": 150, "counts": "all", "min_memories": 10, "max_depth": 3,
-                       "questions": 3, "insights_per_question": 1, "window": 100}},
-    "teaching-lab": {                               # 001, the teaching lab
-        "decay": 0.99, "reflection": {"threshold": 30, "counts": "all", "questions": 1,
-                                      "insights_per_question": 3, "window": 20}},
-    "reference-page": {                             # 002, the reference page
-        "decay": 0.99, "normalize": "fixed",
-        "reflection": {"threshold": 150, "counts": "all", "insights_per_question": 5, "window": 100}},
-    "overview": {"decay": 0.995},                   # 004, the overview (the paper's numbers)
-    "salience-annual": {                            # 003, the salience model as written
-        "model": "salience", "decay_per": "year", "year": "365d", "emotion_decay": 0.0,
-        "reflect_every": "365d", "tagger": "keywords", "reflect_on": "all"},
+    "paper": {},  # Park et al. (2023), the default
+    "original": {"weights": "original"},  # the paper's released code's retrieval weights
+    "integration-guide": {  # 000, the memory-stream integration guide
+        "decay": 0.99,
+        "normalize": "fixed",
+        "importance_adjust": {},
+        "insight_floor": 7,
+        "reflection": {
+            "threshold": 150,
+            "counts": "all",
+            "min_memories": 10,
+            "max_depth": 3,
+            "questions": 3,
+            "insights_per_question": 1,
+            "window": 100,
+        },
+    },
+    "teaching-lab": {  # 001, the teaching lab
+        "decay": 0.99,
+        "reflection": {"threshold": 30, "counts": "all", "questions": 1, "insights_per_question": 3, "window": 20},
+    },
+    "reference-page": {  # 002, the reference page
+        "decay": 0.99,
+        "normalize": "fixed",
+        "reflection": {"threshold": 150, "counts": "all", "insights_per_question": 5, "window": 100},
+    },
+    "overview": {"decay": 0.995},  # 004, the overview (the paper's numbers)
+    "salience-annual": {  # 003, the salience model as written
+        "model": "salience",
+        "decay_per": "year",
+        "year": "365d",
+        "emotion_decay": 0.0,
+        "reflect_every": "365d",
+        "tagger": "keywords",
+        "reflect_on": "all",
+    },
 }
 """Named memory settings, each one source's configuration as written (docs/scenario-format.md
 says what each follows and leaves out): `memory: {preset: NAME, ...}`, the block's own keys
@@ -322,8 +375,11 @@ def section(kind, name: str, data: dict):
 
 
 def adjust_problems(adjust: Adjust) -> list[str]:
-    out = [f"importance_adjust.{k} must be a whole number from 0 to 9, got {v!r}"
-           for k, v in asdict(adjust).items() if k != "cap" and (not _whole(v) or not 0 <= v <= 9)]
+    out = [
+        f"importance_adjust.{k} must be a whole number from 0 to 9, got {v!r}"
+        for k, v in asdict(adjust).items()
+        if k != "cap" and (not _whole(v) or not 0 <= v <= 9)
+    ]
     if not _whole(adjust.cap) or not 1 <= adjust.cap <= 10:
         out.append(f"importance_adjust.cap must be a whole number from 1 to 10, got {adjust.cap!r}")
     return out
@@ -335,8 +391,13 @@ def reflection_problems(r: Reflection) -> list[str]:
         out.append(f"reflection.threshold must be a number > 0, got {r.threshold!r}")
     if r.counts not in COUNTS:
         out.append(f"reflection.counts must be one of {', '.join(COUNTS)}, got {r.counts!r}")
-    for name, low, high in (("min_memories", 0, None), ("max_depth", 0, None), ("questions", 1, None),
-                            ("insights_per_question", 1, MAX_INSIGHTS), ("window", 1, None)):
+    for name, low, high in (
+        ("min_memories", 0, None),
+        ("max_depth", 0, None),
+        ("questions", 1, None),
+        ("insights_per_question", 1, MAX_INSIGHTS),
+        ("window", 1, None),
+    ):
         value = getattr(r, name)
         if not _whole(value) or value < low or (high is not None and value > high):
             bound = f"from {low} to {high}" if high is not None else f">= {low}"
@@ -351,8 +412,9 @@ def keyword_table(value) -> tuple[tuple[str, tuple[str, ...]], ...]:
     try:
         table = tuple((str(name), tuple(str(w).lower() for w in words)) for name, words in pairs)
     except (TypeError, ValueError):
-        raise ValueError(f"keywords must map a source's or an emotion's name to a list of words, "
-                         f"got {value!r}") from None
+        raise ValueError(
+            f"keywords must map a source's or an emotion's name to a list of words, got {value!r}"
+        ) from None
     if any(isinstance(words, str) for _, words in (value.items() if isinstance(value, dict) else ())):
         raise ValueError("keywords must map each name to a list of words")
     return table
@@ -380,4 +442,9 @@ def _whole(value) -> bool:
 
 
 def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf")
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and value == value
+        and abs(value) != float("inf")
+    )

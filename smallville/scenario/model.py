@@ -79,8 +79,8 @@ class AgentSpec:
     relationships: dict[str, str]
     memories: tuple[SeedMemory, ...]
     source: str
-    places: tuple[str, ...] = ()        # the places known at the start; () : home, start and routine's
-    type: str = ""                      # its type in the scenario's `agent_types` ("": none)
+    places: tuple[str, ...] = ()  # the places known at the start; () : home, start and routine's
+    type: str = ""  # its type in the scenario's `agent_types` ("": none)
 
 
 @dataclass(frozen=True)
@@ -161,9 +161,9 @@ class Scenario:
     sha256: str = ""
     brain: dict = field(default_factory=dict)
     memory_index: str = "exact"
-    memory_weights: tuple[float, float, float] | None = None   # `memory.weights`; None: the paper's
+    memory_weights: tuple[float, float, float] | None = None  # `memory.weights`; None: the paper's
     memory_model: MemoryModel = field(default_factory=MemoryModel)
-    agent_types: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = ()   # type -> keyword table
+    agent_types: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = ()  # type -> keyword table
 
     def keyword_table(self, agent_type: str):
         """The keyword table (`tagger: keywords`) of the agent type `agent_type`; None if it has none."""

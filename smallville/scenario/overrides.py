@@ -21,7 +21,7 @@ def apply_override(top: MappingNode, option: str, problems: list[Problem]) -> No
     recorded in `problems`."""
     label = f"{OVERRIDE}{option}"
     path, equals, text = option.partition("=")
-    if not equals or not path.startswith(PREFIX) or not path[len(PREFIX):]:
+    if not equals or not path.startswith(PREFIX) or not path[len(PREFIX) :]:
         problems.append(Problem(label, 1, 1, "--set takes memory.KEY=VALUE, e.g. --set memory.decay=0.99"))
         return
     value = _compose(label, " " * (len(path) + 1) + text, problems)
@@ -48,8 +48,9 @@ def _compose(label: str, text: str, problems: list[Problem]) -> Node | None:
         node = yaml.compose(stream, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
-        problems.append(Problem(label, 1, (mark.column + 1) if mark else 1,
-                                f"YAML syntax error: {error.problem or error.context}"))
+        problems.append(
+            Problem(label, 1, (mark.column + 1) if mark else 1, f"YAML syntax error: {error.problem or error.context}")
+        )
         return None
     if node is None:
         problems.append(Problem(label, 1, len(text) + 1, "--set needs a value after ="))

@@ -15,8 +15,9 @@ EVENT_KEYS = ("at", "what", "where", "agent")
 PROBE_KEYS = ("question", "match")
 
 
-def read_scenario_memories(reader: Reader, node: Node | None, agent_ids: set[str] | None,
-                           start: datetime | None) -> dict[str, tuple[SeedMemory, ...]]:
+def read_scenario_memories(
+    reader: Reader, node: Node | None, agent_ids: set[str] | None, start: datetime | None
+) -> dict[str, tuple[SeedMemory, ...]]:
     """Seed memories per agent id, in file order; each id must be an agent of the scenario."""
     if node is None or is_null(node):
         return {}
@@ -30,8 +31,9 @@ def read_scenario_memories(reader: Reader, node: Node | None, agent_ids: set[str
     return memories
 
 
-def read_events(reader: Reader, node: Node | None, agent_ids: set[str] | None, areas: tuple[str, ...] | None,
-                start: datetime | None) -> tuple[WorldEvent, ...]:
+def read_events(
+    reader: Reader, node: Node | None, agent_ids: set[str] | None, areas: tuple[str, ...] | None, start: datetime | None
+) -> tuple[WorldEvent, ...]:
     """World events sorted by time (stable); each has exactly one of `where` and `agent`."""
     events = []
     for number, item in enumerate(reader.sequence(node, "events") or []):
@@ -47,8 +49,14 @@ def read_events(reader: Reader, node: Node | None, agent_ids: set[str] | None, a
     return tuple(sorted(events, key=lambda event: event.at))
 
 
-def _target(reader: Reader, item: Node, fields: dict[str, Node], path: str, agent_ids: set[str] | None,
-            areas: tuple[str, ...] | None) -> tuple[str | None, str | None]:
+def _target(
+    reader: Reader,
+    item: Node,
+    fields: dict[str, Node],
+    path: str,
+    agent_ids: set[str] | None,
+    areas: tuple[str, ...] | None,
+) -> tuple[str | None, str | None]:
     """An event's (where, agent): an area path or prefix on the map, or an agent of the scenario."""
     if "where" in fields and "agent" in fields:
         reader.report(item, "event has both 'where' and 'agent': give exactly one", path)
@@ -100,4 +108,3 @@ def _match_words(reader: Reader, node: Node | None, key: str) -> tuple[str, ...]
             continue
         words.append(word.lower())
     return tuple(words) if len(words) == len(items) else ()
-

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 from yaml.constructor import SafeConstructor
@@ -59,7 +60,7 @@ def is_null(node: Node | None) -> bool:
 class Field:
     """A value node together with the file it came from and its key path there."""
 
-    reader: "Reader"
+    reader: Reader
     node: Node
     key: str
 
@@ -67,7 +68,7 @@ class Field:
 OVERRIDE = "--set "
 """How a YAML node given on the command line names where it came from (its marks' name)."""
 
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)     # libyaml's where pyyaml has it: 10x faster
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's where pyyaml has it: 10x faster
 
 
 class Reader:
@@ -95,7 +96,7 @@ class Reader:
         try:
             try:
                 node = yaml.compose(self.source, Loader=LOADER)
-            except yaml.YAMLError:                # said as pyyaml's own parser says it: clearer
+            except yaml.YAMLError:  # said as pyyaml's own parser says it: clearer
                 node = yaml.compose(self.source, Loader=yaml.SafeLoader)
         except yaml.MarkedYAMLError as error:
             mark = error.problem_mark or error.context_mark
@@ -111,8 +112,9 @@ class Reader:
             return None
         return node
 
-    def pairs(self, node: Node, key: str, known: Sequence[str] | None = None,
-              required: Sequence[str] = ()) -> list[tuple[str, Node, Node]] | None:
+    def pairs(
+        self, node: Node, key: str, known: Sequence[str] | None = None, required: Sequence[str] = ()
+    ) -> list[tuple[str, Node, Node]] | None:
         """(name, key node, value node) of a mapping, checking unknown, duplicate and missing keys."""
         if not isinstance(node, MappingNode):
             self.report(node, f"{leaf(key)} must be a mapping, got {describe(node)}", key)
@@ -142,8 +144,9 @@ class Reader:
                 self.report(node, f"missing required key {name!r}", child(key, name))
         return found
 
-    def mapping(self, node: Node, key: str, known: Sequence[str] | None = None,
-                required: Sequence[str] = ()) -> dict[str, Node] | None:
+    def mapping(
+        self, node: Node, key: str, known: Sequence[str] | None = None, required: Sequence[str] = ()
+    ) -> dict[str, Node] | None:
         """The value nodes of a mapping by key name, in file order (see `pairs`)."""
         found = self.pairs(node, key, known, required)
         return None if found is None else {name: value for name, _, value in found}
@@ -172,8 +175,9 @@ class Reader:
             return None
         return value
 
-    def integer(self, node: Node | None, key: str, low: int | None = None, high: int | None = None,
-                default: int | None = None) -> int | None:
+    def integer(
+        self, node: Node | None, key: str, low: int | None = None, high: int | None = None, default: int | None = None
+    ) -> int | None:
         """An integer, optionally within [low, high]."""
         if node is None:
             return default

@@ -28,13 +28,15 @@ from smallville.serve.minds import Minds
 from smallville.serve.runs import RunsRoot, summary
 
 _HERE = Path(__file__).parent
-WAIT = 0.5                # seconds between looks at a followed run's log
-HEARTBEAT = 15.0          # seconds between comments on a quiet feed (a closed page is noticed)
-MOST_BODY = 1 << 16       # bytes an interview's request may have
+WAIT = 0.5  # seconds between looks at a followed run's log
+HEARTBEAT = 15.0  # seconds between comments on a quiet feed (a closed page is noticed)
+MOST_BODY = 1 << 16  # bytes an interview's request may have
 
 # The pages load nothing from the network and send only to this server.
-POLICY = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
-          "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+POLICY = (
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+    "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
 
 
 def _loopback(host: str) -> bool:
@@ -71,7 +73,7 @@ class Handler(BaseHTTPRequestHandler):
     server: Server
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args) -> None:        # quiet: the terminal shows the address only
+    def log_message(self, format: str, *args) -> None:  # quiet: the terminal shows the address only
         pass
 
     # ---- answering ------------------------------------------------------------------------
@@ -127,10 +129,15 @@ class Handler(BaseHTTPRequestHandler):
             return
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        routes = {"/": lambda: self._page("index.html"), "/run": lambda: self._page("run.html"),
-                  "/api/runs": lambda: self._json(self.server.runs.summaries()),
-                  "/api/town": lambda: self._town(query), "/api/feed": lambda: self._feed(query),
-                  "/api/agent": lambda: self._agent(query), "/api/why": lambda: self._why(query)}
+        routes = {
+            "/": lambda: self._page("index.html"),
+            "/run": lambda: self._page("run.html"),
+            "/api/runs": lambda: self._json(self.server.runs.summaries()),
+            "/api/town": lambda: self._town(query),
+            "/api/feed": lambda: self._feed(query),
+            "/api/agent": lambda: self._agent(query),
+            "/api/why": lambda: self._why(query),
+        }
         self._route(routes.get(url.path))
 
     def do_POST(self) -> None:
@@ -151,7 +158,7 @@ class Handler(BaseHTTPRequestHandler):
             self._error(409 if exc.exit_code == 2 else 500, str(exc))
         except (BrokenPipeError, ConnectionResetError):
             pass
-        except Exception as exc:                 # a run folder that breaks the reader, or a bug: one line
+        except Exception as exc:  # a run folder that breaks the reader, or a bug: one line
             self._error(500, self._failed(exc))
 
     def _failed(self, exc: Exception) -> str:
@@ -170,10 +177,18 @@ class Handler(BaseHTTPRequestHandler):
         path = self._run(query)
         run = Run.open(path)
         scenario = run.scenario
-        self._json({"id": self.server.runs.id_of(path), "title": f"{scenario.name} — {run.manifest.run_id}",
-                    "start": run.manifest.sim_start, "tick": scenario.tick, "map": town_data(scenario),
-                    "agents": agent_list({a.id: a.name for a in scenario.agents}),
-                    "starts": start_tiles(scenario), "run": summary(path, self.server.runs.id_of(path))})
+        self._json(
+            {
+                "id": self.server.runs.id_of(path),
+                "title": f"{scenario.name} — {run.manifest.run_id}",
+                "start": run.manifest.sim_start,
+                "tick": scenario.tick,
+                "map": town_data(scenario),
+                "agents": agent_list({a.id: a.name for a in scenario.agents}),
+                "starts": start_tiles(scenario),
+                "run": summary(path, self.server.runs.id_of(path)),
+            }
+        )
 
     def _time(self, text) -> float:
         try:
@@ -212,7 +227,7 @@ class Handler(BaseHTTPRequestHandler):
     def _interview(self) -> None:
         kind = (self.headers.get("Content-Type") or "").split(";")[0].strip()
         size = int(self.headers.get("Content-Length") or 0)
-        if kind != "application/json" or not 0 < size <= MOST_BODY:      # (a form of another site cannot send JSON)
+        if kind != "application/json" or not 0 < size <= MOST_BODY:  # (a form of another site cannot send JSON)
             return self._error(400, "an interview is a JSON object {run, agent, t, question}")
         try:
             asked = json.loads(self.rfile.read(size))
@@ -238,8 +253,9 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             return self._error(400, f"offset must be a byte offset, not {query.get('offset')!r}")
         run = Run.open(path)
-        drawing = Drawing(run.scenario, {a.id: a.name for a in run.scenario.agents}, minds=False,
-                          from_start=offset == 0)
+        drawing = Drawing(
+            run.scenario, {a.id: a.name for a in run.scenario.agents}, minds=False, from_start=offset == 0
+        )
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self._safety()
@@ -249,7 +265,7 @@ class Handler(BaseHTTPRequestHandler):
             self._follow(path, drawing, offset)
         except (BrokenPipeError, ConnectionResetError):
             raise
-        except Exception as exc:                 # (the headers are sent: the page hears it as an event)
+        except Exception as exc:  # (the headers are sent: the page hears it as an event)
             self._event("failed", {"error": str(exc) if isinstance(exc, SmallvilleError) else self._failed(exc)})
 
     def _follow(self, path: Path, drawing, offset: int) -> None:
@@ -276,7 +292,7 @@ class Handler(BaseHTTPRequestHandler):
                 if status["status"] == "running":
                     going = True
                 elif going:
-                    if read_from(events, offset)[0]:   # (the run's last lines come before its manifest)
+                    if read_from(events, offset)[0]:  # (the run's last lines come before its manifest)
                         seen = None
                         continue
                     going = False

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from smallville.errors import RunError, Truncated
 
-CHUNK = 1 << 20          # bytes of events read at a time
+CHUNK = 1 << 20  # bytes of events read at a time
 
 
 def read_from(path: Path, offset: int, limit: int = CHUNK) -> tuple[list[dict], int]:
@@ -26,12 +26,12 @@ def read_from(path: Path, offset: int, limit: int = CHUNK) -> tuple[list[dict], 
     with open(path, "rb") as f:
         f.seek(offset)
         data = f.read(limit)
-        while b"\n" not in data and offset + len(data) < size:        # one line longer than limit
+        while b"\n" not in data and offset + len(data) < size:  # one line longer than limit
             more = f.read(limit)
             if not more:
                 break
             data += more
-    whole = data[:data.rfind(b"\n") + 1]
+    whole = data[: data.rfind(b"\n") + 1]
     out, at = [], offset
     for line in whole.splitlines(keepends=True):
         try:

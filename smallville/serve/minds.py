@@ -11,7 +11,7 @@ from pathlib import Path
 from smallville import mind
 from smallville.run import Run
 
-RECENT = 10          # recent memories shown (observations aside)
+RECENT = 10  # recent memories shown (observations aside)
 
 
 def recent_memories(sim, agent_id: str, n: int = RECENT) -> list[dict]:
@@ -21,8 +21,15 @@ def recent_memories(sim, agent_id: str, n: int = RECENT) -> list[dict]:
     for i in range(len(stream) - 1, -1, -1):
         m = stream[i]
         if m.kind != "observation":
-            out.append({"id": m.id, "kind": m.kind, "importance": int(m.importance), "text": m.text,
-                        "time": (sim.scenario.start + timedelta(seconds=m.created)).strftime("%Y-%m-%d %H:%M")})
+            out.append(
+                {
+                    "id": m.id,
+                    "kind": m.kind,
+                    "importance": int(m.importance),
+                    "text": m.text,
+                    "time": (sim.scenario.start + timedelta(seconds=m.created)).strftime("%Y-%m-%d %H:%M"),
+                }
+            )
             if len(out) == n:
                 break
     return out

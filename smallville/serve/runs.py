@@ -11,7 +11,7 @@ from smallville.errors import Outside, SmallvilleError
 from smallville.run.folder import EVENTS
 from smallville.run.manifest import read_manifest
 
-DEPTH = 4          # runs/NAME, runs/experiments/EXP/RUN, ... : how deep to look for runs
+DEPTH = 4  # runs/NAME, runs/experiments/EXP/RUN, ... : how deep to look for runs
 
 
 class RunsRoot:
@@ -41,7 +41,7 @@ class RunsRoot:
             depth = len(Path(folder).relative_to(self.root).parts)
             if "manifest.json" in files and depth:
                 found.append(Path(folder))
-                dirs[:] = []                     # a run's own folders hold no runs
+                dirs[:] = []  # a run's own folders hold no runs
             elif depth >= DEPTH:
                 dirs[:] = []
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -58,15 +58,39 @@ def summary(path: Path, rel: str) -> dict:
     try:
         m = read_manifest(path)
         spend = m.spend or {}
-        return {"id": rel, "run_id": m.run_id, "scenario": (m.scenario or {}).get("name", "?"), "status": m.status,
-                "start": m.sim_start, "end": m.sim_end, "reached": m.sim_reached or last_time(path / EVENTS),
-                "brain": (m.brain or {}).get("model", "offline"), "spend": spend.get("usd"),
-                "requests": spend.get("requests"), "agents": len(m.agents), "fork": bool(m.fork),
-                "started": (m.wall or {}).get("started"), "error": m.error}
-    except Exception as exc:                 # (a manifest edited by hand: this run unreadable, not the list)
-        error = str(exc) if isinstance(exc, SmallvilleError) else f"{path.name}/manifest.json: {type(exc).__name__}: {exc}"
-        return {"id": rel, "scenario": "?", "status": "unreadable", "error": error, "started": None,
-                "reached": None, "start": None, "end": None, "brain": None, "spend": None, "agents": 0}
+        return {
+            "id": rel,
+            "run_id": m.run_id,
+            "scenario": (m.scenario or {}).get("name", "?"),
+            "status": m.status,
+            "start": m.sim_start,
+            "end": m.sim_end,
+            "reached": m.sim_reached or last_time(path / EVENTS),
+            "brain": (m.brain or {}).get("model", "offline"),
+            "spend": spend.get("usd"),
+            "requests": spend.get("requests"),
+            "agents": len(m.agents),
+            "fork": bool(m.fork),
+            "started": (m.wall or {}).get("started"),
+            "error": m.error,
+        }
+    except Exception as exc:  # (a manifest edited by hand: this run unreadable, not the list)
+        error = (
+            str(exc) if isinstance(exc, SmallvilleError) else f"{path.name}/manifest.json: {type(exc).__name__}: {exc}"
+        )
+        return {
+            "id": rel,
+            "scenario": "?",
+            "status": "unreadable",
+            "error": error,
+            "started": None,
+            "reached": None,
+            "start": None,
+            "end": None,
+            "brain": None,
+            "spend": None,
+            "agents": 0,
+        }
 
 
 def last_time(events: Path, tail: int = 1 << 16) -> str | None:
@@ -75,7 +99,7 @@ def last_time(events: Path, tail: int = 1 << 16) -> str | None:
         with open(events, "rb") as f:
             size = f.seek(0, os.SEEK_END)
             f.seek(max(0, size - tail))
-            lines = f.read().split(b"\n")[:-1]          # what follows the last newline is torn
+            lines = f.read().split(b"\n")[:-1]  # what follows the last newline is torn
     except OSError:
         return None
     for line in reversed(lines):

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from smallville.brain.text import mentions_sleep
 from smallville.memory import MemoryStream
@@ -38,7 +39,7 @@ class Phase(str, Enum):
     def __str__(self) -> str:
         return self.value
 
-    def follows(self, before: "Phase") -> bool:
+    def follows(self, before: Phase) -> bool:
         """Whether an agent's status may become this one from `before`."""
         return self in _NEXT[before]
 
@@ -65,7 +66,7 @@ class PlanBlock(NamedTuple):
     sleep: bool = False
 
     @classmethod
-    def of_state(cls, data: list) -> "PlanBlock":
+    def of_state(cls, data: list) -> PlanBlock:
         """A block as a state holds it; one saved before blocks said whether they are sleep
         is sleep when its activity says so."""
         return cls(*data) if len(data) > 4 else cls(*data, sleep=mentions_sleep(data[2]))
@@ -80,7 +81,7 @@ class Action(NamedTuple):
     description: str
     object: str | None
     area: str = ""
-    req: int | None = None      # the request (the agent's number) whose answer it is, if any
+    req: int | None = None  # the request (the agent's number) whose answer it is, if any
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class Doing:
     order: int = 0
     tile: tuple[int, int] | None = None
     then: str = "live"
-    thing: int | None = None            # index into world.things
+    thing: int | None = None  # index into world.things
     where: str = ""
     talk: str | None = None
 
@@ -116,7 +117,7 @@ class Doing:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Doing":
+    def from_dict(cls, data: dict) -> Doing:
         return cls(**{**data, "tile": tuple(data["tile"]) if data.get("tile") else None})
 
 
@@ -134,16 +135,31 @@ class Conversation:
     turn: int = 0
     ending: str | None = None
     done: object = None
-    doing: tuple[str, str] = ("", "")       # what `a` and `b` were doing when it began
+    doing: tuple[str, str] = ("", "")  # what `a` and `b` were doing when it began
 
     def get_state(self) -> dict:
-        return {"id": self.id, "a": self.a, "b": self.b, "lines": [list(x) for x in self.lines],
-                "turn": self.turn, "ending": self.ending, "doing": list(self.doing)}
+        return {
+            "id": self.id,
+            "a": self.a,
+            "b": self.b,
+            "lines": [list(x) for x in self.lines],
+            "turn": self.turn,
+            "ending": self.ending,
+            "doing": list(self.doing),
+        }
 
     @classmethod
-    def from_state(cls, state: dict, done) -> "Conversation":
-        return cls(state["id"], state["a"], state["b"], [tuple(x) for x in state["lines"]],
-                   state["turn"], state["ending"], done, tuple(state.get("doing", ("", ""))))
+    def from_state(cls, state: dict, done) -> Conversation:
+        return cls(
+            state["id"],
+            state["a"],
+            state["b"],
+            [tuple(x) for x in state["lines"]],
+            state["turn"],
+            state["ending"],
+            done,
+            tuple(state.get("doing", ("", ""))),
+        )
 
 
 @dataclass
@@ -151,36 +167,36 @@ class Agent:
     """Everything the engine tracks about one person; behaviour lives in `life`."""
 
     id: str
-    spec: object                        # smallville.scenario.AgentSpec
-    _stream: MemoryStream | Callable[[], MemoryStream]   # or what reads it, on first use (a restore)
+    spec: object  # smallville.scenario.AgentSpec
+    _stream: MemoryStream | Callable[[], MemoryStream]  # or what reads it, on first use (a restore)
     rng: random.Random
     plan: list[PlanBlock] = field(default_factory=list)
-    plan_day: int = -1                  # day index (0 = the scenario's first date) of `plan`
-    block: PlanBlock | None = None      # always one of `plan`'s blocks, or None
+    plan_day: int = -1  # day index (0 = the scenario's first date) of `plan`
+    block: PlanBlock | None = None  # always one of `plan`'s blocks, or None
     queue: deque = field(default_factory=deque)
-    action: Action | None = None        # the action under way (or last done)
+    action: Action | None = None  # the action under way (or last done)
     activity: str = "settling in"
-    status: Phase = Phase.IDLE          # one of `STATUSES`: what others see the agent doing
+    status: Phase = Phase.IDLE  # one of `STATUSES`: what others see the agent doing
     doing: Doing | None = None
-    holding: int | None = None          # the object (index into world.things) in use
+    holding: int | None = None  # the object (index into world.things) in use
     free_to_talk: bool = False
     process: object = None
     since_reflection: float = 0.0
-    since_count: int = 0                # memories counted into since_reflection (`reflection.min_memories`)
+    since_count: int = 0  # memories counted into since_reflection (`reflection.min_memories`)
     relationships: dict[str, str] = field(default_factory=dict)
     talks: dict[str, int] = field(default_factory=dict)
     last_talk: dict[str, float] = field(default_factory=dict)
-    talked: dict[str, str] = field(default_factory=dict)     # other -> how its last talk with them went, in a sentence
+    talked: dict[str, str] = field(default_factory=dict)  # other -> how its last talk with them went, in a sentence
     earlier_lines: dict[str, list[str]] = field(default_factory=dict)
     seen: dict[str, str] = field(default_factory=dict)
     knows: set[str] = field(default_factory=set)
-    reason: str = ""                    # why the next decomposition is a re-plan
-    alerts: list[str] = field(default_factory=list)   # world events seen since the last look
-    working: object = None              # the salience memory model's state (`memory.models.Mind`), if it is used
-    summary: str = ""                   # the agent summary description (life.describe)
-    yesterday: str = ""                 # the last day's plan, in broad strokes
-    day_before: str = ""                # the plan of the day before that (a re-plan's yesterday)
-    places: set[str] = field(default_factory=set)     # the places (sectors) it has seen or been told of
+    reason: str = ""  # why the next decomposition is a re-plan
+    alerts: list[str] = field(default_factory=list)  # world events seen since the last look
+    working: object = None  # the salience memory model's state (`memory.models.Mind`), if it is used
+    summary: str = ""  # the agent summary description (life.describe)
+    yesterday: str = ""  # the last day's plan, in broad strokes
+    day_before: str = ""  # the plan of the day before that (a re-plan's yesterday)
+    places: set[str] = field(default_factory=set)  # the places (sectors) it has seen or been told of
 
     @property
     def name(self) -> str:
@@ -244,18 +260,28 @@ class Agent:
             "block": next((i for i, b in enumerate(self.plan) if b is self.block), None),
             "queue": [list(a) for a in self.queue],
             "action": list(self.action) if self.action else None,
-            "activity": self.activity, "status": self.status.value,
-            "doing": self.doing.to_dict() if self.doing else None, "holding": self.holding,
-            "free_to_talk": self.free_to_talk, "since_reflection": self.since_reflection,
+            "activity": self.activity,
+            "status": self.status.value,
+            "doing": self.doing.to_dict() if self.doing else None,
+            "holding": self.holding,
+            "free_to_talk": self.free_to_talk,
+            "since_reflection": self.since_reflection,
             "since_count": self.since_count,
-            "relationships": dict(sorted(self.relationships.items())), "talks": dict(sorted(self.talks.items())),
+            "relationships": dict(sorted(self.relationships.items())),
+            "talks": dict(sorted(self.talks.items())),
             "last_talk": dict(sorted(self.last_talk.items())),
             "earlier_lines": {k: list(v) for k, v in sorted(self.earlier_lines.items())},
-            "seen": dict(sorted(self.seen.items())), "knows": sorted(self.knows),
-            "reason": self.reason, "alerts": list(self.alerts),
-            "mind": {"places": sorted(self.places), "summary": self.summary, "yesterday": self.yesterday,
-                     "day_before": self.day_before,
-                     "talked": dict(sorted(self.talked.items()))},
+            "seen": dict(sorted(self.seen.items())),
+            "knows": sorted(self.knows),
+            "reason": self.reason,
+            "alerts": list(self.alerts),
+            "mind": {
+                "places": sorted(self.places),
+                "summary": self.summary,
+                "yesterday": self.yesterday,
+                "day_before": self.day_before,
+                "talked": dict(sorted(self.talked.items())),
+            },
             "memories": len(self.stream),
             "rng": [rng[0], list(rng[1]), rng[2]],
         }
@@ -268,13 +294,13 @@ class Agent:
         self.plan = [PlanBlock.of_state(b) for b in state["plan"]]
         self.plan_day = state["plan_day"]
         self.block = self.plan[state["block"]] if state["block"] is not None else None
-        self.queue = deque(Action(*a) for a in state["queue"])      # states before rooms: no `area`
+        self.queue = deque(Action(*a) for a in state["queue"])  # states before rooms: no `area`
         self.action = Action(*state["action"]) if state["action"] else None
         self.activity, self.status = state["activity"], Phase(state["status"])
         self.doing = Doing.from_dict(state["doing"]) if state["doing"] else None
         self.holding = state["holding"]
         self.free_to_talk, self.since_reflection = state["free_to_talk"], state["since_reflection"]
-        self.since_count = state.get("since_count", 0)      # states before `reflection.min_memories`: 0
+        self.since_count = state.get("since_count", 0)  # states before `reflection.min_memories`: 0
         self.relationships = dict(state["relationships"])
         self.talks = dict(state["talks"])
         self.last_talk = dict(state["last_talk"])
@@ -282,7 +308,7 @@ class Agent:
         self.seen = dict(state["seen"])
         self.knows = set(state["knows"])
         self.reason, self.alerts = state["reason"], list(state["alerts"])
-        mind = state.get("mind", {})           # states written before it: nothing known yet
+        mind = state.get("mind", {})  # states written before it: nothing known yet
         self.summary, self.yesterday = mind.get("summary", ""), mind.get("yesterday", "")
         self.day_before = mind.get("day_before", "")
         self.places = set(mind.get("places", ()))

@@ -36,7 +36,7 @@ from smallville.sim.log import Counting
 if TYPE_CHECKING:
     from smallville.sim.runahead import RunAheadDispatcher, Snapshot
 
-PATIENCE = 900.0               # simulated seconds a copy goes on without finding a request to send
+PATIENCE = 900.0  # simulated seconds a copy goes on without finding a request to send
 
 
 class ArenaMap:
@@ -49,7 +49,7 @@ class ArenaMap:
         for x, y in grid.walkable_tiles():
             self.walkable[y, x] = True
         names = grid.arenas()
-        self.arena_ids = np.full(self.walkable.shape, -1, dtype=np.int64)   # each tile's arena, -1 for walls
+        self.arena_ids = np.full(self.walkable.shape, -1, dtype=np.int64)  # each tile's arena, -1 for walls
         self.arena_at: dict[tuple[int, int], int] = {}
         for i, name in enumerate(names):
             for x, y in grid.tiles_in(name):
@@ -107,11 +107,11 @@ def groups(state: dict, arena_map: ArenaMap, until: float) -> list[frozenset[str
             a = parent[a]
         return a
 
-    holder: dict[int, str] = {}                     # arena -> an agent who can be there
+    holder: dict[int, str] = {}  # arena -> an agent who can be there
     for agent_id, agent in sorted(state["agents"].items()):
         parent[agent_id] = agent_id
         plan = agent["plan"]
-        if not plan or plan[-1][1] < until:        # a new day to plan before `until`: anywhere
+        if not plan or plan[-1][1] < until:  # a new day to plan before `until`: anywhere
             return [frozenset(state["agents"])]
         arenas = set(arena_map.sector_at(tuple(state["positions"][agent_id])))
         doing = agent["doing"]
@@ -142,11 +142,11 @@ class Reach:
 
     def __init__(self, arena_map: ArenaMap, tile_time: float) -> None:
         self.arena_map, self.tile_time = arena_map, tile_time
-        self.known: set[int] = set()                 # reached for good
-        self.blocks: list[tuple[float, int, str]] = []   # (start, n, place) of blocks yet to begin
-        self.expires = np.inf                        # the first time a stopped agent's plan runs out
-        self.roaming: list[tuple[float, tuple]] = []     # (time, tiles) of agents stopped with no plan left
-        self._made: tuple = (None, None)             # (key, set) of the last `at`
+        self.known: set[int] = set()  # reached for good
+        self.blocks: list[tuple[float, int, str]] = []  # (start, n, place) of blocks yet to begin
+        self.expires = np.inf  # the first time a stopped agent's plan runs out
+        self.roaming: list[tuple[float, tuple]] = []  # (time, tiles) of agents stopped with no plan left
+        self._made: tuple = (None, None)  # (key, set) of the last `at`
 
     def add(self, t: float, tiles: tuple, arena: str, plan: list[tuple[float, str]], ends: float) -> None:
         """A stop at time `t`, on or heading to `tiles`, in `arena`, with the rest of its plan
@@ -208,32 +208,38 @@ class Copy:
     guessing (a text an agent has had rated is not asked again: `RatingMemo`). Others in
     its arena are not stopped by it."""
 
-    def __init__(self, dispatch: RunAheadDispatcher, snapshot: Snapshot, group: frozenset[str],
-                 horizon: float) -> None:
+    def __init__(self, dispatch: RunAheadDispatcher, snapshot: Snapshot, group: frozenset[str], horizon: float) -> None:
         from smallville.sim.engine import Simulation
 
         original = dispatch.sim
         self.dispatch, self.ahead, self.arena_map = dispatch, dispatch.ahead, dispatch.arena_map
         self.snapshot, self.group, self.horizon = snapshot, group, horizon
         streams = {a: original.agents[a].stream.branch(snapshot.marks[a]) for a in sorted(group)}
-        self.sim = Simulation(original.scenario, original.brain, original.embedder, config=original.config,
-                              log=Counting(original.scenario.start), world=dispatch.spare_world(), streams=streams)
+        self.sim = Simulation(
+            original.scenario,
+            original.brain,
+            original.embedder,
+            config=original.config,
+            log=Counting(original.scenario.start),
+            world=dispatch.spare_world(),
+            streams=streams,
+        )
         self.sim.set_state(_part(snapshot.state, group), streams)
-        self.sim.start()                        # a snapshot from before the start begins the town
+        self.sim.start()  # a snapshot from before the start begins the town
         self.asking = _Asking(self, self.sim.dispatch)
         self.sim.use_dispatcher(self.asking)
         self.env = self.sim.env
-        self.landed = self.ahead.landed_for(group)      # answers for the group landed when it was made
-        self.used: Counter[str] = Counter()     # occurrences of each key the copy took since the snapshot
-        self.stopped: dict[str, float] = {}     # agent -> when it stopped
+        self.landed = self.ahead.landed_for(group)  # answers for the group landed when it was made
+        self.used: Counter[str] = Counter()  # occurrences of each key the copy took since the snapshot
+        self.stopped: dict[str, float] = {}  # agent -> when it stopped
         self.guessing: dict[str, set[str]] = {}  # agents going on with guessed ratings, and their texts
         self.reach = Reach(self.arena_map, self.sim.world.tile_time)
         self.finished = False
-        self.finished_at = 0.0                  # when it finished, by the wall clock
-        self.waiting = False                    # it finished with every agent stopped for answers
-        self.sent: list = []                    # the calls it sent
-        self.found = self.env.now               # when it last found a request to send
-        self._scanned: tuple = ()               # (time, stops) when every agent was last looked at
+        self.finished_at = 0.0  # when it finished, by the wall clock
+        self.waiting = False  # it finished with every agent stopped for answers
+        self.sent: list = []  # the calls it sent
+        self.found = self.env.now  # when it last found a request to send
+        self._scanned: tuple = ()  # (time, stops) when every agent was last looked at
         self.env.process(self._watch())
 
     @property
@@ -273,7 +279,7 @@ class Copy:
         _, refused = self.asking.guard(batch)
         certain, unsure = [], []
         for i, (agent, _, request, event) in enumerate(batch):
-            if i in refused:                       # past the runaway guard's ceiling: the safe default
+            if i in refused:  # past the runaway guard's ceiling: the safe default
                 event.succeed(safe_answer(request))
                 continue
             name = rq.request_key(request)
@@ -283,9 +289,10 @@ class Copy:
                 self._spread(agent)
             if agent in self.stopped:
                 continue
-            if agent in self.guessing and (not isinstance(request, RATINGS)
-                                           or not self.guessing[agent].isdisjoint(request.texts)):
-                unsure.append(agent)               # it may rest on a guessed rating: not the run's
+            if agent in self.guessing and (
+                not isinstance(request, RATINGS) or not self.guessing[agent].isdisjoint(request.texts)
+            ):
+                unsure.append(agent)  # it may rest on a guessed rating: not the run's
             else:
                 certain.append((agent, key, request, event))
         missing = []
@@ -296,8 +303,9 @@ class Copy:
                     if ahead.submit(key, request):
                         self.sent.append(key)
                     self.found = self.env.now
-                    ahead.stats["most_ahead_s"] = max(ahead.stats["most_ahead_s"],
-                                                      int(self.env.now - self.dispatch.env.now))
+                    ahead.stats["most_ahead_s"] = max(
+                        ahead.stats["most_ahead_s"], int(self.env.now - self.dispatch.env.now)
+                    )
                     if isinstance(request, RATINGS):
                         self.guessing.setdefault(agent, set()).update(request.texts)
                         ahead.stats["guessed_tags" if isinstance(request, rq.TagMemories) else "guessed_ratings"] += 1
@@ -371,11 +379,17 @@ def _part(state: dict, group: frozenset[str]) -> dict:
     """The part of a simulation's state that concerns `group` (its conversations are among
     its own people: people who talk share an arena)."""
     dispatch = state["dispatch"]
-    return {**state, "agents": {a: s for a, s in state["agents"].items() if a in group},
-            "dispatch": {**dispatch, "seq": {a: n for a, n in dispatch["seq"].items() if a in group},
-                         "asked": [entry for entry in dispatch["asked"] if entry[0] in group]},
-            "positions": {a: p for a, p in state["positions"].items() if a in group},
-            "conversations": [c for c in state["conversations"] if c["a"] in group and c["b"] in group]}
+    return {
+        **state,
+        "agents": {a: s for a, s in state["agents"].items() if a in group},
+        "dispatch": {
+            **dispatch,
+            "seq": {a: n for a, n in dispatch["seq"].items() if a in group},
+            "asked": [entry for entry in dispatch["asked"] if entry[0] in group],
+        },
+        "positions": {a: p for a, p in state["positions"].items() if a in group},
+        "conversations": [c for c in state["conversations"] if c["a"] in group and c["b"] in group],
+    }
 
 
 class _Asking(Dispatcher):

@@ -14,7 +14,8 @@ needed a repair: `outcomes` says how well the brain served the run.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import simpy
 
@@ -26,8 +27,9 @@ from smallville.brain.requests import Message
 class Dispatcher:
     """The one way agents reach the brain."""
 
-    def __init__(self, env: simpy.Environment, brain: Brain,
-                 on_fallback: Callable[[str, Fallback], None] | None = None) -> None:
+    def __init__(
+        self, env: simpy.Environment, brain: Brain, on_fallback: Callable[[str, Fallback], None] | None = None
+    ) -> None:
         self.env = env
         self.brain = brain
         self.on_fallback = on_fallback
@@ -35,13 +37,13 @@ class Dispatcher:
         self._seq: Counter[str] = Counter()
         self.batches = 0
         self.requests: Counter[str] = Counter()
-        self.ceiling: int | None = None          # runaway guard: requests per agent per simulated hour
+        self.ceiling: int | None = None  # runaway guard: requests per agent per simulated hour
         self.on_refused: Callable[[str, Message, int], None] | None = None
         self.on_repair: Callable[[str, Message, tuple[str, ...]], None] | None = None
         self._asked: Counter[tuple[str, int]] = Counter()
-        self.fallbacks: Counter[str] = Counter()     # by request kind: answers that are safe defaults
+        self.fallbacks: Counter[str] = Counter()  # by request kind: answers that are safe defaults
         self.over_ceiling: Counter[str] = Counter()  # ... given by the runaway guard, never asked
-        self.repaired: Counter[str] = Counter()      # ... the brain's own, repaired to fit
+        self.repaired: Counter[str] = Counter()  # ... the brain's own, repaired to fit
         self._canned: dict[str, frozenset[str]] | None = None
 
     def ask(self, agent: str, request: Message) -> simpy.Event:
@@ -102,8 +104,11 @@ class Dispatcher:
         `over_ceiling` (safe defaults of the runaway guard)."""
         out = {}
         for kind, n in sorted(self.requests.items()):
-            rows = {"repaired": self.repaired[kind], "fallbacks": self.fallbacks[kind],
-                    "over_ceiling": self.over_ceiling[kind]}
+            rows = {
+                "repaired": self.repaired[kind],
+                "fallbacks": self.fallbacks[kind],
+                "over_ceiling": self.over_ceiling[kind],
+            }
             out[kind] = {"requests": n, "valid": n - sum(rows.values()), **rows}
         return out
 
@@ -116,7 +121,7 @@ class Dispatcher:
             self._canned = {kind: template.canned() for kind, template in load_templates().items()}
         return self._canned
 
-    def take_over(self, base: "Dispatcher") -> None:
+    def take_over(self, base: Dispatcher) -> None:
         """Go on where `base` stands: its runaway guard, its hooks and its counters."""
         self.ceiling, self.on_refused, self.on_repair = base.ceiling, base.on_refused, base.on_repair
         self._canned = base.canned()
@@ -133,19 +138,22 @@ class Dispatcher:
         what the runaway guard has counted this simulated hour, and by kind the answers
         that fell back, were the guard's or were repaired."""
         hour = int(self.env.now // 3600)
-        return {"requests": dict(sorted(self.requests.items())), "batches": self.batches,
-                "seq": dict(sorted(self._seq.items())),
-                "asked": sorted([a, h, n] for (a, h), n in self._asked.items() if h >= hour),
-                "fallbacks": dict(sorted(self.fallbacks.items())),
-                "over_ceiling": dict(sorted(self.over_ceiling.items())),
-                "repaired": dict(sorted(self.repaired.items()))}
+        return {
+            "requests": dict(sorted(self.requests.items())),
+            "batches": self.batches,
+            "seq": dict(sorted(self._seq.items())),
+            "asked": sorted([a, h, n] for (a, h), n in self._asked.items() if h >= hour),
+            "fallbacks": dict(sorted(self.fallbacks.items())),
+            "over_ceiling": dict(sorted(self.over_ceiling.items())),
+            "repaired": dict(sorted(self.repaired.items())),
+        }
 
     def set_state(self, state: dict) -> None:
         self.requests = Counter(state["requests"])
         self.batches = state["batches"]
         self._seq = Counter(state["seq"])
         self._asked = Counter({(a, h): n for a, h, n in state["asked"]})
-        for name in ("fallbacks", "over_ceiling", "repaired"):      # (not in checkpoints of older runs)
+        for name in ("fallbacks", "over_ceiling", "repaired"):  # (not in checkpoints of older runs)
             setattr(self, name, Counter(state.get(name, {})))
 
     def guard(self, batch, count: bool = True) -> tuple[list[int], list[int]]:

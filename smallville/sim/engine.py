@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Callable
 
 import simpy
 
@@ -34,9 +34,9 @@ class SimConfig:
     """Knobs of the architecture; the defaults follow the paper."""
 
     weights: tuple[float, float, float] | str | None = None  # recency, importance, relevance, or a preset's
-                                                             # name (paper, original); None: the scenario's
+    # name (paper, original); None: the scenario's
     # None below: the memory model's (`memory.decay`, `memory.reflection`; the paper's by default)
-    decay: float | None = None                               # recency decay per game hour
+    decay: float | None = None  # recency decay per game hour
     reflection_threshold: float | None = None
     reflection_questions: int | None = None
     reflection_window: int | None = None
@@ -48,15 +48,15 @@ class SimConfig:
     max_turns: int = 8
     earlier_lines: int = 40
     talk_cooldown: float = 2 * 3600.0
-    perceive_every: float = 5 * 60.0    # seconds between looks around during an action
+    perceive_every: float = 5 * 60.0  # seconds between looks around during an action
     # ablations (experiments): each part of the architecture can be switched off
-    retrieval: bool = True          # off: requests carry no memories (nothing is recalled)
-    reflection: bool = True         # off: agents never reflect
-    planning: bool = True           # off: the day follows the routine, one action per block, no re-planning
-    sharing: bool = True            # off: speakers are given no memories, so they pass on no news
-    index: str | None = None        # memory index, "exact" or "hnsw"; None: the scenario's (`memory.index`)
-    memory: MemoryModel | str | dict | None = None   # the memory model (paper, salience) and its settings;
-                                                     # None: the scenario's (`memory.model`)
+    retrieval: bool = True  # off: requests carry no memories (nothing is recalled)
+    reflection: bool = True  # off: agents never reflect
+    planning: bool = True  # off: the day follows the routine, one action per block, no re-planning
+    sharing: bool = True  # off: speakers are given no memories, so they pass on no news
+    index: str | None = None  # memory index, "exact" or "hnsw"; None: the scenario's (`memory.index`)
+    memory: MemoryModel | str | dict | None = None  # the memory model (paper, salience) and its settings;
+    # None: the scenario's (`memory.model`)
 
     def __post_init__(self) -> None:
         if self.index is not None and self.index not in INDEXES:
@@ -69,11 +69,13 @@ class SimConfig:
                 raise ValueError("normalize: fixed needs the exact index, not hnsw")
 
     def to_dict(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v.to_dict() if isinstance(v, MemoryModel) else v)
-                for k, v in self.__dict__.items()}
+        return {
+            k: (list(v) if isinstance(v, tuple) else v.to_dict() if isinstance(v, MemoryModel) else v)
+            for k, v in self.__dict__.items()
+        }
 
     @classmethod
-    def from_dict(cls, data: dict | None) -> "SimConfig":
+    def from_dict(cls, data: dict | None) -> SimConfig:
         """The config a manifest recorded (keys this version lacks are ignored)."""
         known = set(cls.__dataclass_fields__)
         return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in (data or {}).items() if k in known})
@@ -85,8 +87,12 @@ def resolved(config: SimConfig, scenario) -> SimConfig:
     reflection's threshold, questions and window."""
     memory, reflection = config.memory, config.memory.reflection
     weights = config.weights or memory.weights or scenario.memory_weights or WEIGHT_PRESETS["paper"]
-    pick = {"decay": memory.decay, "reflection_threshold": reflection.threshold,
-            "reflection_questions": reflection.questions, "reflection_window": reflection.window}
+    pick = {
+        "decay": memory.decay,
+        "reflection_threshold": reflection.threshold,
+        "reflection_questions": reflection.questions,
+        "reflection_window": reflection.window,
+    }
     return replace(config, weights=weights, **{k: v for k, v in pick.items() if getattr(config, k) is None})
 
 
@@ -108,9 +114,18 @@ class Simulation:
     `streams` (agent id -> memory stream) it holds only those agents, with those streams:
     part of a town, as run-ahead's copies are."""
 
-    def __init__(self, scenario, brain: Brain, embedder, *, seed: int | None = None,
-                 config: SimConfig | None = None, log: EventLog | None = None, world: World | None = None,
-                 streams: dict[str, MemoryStream] | None = None) -> None:
+    def __init__(
+        self,
+        scenario,
+        brain: Brain,
+        embedder,
+        *,
+        seed: int | None = None,
+        config: SimConfig | None = None,
+        log: EventLog | None = None,
+        world: World | None = None,
+        streams: dict[str, MemoryStream] | None = None,
+    ) -> None:
         self.scenario = scenario
         self.config = config or SimConfig()
         if self.config.index is None:
@@ -118,33 +133,49 @@ class Simulation:
         if self.config.memory is None:
             self.config = replace(self.config, memory=scenario.memory_model)
         self.config = resolved(self.config, scenario)
-        self.memory = memory_model(self.config.memory)     # how agents store, recall and reflect
+        self.memory = memory_model(self.config.memory)  # how agents store, recall and reflect
         self.seed = scenario.seed if seed is None else seed
         self.env = simpy.Environment()
-        self.world = world or World.from_map(scenario.map)    # `world`: a copy of another's (`World.copy`)
+        self.world = world or World.from_map(scenario.map)  # `world`: a copy of another's (`World.copy`)
         self.tick = scenario.tick
         self.log = log or EventLog(scenario.start)
-        self.dispatch = Dispatcher(self.env, brain, on_fallback=lambda agent, fb: self.emit(
-            events.BRAIN_FALLBACK, agent, kind=fb.kind, key=fb.key, error=fb.error))
+        self.dispatch = Dispatcher(
+            self.env,
+            brain,
+            on_fallback=lambda agent, fb: self.emit(
+                events.BRAIN_FALLBACK, agent, kind=fb.kind, key=fb.key, error=fb.error
+            ),
+        )
         self.dispatch.on_repair = lambda agent, request, notes: self.emit(
-            events.BRAIN_REPAIR, agent, kind=request.kind, key=request_key(request), repairs=list(notes))
+            events.BRAIN_REPAIR, agent, kind=request.kind, key=request_key(request), repairs=list(notes)
+        )
         self.brain = brain
         self.embedder = embedder
-        self.recalls = RecallNotes()     # what each agent retrieved for the request it is about to make
-        self._because: int | None = None    # the request a memory being stored came of (`store`)
+        self.recalls = RecallNotes()  # what each agent retrieved for the request it is about to make
+        self._because: int | None = None  # the request a memory being stored came of (`store`)
         self.counts: Counter[str] = Counter()
         self.places = self.world.grid.places
-        self.object_names = frozenset(t.name for t in self.world.things)   # what "X is idle" may be about
+        self.object_names = frozenset(t.name for t in self.world.things)  # what "X is idle" may be about
         self._start_of_day = scenario.start.hour * 3600 + scenario.start.minute * 60 + scenario.start.second
         self.agents: dict[str, Agent] = {}
-        self.helpers = Helpers()                # its streams' search threads, ended by `close`
+        self.helpers = Helpers()  # its streams' search threads, ended by `close`
         self._closers: list = []
         for spec in sorted(scenario.agents, key=lambda s: s.id):
             if streams is not None and spec.id not in streams:
-                continue                        # part of a town (run-ahead's copies): only those given
-            stream = streams[spec.id] if streams is not None else MemoryStream(
-                dim=embedder.dim, weights=self.config.weights, decay=self.config.decay, embedder=embedder,
-                index=self.config.index, helpers=self.helpers, normalize=self.config.memory.normalize)
+                continue  # part of a town (run-ahead's copies): only those given
+            stream = (
+                streams[spec.id]
+                if streams is not None
+                else MemoryStream(
+                    dim=embedder.dim,
+                    weights=self.config.weights,
+                    decay=self.config.decay,
+                    embedder=embedder,
+                    index=self.config.index,
+                    helpers=self.helpers,
+                    normalize=self.config.memory.normalize,
+                )
+            )
             agent = Agent(spec.id, spec, stream, random.Random(f"{self.seed}:agent:{spec.id}"))
             agent.relationships = dict(spec.relationships)
             agent.places = self.first_places(spec)
@@ -152,9 +183,9 @@ class Simulation:
             self.world.place(spec.id, self.pick_tile(agent, spec.start_at or spec.home))
         self.probe_start: dict[str, list[str]] = {}
         self.conversations: dict[str, Conversation] = {}
-        self.waits = 0                          # waits begun so far: ties in wake-up time go in this order
-        self.pending_events: dict[int, int] = {}   # scenario event (index) -> order of its wait
-        self.checkpointed = None                # what the last checkpoint written or restored holds (checkpoint.Saved)
+        self.waits = 0  # waits begun so far: ties in wake-up time go in this order
+        self.pending_events: dict[int, int] = {}  # scenario event (index) -> order of its wait
+        self.checkpointed = None  # what the last checkpoint written or restored holds (checkpoint.Saved)
         self._started = False
 
     # ---- running --------------------------------------------------------------------
@@ -184,7 +215,7 @@ class Simulation:
             self._closers.pop()()
         self.helpers.close()
 
-    def __enter__(self) -> "Simulation":
+    def __enter__(self) -> Simulation:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -234,8 +265,9 @@ class Simulation:
         yield self.env.all_of(seeding)
         self.probe_start = self.probe_knowers()
         for agent in self.agents.values():
-            self.emit(events.SPAWN, agent.id, tile=list(self.world.position(agent.id)),
-                      area=self.world.area_of(agent.id))
+            self.emit(
+                events.SPAWN, agent.id, tile=list(self.world.position(agent.id)), area=self.world.area_of(agent.id)
+            )
             self._live(agent)
         for i, event in enumerate(self.scenario.events):
             if event.at >= 0:
@@ -244,10 +276,17 @@ class Simulation:
     def _seed(self, agent: Agent):
         """Store an agent's seed memories, oldest first, those without an importance rated
         together in one request."""
-        seeds = sorted(list(agent.spec.memories) + list(self.scenario.memories.get(agent.id, ())),
-                       key=lambda m: m.at or 0.0)
-        yield from life.remember(self, agent, [s.text for s in seeds], "seed", [s.importance for s in seeds],
-                                 created=[s.at or 0.0 for s in seeds])
+        seeds = sorted(
+            list(agent.spec.memories) + list(self.scenario.memories.get(agent.id, ())), key=lambda m: m.at or 0.0
+        )
+        yield from life.remember(
+            self,
+            agent,
+            [s.text for s in seeds],
+            "seed",
+            [s.importance for s in seeds],
+            created=[s.at or 0.0 for s in seeds],
+        )
 
     def _world_event(self, index: int, order: int | None = None):
         event = self.scenario.events[index]
@@ -267,8 +306,9 @@ class Simulation:
         self.emit(events.EVENT, None, what=event.what, where=event.where, present=present)
         for agent_id in present:
             self.agents[agent_id].alerts.append(event.what)
-        yield self.env.all_of([self.env.process(life.remember(self, self.agents[a], [event.what], "observation"))
-                               for a in present])
+        yield self.env.all_of(
+            [self.env.process(life.remember(self, self.agents[a], [event.what], "observation")) for a in present]
+        )
 
     # ---- services for agents ---------------------------------------------------------
 
@@ -282,8 +322,9 @@ class Simulation:
         return self.env.timeout(doing.until - self.env.now)
 
     def begin_talk(self, a: Agent, b: Agent) -> Conversation:
-        talk = Conversation(f"{self.env.now:g}:{a.id}:{b.id}", a.id, b.id, done=self.env.event(),
-                            doing=(a.activity, b.activity))
+        talk = Conversation(
+            f"{self.env.now:g}:{a.id}:{b.id}", a.id, b.id, done=self.env.event(), doing=(a.activity, b.activity)
+        )
         self.conversations[talk.id] = talk
         return talk
 
@@ -297,8 +338,14 @@ class Simulation:
         event = self.dispatch.ask(agent.id, request)
         recalled = self.recalls.take(agent.id)
         if recalled:
-            self.emit(events.RECALL, agent.id, req=self.asked(agent), request=request.kind,
-                      key=request_key(request), queries=recalled)
+            self.emit(
+                events.RECALL,
+                agent.id,
+                req=self.asked(agent),
+                request=request.kind,
+                key=request_key(request),
+                queries=recalled,
+            )
         return event
 
     def asked(self, agent: Agent) -> int:
@@ -306,8 +353,17 @@ class Simulation:
         event names as the request it came of."""
         return self.dispatch.sequence(agent.id)
 
-    def store(self, agent: Agent, text: str, kind: str, importance, links=(), created=None,
-              said: events.Said | None = None, req: int | None = None) -> int | None:
+    def store(
+        self,
+        agent: Agent,
+        text: str,
+        kind: str,
+        importance,
+        links=(),
+        created=None,
+        said: events.Said | None = None,
+        req: int | None = None,
+    ) -> int | None:
         """Store one memory as the memory model does (`importance`: the rating it asked for):
         its id in the agent's stream, or None when the model did not keep it. `req`: the
         agent's request whose answer the memory is (a plan, a thought, an insight)."""
@@ -317,8 +373,17 @@ class Simulation:
         finally:
             self._because = None
 
-    def keep(self, agent: Agent, text: str, kind: str, importance: int, links=(), created=None,
-             said: events.Said | None = None, **tags) -> int:
+    def keep(
+        self,
+        agent: Agent,
+        text: str,
+        kind: str,
+        importance: int,
+        links=(),
+        created=None,
+        said: events.Said | None = None,
+        **tags,
+    ) -> int:
         """Add one memory to an agent's stream, and log it (a chat line with who `said` it to
         whom; `tags`: what the memory model adds to the event)."""
         at = self.env.now if created is None else created
@@ -326,13 +391,23 @@ class Simulation:
         self.count("memories")
         if kind == "reflection":
             self.count("reflections")
-        if self.memory.counts_toward_reflection(kind):     # the paper: perceived events only
+        if self.memory.counts_toward_reflection(kind):  # the paper: perceived events only
             agent.since_reflection += importance
             agent.since_count += 1
-        self.emit(events.MEMORY, agent.id, id=mid, kind=kind, importance=importance, text=text,
-                  links=list(links) or None, **(asdict(said) if said else {}), **tags, req=self._because)
+        self.emit(
+            events.MEMORY,
+            agent.id,
+            id=mid,
+            kind=kind,
+            importance=importance,
+            text=text,
+            links=list(links) or None,
+            **(asdict(said) if said else {}),
+            **tags,
+            req=self._because,
+        )
         low = text.lower()
-        agent.places.update(self.world.grid.mentions.found_in(low))     # places it is told of
+        agent.places.update(self.world.grid.mentions.found_in(low))  # places it is told of
         for probe in self.scenario.probes:
             if probe.name not in agent.knows and all(w in low for w in probe.match):
                 agent.knows.add(probe.name)
@@ -359,8 +434,11 @@ class Simulation:
         return recall.dated(self, memories)
 
     def can_talk(self, a: Agent, b: Agent) -> bool:
-        return (b.free_to_talk and a.id != b.id
-                and self.env.now - a.last_talk.get(b.id, -math.inf) >= self.config.talk_cooldown)
+        return (
+            b.free_to_talk
+            and a.id != b.id
+            and self.env.now - a.last_talk.get(b.id, -math.inf) >= self.config.talk_cooldown
+        )
 
     def pick_tile(self, agent: Agent, area: str):
         """A tile of `area` for the agent to go to; of a whole place, one in a room open to
@@ -448,10 +526,12 @@ class Simulation:
     def _attached(self, stream: MemoryStream | Callable[[], MemoryStream]):
         """`stream` (or what reads it) searching with this simulation's helpers, and scaling its
         terms as the memory model says (a saved stream's files do not hold `normalize`)."""
+
         def attach(stream: MemoryStream) -> MemoryStream:
             stream.helpers = self.helpers
             stream.normalize = self.config.memory.normalize
             return stream
+
         return attach(stream) if isinstance(stream, MemoryStream) else (lambda: attach(stream()))
 
     def set_state(self, state: dict, streams: dict[str, MemoryStream | Callable[[], MemoryStream]]) -> None:
@@ -462,7 +542,7 @@ class Simulation:
             raise ValueError(f"state schema {state.get('schema')!r}, expected {STATE_SCHEMA}")
         if self._started:
             raise RuntimeError("set_state needs a simulation that has not started")
-        self._started = state.get("started", True)       # a state taken before the start: `start` begins it
+        self._started = state.get("started", True)  # a state taken before the start: `start` begins it
         self.env = simpy.Environment(initial_time=state["t"])
         self.dispatch.env = self.env
         self.seed = state["seed"]
@@ -477,14 +557,15 @@ class Simulation:
             self.world.place(agent_id, tuple(tile))
         for talk in state["conversations"]:
             self.conversations[talk["id"]] = Conversation.from_state(talk, self.env.event())
-        starts = []                             # (order, id, start): processes resume in the order they waited
+        starts = []  # (order, id, start): processes resume in the order they waited
         for agent_id, agent_state in state["agents"].items():
             agent = self.agents[agent_id]
             agent.stream = self._attached(streams[agent_id])
             agent.set_state(agent_state)
             doing = agent.doing
-            starts.append((doing.order if doing and doing.until is not None else math.inf, agent_id,
-                           partial(self._live, agent)))
+            starts.append(
+                (doing.order if doing and doing.until is not None else math.inf, agent_id, partial(self._live, agent))
+            )
         self.pending_events = {index: order for index, order in state["world_events"]}
         for index, order in state["world_events"]:
             starts.append((order, "", partial(self._world_event_process, index, order)))
@@ -509,5 +590,4 @@ class Simulation:
         self.counts[what] += 1
 
     def probe_knowers(self) -> dict[str, list[str]]:
-        return {p.name: sorted(a.id for a in self.agents.values() if p.name in a.knows)
-                for p in self.scenario.probes}
+        return {p.name: sorted(a.id for a in self.agents.values() if p.name in a.knows) for p in self.scenario.probes}

@@ -19,7 +19,7 @@ from smallville.sim.agent import Action, Agent, Doing, Phase, PlanBlock
 from smallville.sim.recall import cleaned, dated, noticed, recall, since
 from smallville.world.grid import in_area, room_open_to
 
-KNOWN_INSIGHTS = 20     # the agent's latest insights a reflection is shown, so it gives new ones
+KNOWN_INSIGHTS = 20  # the agent's latest insights a reflection is shown, so it gives new ones
 
 
 def live(sim, agent: Agent, restored: bool = False):
@@ -41,9 +41,10 @@ def live(sim, agent: Agent, restored: bool = False):
         if block is not agent.block:
             agent.block = block
             agent.queue.clear()
-        if block.where and not in_area(sim.world.area_of(agent.id),
-                                       sim.place_of(block.where) if agent.queue else block.where):
-            if (yield from walk(sim, agent, sim.pick_tile(agent, block.where))):   # actions choose their rooms
+        if block.where and not in_area(
+            sim.world.area_of(agent.id), sim.place_of(block.where) if agent.queue else block.where
+        ):
+            if (yield from walk(sim, agent, sim.pick_tile(agent, block.where))):  # actions choose their rooms
                 continue
         if block.sleep:
             yield from sleep(sim, agent, block)
@@ -69,11 +70,26 @@ def describe(sim, agent: Agent):
     day's); kept in `agent.summary` for the prompts of planning, reacting and talking
     until the next refresh (each day's plan, each reflection)."""
     name = agent.name
-    queries = (f"{name}'s core characteristics", f"{name}'s current daily occupation",
-               f"{name}'s feeling about their recent progress in life")
+    queries = (
+        f"{name}'s core characteristics",
+        f"{name}'s current daily occupation",
+        f"{name}'s feeling about their recent progress in life",
+    )
     core, occupation, progress = (recall(sim, agent, q, sim.config.retrieve_k) for q in queries)
-    answer = yield sim.ask(agent, rq.Summarize(agent.id, name, agent.background(), core, occupation, progress,
-                                                sim.moment(), agent.identity(), agent.yesterday))
+    answer = yield sim.ask(
+        agent,
+        rq.Summarize(
+            agent.id,
+            name,
+            agent.background(),
+            core,
+            occupation,
+            progress,
+            sim.moment(),
+            agent.identity(),
+            agent.yesterday,
+        ),
+    )
     agent.summary = " ".join([agent.identity(), *answer.parts()])
 
 
@@ -89,17 +105,33 @@ def plan_day(sim, agent: Agent, day: int):
     midnight = sim.midnight(day)
     if sim.config.planning:
         memories = recall(sim, agent, f"{agent.name}'s plans for {date}", sim.config.plan_k)
-        plan = yield sim.ask(agent, rq.PlanDay(agent.id, agent.name, agent.summary, date, routine, memories,
-                                               agent.known_places(), agent.yesterday,
-                                               asked=max(0, int((sim.env.now - midnight) // 60))))
+        plan = yield sim.ask(
+            agent,
+            rq.PlanDay(
+                agent.id,
+                agent.name,
+                agent.summary,
+                date,
+                routine,
+                memories,
+                agent.known_places(),
+                agent.yesterday,
+                asked=max(0, int((sim.env.now - midnight) // 60)),
+            ),
+        )
     else:
         plan = routine_plan(routine)
     req = sim.asked(agent) if sim.config.planning else None
     agent.plan = plan_blocks(sim, midnight, plan.blocks)
     agent.plan_day = day
     agent.block = None
-    sim.emit(events.PLAN, agent.id, date=date, blocks=[[sim.clock(b.start), sim.clock(b.end), b.activity, b.where]
-                                                       for b in agent.plan], req=req)
+    sim.emit(
+        events.PLAN,
+        agent.id,
+        date=date,
+        blocks=[[sim.clock(b.start), sim.clock(b.end), b.activity, b.where] for b in agent.plan],
+        req=req,
+    )
     summary = f"{agent.name}'s plan for {date}: " + "; ".join(plan.broad or broad_strokes(sim, agent.plan))
     agent.day_before, agent.yesterday = agent.yesterday, summary
     yield from remember(sim, agent, [summary], "plan", reqs=[req])
@@ -115,13 +147,28 @@ def replan(sim, agent: Agent, reason: str):
         return
     now, day0 = sim.env.now, sim.midnight(agent.plan_day)
     minute = int((now - day0) // 60)
-    rest = tuple((int((b.start - day0) // 60), int((b.end - day0) // 60), b.activity, b.where)
-                 for b in agent.plan if b.end > now)
+    rest = tuple(
+        (int((b.start - day0) // 60), int((b.end - day0) // 60), b.activity, b.where) for b in agent.plan if b.end > now
+    )
     memories = recall(sim, agent, reason, sim.config.plan_k)
     routine = routine_of(agent)
-    plan = yield sim.ask(agent, rq.PlanDay(agent.id, agent.name, agent.summary, sim.date_text(agent.plan_day),
-                                           routine, memories, agent.known_places(), agent.day_before,
-                                           minute, reason, rest, minute))
+    plan = yield sim.ask(
+        agent,
+        rq.PlanDay(
+            agent.id,
+            agent.name,
+            agent.summary,
+            sim.date_text(agent.plan_day),
+            routine,
+            memories,
+            agent.known_places(),
+            agent.day_before,
+            minute,
+            reason,
+            rest,
+            minute,
+        ),
+    )
     done = [b if b.end <= now else b._replace(end=now) for b in agent.plan if b.start < now]
     new = [b._replace(start=max(now, b.start)) for b in plan_blocks(sim, day0, plan.blocks) if b.end > now]
     agent.plan = [b for b in done if b.end > b.start] + new
@@ -136,8 +183,9 @@ def plan_blocks(sim, midnight: float, blocks) -> list[PlanBlock]:
     for block in blocks:
         where = sim.known_area(block.where)
         pieces = [block] if block.sleep else hourly(block.start, block.end, block.activity, block.where)
-        out += [PlanBlock(midnight + b.start * 60, midnight + b.end * 60, b.activity, where, block.sleep)
-                for b in pieces]
+        out += [
+            PlanBlock(midnight + b.start * 60, midnight + b.end * 60, b.activity, where, block.sleep) for b in pieces
+        ]
     return out
 
 
@@ -161,14 +209,19 @@ def routine_plan(routine) -> rq.DayPlan:
     """The day as the routine has it, one block per step, with no brain (planning switched off)."""
     steps = sorted(routine) or [(7 * 60, "waking up", ""), (23 * 60, "going to bed and sleeping", "")]
     ends = [at for at, _, _ in steps[1:]] + [steps[0][0] + 24 * 60]
-    return rq.DayPlan(tuple(rq.Block(at, end, what, where, mentions_sleep(what))
-                            for (at, what, where), end in zip(steps, ends) if end > at))
+    return rq.DayPlan(
+        tuple(
+            rq.Block(at, end, what, where, mentions_sleep(what))
+            for (at, what, where), end in zip(steps, ends)
+            if end > at
+        )
+    )
 
 
 def decompose(sim, agent: Agent, block: PlanBlock):
     """Break what is left of the current block into 5-15 minute actions."""
     now = sim.env.now
-    if not sim.config.planning:                # one action for the rest of the block
+    if not sim.config.planning:  # one action for the rest of the block
         agent.reason = ""
         agent.queue.clear()
         agent.queue.append(Action(now, block.end, block.activity, None))
@@ -184,10 +237,25 @@ def decompose(sim, agent: Agent, block: PlanBlock):
         return int((b.start - day0) // 60), int((b.end - day0) // 60), b.activity
 
     i = agent.plan.index(block)
-    answer = yield sim.ask(agent, rq.Decompose(
-        agent.id, agent.name, block.activity, block.where or area, int((now - day0) // 60),
-        int((block.end - day0) // 60), objects, memories, reason, tuple(elsewhere), agent.identity(), sim.moment(),
-        tuple(minutes(b) for b in agent.plan[max(0, i - 1):i]), tuple(minutes(b) for b in agent.plan[i + 1:i + 2])))
+    answer = yield sim.ask(
+        agent,
+        rq.Decompose(
+            agent.id,
+            agent.name,
+            block.activity,
+            block.where or area,
+            int((now - day0) // 60),
+            int((block.end - day0) // 60),
+            objects,
+            memories,
+            reason,
+            tuple(elsewhere),
+            agent.identity(),
+            sim.moment(),
+            tuple(minutes(b) for b in agent.plan[max(0, i - 1) : i]),
+            tuple(minutes(b) for b in agent.plan[i + 1 : i + 2]),
+        ),
+    )
     req = sim.asked(agent)
     agent.queue.clear()
     t = now
@@ -200,12 +268,18 @@ def decompose(sim, agent: Agent, block: PlanBlock):
             break
     if reason:
         sim.count("replans")
-        sim.emit(events.REPLAN, agent.id, reason=reason, actions=[[sim.clock(a.start), a.description]
-                                                                 for a in agent.queue], req=req)
+        sim.emit(
+            events.REPLAN,
+            agent.id,
+            reason=reason,
+            actions=[[sim.clock(a.start), a.description] for a in agent.queue],
+            req=req,
+        )
     if agent.queue:
         steps = "; ".join(f"{sim.clock(a.start)} {a.description}" for a in agent.queue)
-        yield from remember(sim, agent, [f"{agent.name}'s plan until {sim.clock(block.end)}: {steps}"], "plan",
-                            reqs=[req])
+        yield from remember(
+            sim, agent, [f"{agent.name}'s plan until {sim.clock(block.end)}: {steps}"], "plan", reqs=[req]
+        )
 
 
 def other_rooms(sim, agent: Agent, where: str, here: str) -> dict[str, tuple[str, str]]:
@@ -232,7 +306,7 @@ def act(sim, agent: Agent, action: Action):
         yield from walk(sim, agent, thing.tile, then="use", thing=sim.world.things.index(thing))
         yield from use(sim, agent, thing)
         return
-    if action.object is None and action.area and action.area != area:     # back to the block's room
+    if action.object is None and action.area and action.area != area:  # back to the block's room
         yield from walk(sim, agent, sim.pick_tile(agent, action.area), then="use")
     yield from use(sim, agent, None)
 
@@ -240,11 +314,11 @@ def act(sim, agent: Agent, action: Action):
 def use(sim, agent: Agent, thing):
     """The action itself, with the object walked to (if any, and still free)."""
     action = agent.action
-    if sim.env.now >= action.end:              # the walk took the whole action: a look around on arrival
+    if sim.env.now >= action.end:  # the walk took the whole action: a look around on arrival
         yield from perceive(sim, agent)
         return
     if thing is not None:
-        if thing.user is None:                 # nobody took it while we walked over
+        if thing.user is None:  # nobody took it while we walked over
             thing.user, thing.state = agent.id, f"in use by {agent.name}"
             agent.holding = sim.world.things.index(thing)
             sim.emit(events.OBJECT, agent.id, object=thing.name, area=thing.area, state=thing.state)
@@ -252,8 +326,15 @@ def use(sim, agent: Agent, thing):
             thing = None
     agent.become(Phase.ACTING, action.description)
     sim.count("actions")
-    sim.emit(events.ACTION, agent.id, action=action.description, area=sim.world.area_of(agent.id),
-             object=thing.name if thing else None, until=sim.clock(action.end), req=action.req)
+    sim.emit(
+        events.ACTION,
+        agent.id,
+        action=action.description,
+        area=sim.world.area_of(agent.id),
+        object=thing.name if thing else None,
+        until=sim.clock(action.end),
+        req=action.req,
+    )
     yield from attend(sim, agent)
     put_down(sim, agent)
 
@@ -314,8 +395,15 @@ def walk(sim, agent: Agent, tile, then: str = "live", thing: int | None = None, 
     arrive = sim.align(sim.env.now + (len(path) - 1) * sim.world.tile_time)
     destination = sim.world.grid.area_at(tile)
     agent.become(Phase.WALKING, f"walking to {destination}")
-    sim.emit(events.MOVE, agent.id, from_=list(here), to=list(tile), area=destination,
-             tiles=len(path) - 1, arrive=sim.clock(arrive))
+    sim.emit(
+        events.MOVE,
+        agent.id,
+        from_=list(here),
+        to=list(tile),
+        area=destination,
+        tiles=len(path) - 1,
+        arrive=sim.clock(arrive),
+    )
     yield sim.wait(agent, Doing(Phase.WALKING, arrive, tile=tuple(tile), then=then, thing=thing, where=where))
     arrived(sim, agent)
     return True
@@ -323,7 +411,7 @@ def walk(sim, agent: Agent, tile, then: str = "live", thing: int | None = None, 
 
 def arrived(sim, agent: Agent) -> None:
     sim.world.place(agent.id, agent.doing.tile)
-    agent.places.add(sim.place_of(sim.world.area_of(agent.id)))      # a place it has seen
+    agent.places.add(sim.place_of(sim.world.area_of(agent.id)))  # a place it has seen
     agent.become(Phase.IDLE)
 
 
@@ -332,9 +420,16 @@ def sleep(sim, agent: Agent, block: PlanBlock):
     one in the room the block names, or, for a block at a whole place (or anywhere), in the
     room the agent is in or another of the place open to it."""
     area = sim.world.area_of(agent.id)
-    rooms = [area] if " / " in block.where else [area] + [
-        r for r in sim.world.grid.arenas_in(sim.place_of(block.where or area))
-        if r != area and room_open_to(r, agent.name)]
+    rooms = (
+        [area]
+        if " / " in block.where
+        else [area]
+        + [
+            r
+            for r in sim.world.grid.arenas_in(sim.place_of(block.where or area))
+            if r != area and room_open_to(r, agent.name)
+        ]
+    )
     bed = next((t for r in rooms for t in sim.world.objects_in(r) if "bed" in t.name and t.user is None), None)
     if bed is not None:
         area = bed.area
@@ -348,14 +443,14 @@ def fall_asleep(sim, agent: Agent, block: PlanBlock, bed, area: str):
         agent.holding = sim.world.things.index(bed)
     agent.become(Phase.SLEEPING, "sleeping")
     sim.emit(events.SLEEP, agent.id, area=area, until=sim.clock(block.end))
-    yield from sim.memory.at_sleep(sim, agent)     # the salience model's night reflection
+    yield from sim.memory.at_sleep(sim, agent)  # the salience model's night reflection
     agent.seen.clear()
     yield sim.wait(agent, Doing(Phase.SLEEPING, max(sim.env.now, sim.align(block.end)), where=area))
     wake_up(sim, agent, area)
 
 
 def wake_up(sim, agent: Agent, area: str) -> None:
-    if agent.holding is not None:              # the bed: no event, as for going to bed
+    if agent.holding is not None:  # the bed: no event, as for going to bed
         bed = sim.world.things[agent.holding]
         agent.holding = None
         bed.user, bed.state = None, bed.idle_state
@@ -368,8 +463,10 @@ def carry_on(sim, agent: Agent):
     own process would have, up to where that process would loop back in `live`."""
     doing = agent.doing
     if doing.phase == Phase.WAITING:
-        if not (yield from wait_free(sim, agent, doing.until, order=doing.order, then=doing.then)) \
-                and doing.then == "attend":
+        if (
+            not (yield from wait_free(sim, agent, doing.until, order=doing.order, then=doing.then))
+            and doing.then == "attend"
+        ):
             yield from attend(sim, agent)
         put_down(sim, agent)
     elif doing.phase == Phase.LISTENING:
@@ -421,13 +518,20 @@ def perceive(sim, agent: Agent):
     if reaction.action == "talk" and reaction.target in free and sim.can_talk(agent, sim.agents[reaction.target]):
         yield from converse(sim, agent, sim.agents[reaction.target], req)
         return True
-    if reaction.action == "wait":              # a wait, then the rest of the action
+    if reaction.action == "wait":  # a wait, then the rest of the action
         action = agent.action
         until = min(action.end, sim.align(sim.env.now + reaction.minutes * 60))
-        rest = [Action(until, action.end, action.description, action.object, req=action.req)] \
-            if until < action.end else []
-        agent.queue.extendleft(rest + [Action(sim.env.now, until, f"waiting ({reaction.reason})"
-                                              if reaction.reason else "waiting", None, req=req)])
+        rest = (
+            [Action(until, action.end, action.description, action.object, req=action.req)] if until < action.end else []
+        )
+        agent.queue.extendleft(
+            rest
+            + [
+                Action(
+                    sim.env.now, until, f"waiting ({reaction.reason})" if reaction.reason else "waiting", None, req=req
+                )
+            ]
+        )
         return True
     if reaction.action == "replan" and agent.block is not None:
         yield from replan(sim, agent, reaction.reason or "something happened")
@@ -442,13 +546,27 @@ def react(sim, agent: Agent, observations: list[str], free: list[str]):
     focus = [sim.agents[o].name for o in free] or observations[:1]
     about = recall(sim, agent, f"{agent.name}'s relationship with " + ", ".join(focus), sim.config.react_k)
     doing = recall(sim, agent, " ".join(observations[:3]), sim.config.react_k)
-    return (yield sim.ask(agent, rq.React(
-        agent.id, agent.name, agent.activity, tuple(noticed(sim, agent, observations)),
-        tuple((o, sim.agents[o].name, sim.agents[o].activity, last_talk(sim, agent, o) or "never talked")
-              for o in free),
-        tuple(sorted((o, agent.relationships[o]) for o in free if o in agent.relationships)),
-        about, agent.summary, sim.moment(), tuple(m for m in doing if m not in about),
-        sim.world.area_of(agent.id))))
+    return (
+        yield sim.ask(
+            agent,
+            rq.React(
+                agent.id,
+                agent.name,
+                agent.activity,
+                tuple(noticed(sim, agent, observations)),
+                tuple(
+                    (o, sim.agents[o].name, sim.agents[o].activity, last_talk(sim, agent, o) or "never talked")
+                    for o in free
+                ),
+                tuple(sorted((o, agent.relationships[o]) for o in free if o in agent.relationships)),
+                about,
+                agent.summary,
+                sim.moment(),
+                tuple(m for m in doing if m not in about),
+                sim.world.area_of(agent.id),
+            ),
+        )
+    )
 
 
 def last_talk(sim, agent: Agent, other: str) -> str:
@@ -459,8 +577,18 @@ def last_talk(sim, agent: Agent, other: str) -> str:
     return f"{since(sim, agent.last_talk[other])}: {agent.talked.get(other) or 'they talked'}"
 
 
-def remember(sim, agent: Agent, texts: list[str], kind, importances=None, links=None, created=None,
-             said=None, rated_as=None, reqs=None):
+def remember(
+    sim,
+    agent: Agent,
+    texts: list[str],
+    kind,
+    importances=None,
+    links=None,
+    created=None,
+    said=None,
+    rated_as=None,
+    reqs=None,
+):
     """Store memories, asking the brain to rate those without an importance (all of them
     in one request). `kind` is the memories' kind, or a list of one per text; `links`,
     `created` (creation times) and `said` (for chat lines: who said what to whom) give one
@@ -472,18 +600,28 @@ def remember(sim, agent: Agent, texts: list[str], kind, importances=None, links=
     borrowed = rated_as or [None] * len(texts)
     unrated = [i for i, (imp, other) in enumerate(zip(importances, borrowed)) if imp is None and other is None]
     if unrated:
-        ratings = sim.memory.local_ratings(sim, agent, tuple(texts[i] for i in unrated))   # a keyword tagger
+        ratings = sim.memory.local_ratings(sim, agent, tuple(texts[i] for i in unrated))  # a keyword tagger
         if ratings is None:
-            answer = yield sim.ask(agent, sim.memory.rating_request(agent, tuple(texts[i] for i in unrated),
-                                                                    [kinds[i] for i in unrated]))
+            answer = yield sim.ask(
+                agent, sim.memory.rating_request(agent, tuple(texts[i] for i in unrated), [kinds[i] for i in unrated])
+            )
             ratings = sim.memory.ratings(answer)
         for i, rating in zip(unrated, ratings):
             importances[i] = rating
-    importances = [imp if imp is not None or other is None else importances[other]
-                   for imp, other in zip(importances, borrowed)]
+    importances = [
+        imp if imp is not None or other is None else importances[other] for imp, other in zip(importances, borrowed)
+    ]
     for i, (text, importance) in enumerate(zip(texts, importances)):
-        sim.store(agent, text, kinds[i], importance, links[i] if links else (), created[i] if created else None,
-                  said[i] if said else None, reqs[i] if reqs else None)
+        sim.store(
+            agent,
+            text,
+            kinds[i],
+            importance,
+            links[i] if links else (),
+            created[i] if created else None,
+            said[i] if said else None,
+            reqs[i] if reqs else None,
+        )
 
 
 def reflect(sim, agent: Agent):
@@ -497,15 +635,16 @@ def reflect(sim, agent: Agent):
     trigger, agent.since_reflection, agent.since_count = agent.since_reflection, 0.0, 0
     n = len(agent.stream)
     newest_first = [agent.stream[i] for i in reversed(range(max(0, n - sim.config.reflection_window), n))]
-    recent = cleaned(sim, agent, newest_first)[::-1]       # a repeated sight kept at its latest
-    questions = yield sim.ask(agent, rq.ReflectQuestions(agent.id, agent.name, dated(sim, recent),
-                                                          sim.config.reflection_questions))
+    recent = cleaned(sim, agent, newest_first)[::-1]  # a repeated sight kept at its latest
+    questions = yield sim.ask(
+        agent, rq.ReflectQuestions(agent.id, agent.name, dated(sim, recent), sim.config.reflection_questions)
+    )
     req = sim.asked(agent)
-    asked = questions.questions[:sim.config.reflection_questions]
+    asked = questions.questions[: sim.config.reflection_questions]
     held = [t for t, kind in zip(agent.stream.texts(), agent.stream.kinds()) if kind == "reflection"]
     known = tuple(dict.fromkeys(reversed(held)))[:KNOWN_INSIGHTS][::-1]
     asks, evidence, numbers = [], [], []
-    for q in asked:             # each question's evidence retrieved just before its request, which records it
+    for q in asked:  # each question's evidence retrieved just before its request, which records it
         ev = cleaned(sim, agent, [h.memory for h in sim.retrieve(agent, q, sim.config.evidence_k)])
         asks.append(sim.ask(agent, rq.Insights(agent.id, agent.name, q, dated(sim, ev), known)))
         evidence.append(ev)
@@ -517,7 +656,7 @@ def reflect(sim, agent: Agent):
         for insight in answers[ask].insights[:each]:
             cited = tuple(sorted({ev[i].id for i in insight.because if 0 <= i < len(ev)}))
             if cited and sim.memory.too_deep(agent.stream, cited):
-                continue                            # `reflection.max_depth`: insights on insights stop there
+                continue  # `reflection.max_depth`: insights on insights stop there
             if cited and insight.text not in have:  # an insight stands on its evidence, and is new
                 have.add(insight.text)
                 texts.append(insight.text)
@@ -552,15 +691,28 @@ def talk_on(sim, talk):
         speaker, listener = (a, b) if talk.turn % 2 == 0 else (b, a)
         recalled = talk_memories(sim, speaker, listener, history) if sim.config.sharing else []
         doing = talk.doing if speaker is a else talk.doing[::-1]
-        line = yield sim.ask(speaker, rq.Speak(
-            speaker.id, speaker.name, listener.id, listener.name,
-            speaker.relationships.get(listener.id, ""), tuple(history), tuple(recalled),
-            tuple(speaker.earlier_lines.get(listener.id, ())[-sim.config.earlier_lines:]), speaker.summary,
-            sim.moment(), sim.world.area_of(speaker.id), *doing, last_talk(sim, speaker, listener.id)))
+        line = yield sim.ask(
+            speaker,
+            rq.Speak(
+                speaker.id,
+                speaker.name,
+                listener.id,
+                listener.name,
+                speaker.relationships.get(listener.id, ""),
+                tuple(history),
+                tuple(recalled),
+                tuple(speaker.earlier_lines.get(listener.id, ())[-sim.config.earlier_lines :]),
+                speaker.summary,
+                sim.moment(),
+                sim.world.area_of(speaker.id),
+                *doing,
+                last_talk(sim, speaker, listener.id),
+            ),
+        )
         repeated = any(_same_line(line.text, said) for _, said in history)
         history.append((speaker.name, line.text))
         sim.emit(events.SAY, speaker.id, to=listener.id, text=line.text, req=sim.asked(speaker))
-        if line.topic:                         # what others see of the talk
+        if line.topic:  # what others see of the talk
             for x, y in ((a, b), (b, a)):
                 x.activity = f"talking with {y.name} about {line.topic}"
         talk.turn += 1
@@ -592,28 +744,47 @@ def look_back(sim, x: Agent, y: Agent, history: list, said: list):
     """One side of a conversation that is over: its lines, a summary, a planning thought
     and a memo remembered (rated in one request), and the view of the other written again
     from memory."""
-    notes = yield sim.ask(x, rq.AfterTalk(
-        x.id, x.name, y.id, y.name, x.relationships.get(y.id, ""), tuple(history),
-        recall(sim, x, y.name, sim.config.talk_k), sim.moment(), sim.world.area_of(x.id)))
+    notes = yield sim.ask(
+        x,
+        rq.AfterTalk(
+            x.id,
+            x.name,
+            y.id,
+            y.name,
+            x.relationships.get(y.id, ""),
+            tuple(history),
+            recall(sim, x, y.name, sim.config.talk_k),
+            sim.moment(),
+            sim.world.area_of(x.id),
+        ),
+    )
     req = sim.asked(x)
     lines = [f"{sim.agents[s.speaker].name} said to {sim.agents[s.listener].name}: {s.line}" for s in said]
     kept = [(notes.summary, "conversation"), (notes.thought, "thought"), (notes.memo, "thought")]
     kept = [(text.strip(), kind) for text, kind in kept if text.strip()]
     whole = sim.memory.talks_rated_whole and kept and kept[0][1] == "conversation"
-    rated_as = [len(lines) if whole else None] * len(lines)      # the talk rated once, from its summary
-    yield from remember(sim, x, lines + [t for t, _ in kept], ["chat"] * len(lines) + [k for _, k in kept],
-                        said=said + [None] * len(kept), rated_as=rated_as + [None] * len(kept),
-                        reqs=[None] * len(lines) + [req] * len(kept))
+    rated_as = [len(lines) if whole else None] * len(lines)  # the talk rated once, from its summary
+    yield from remember(
+        sim,
+        x,
+        lines + [t for t, _ in kept],
+        ["chat"] * len(lines) + [k for _, k in kept],
+        said=said + [None] * len(kept),
+        rated_as=rated_as + [None] * len(kept),
+        reqs=[None] * len(lines) + [req] * len(kept),
+    )
     x.last_talk[y.id] = sim.env.now
-    x.talked[y.id] = notes.summary.strip() or (f"they talked about {notes.topic.strip()}" if notes.topic.strip()
-                                               else "")
+    x.talked[y.id] = notes.summary.strip() or (
+        f"they talked about {notes.topic.strip()}" if notes.topic.strip() else ""
+    )
     x.talks[y.id] = x.talks.get(y.id, 0) + 1
     x.earlier_lines.setdefault(y.id, []).extend(text for _, text in history)
     x.relationships[y.id] = notes.view.strip() or x.relationships.get(y.id) or f"someone {x.name} has talked with"
     sim.emit(events.RELATIONSHIP, x.id, with_=y.id, talks=x.talks[y.id], view=x.relationships[y.id])
     # both go on from a new breakdown of their block, which responds to what was said and agreed
-    x.reason = " ".join([f"{x.name} has just talked with {y.name}."]
-                        + [t if t.endswith((".", "!", "?")) else t + "." for t, _ in kept])
+    x.reason = " ".join(
+        [f"{x.name} has just talked with {y.name}."] + [t if t.endswith((".", "!", "?")) else t + "." for t, _ in kept]
+    )
     x.queue.clear()
     x.become(Phase.IDLE)
 
@@ -621,6 +792,7 @@ def look_back(sim, x: Agent, y: Agent, history: list, said: list):
 def _same_line(a: str, b: str) -> bool:
     """Whether two lines say the same (case, spacing and punctuation aside): a model that
     repeats itself ends the conversation rather than spending requests on it."""
+
     def norm(text: str) -> str:
         return " ".join("".join(c for c in text.lower() if c.isalnum() or c.isspace()).split())
 

@@ -18,7 +18,7 @@ class EventLog:
         self.out = out
         self.records: list[dict[str, Any]] = []
         self.count = 0
-        self._clock: tuple[float, str] = (math.nan, "")     # the last time written, and its text
+        self._clock: tuple[float, str] = (math.nan, "")  # the last time written, and its text
         self._encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
     def time_text(self, t: float) -> str:
@@ -28,8 +28,13 @@ class EventLog:
         return self._clock[1]
 
     def emit(self, t: float, kind: str, agent: str | None, data: dict[str, Any]) -> None:
-        record = {"t": int(t) if float(t).is_integer() else round(t, 3), "time": self.time_text(t),
-                  "kind": kind, "agent": agent, "data": data}
+        record = {
+            "t": int(t) if float(t).is_integer() else round(t, 3),
+            "time": self.time_text(t),
+            "kind": kind,
+            "agent": agent,
+            "data": data,
+        }
         self.count += 1
         if self.out is None:
             self.records.append(record)

@@ -14,19 +14,21 @@ agent knew from the start (a seed memory of no date of its own) is "background".
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from smallville.brain.requests import Recalled
 from smallville.timefmt import relative_moment
 
 BACKGROUND = "background"
-CHAT = " said to "                      # a chat line's memory: "Ann Lee said to Bob Ray: ..."
-_ASIDE = re.compile(r" \([^)]*\)")      # "(using the desk)"
+CHAT = " said to "  # a chat line's memory: "Ann Lee said to Bob Ray: ..."
+_ASIDE = re.compile(r" \([^)]*\)")  # "(using the desk)"
 _WORDS = re.compile(r"[A-Za-z]+")
-_SMALL_TALK = frozenset("""hi hello hey good morning afternoon evening night how is are was your you day going doing
+_SMALL_TALK = frozenset(
+    """hi hello hey good morning afternoon evening night how is are was your you day going doing
     things been have pretty thanks thank for asking not bad at all busy as usual see around later soon bye goodbye
     talking to nice great fine well oh i didn t know that and too me take care it the same yes yeah sure ok okay
-    so much very today s m glad meet meeting""".split())
+    so much very today s m glad meet meeting""".split()
+)
 
 
 def recall(sim, agent, query: str, k: int) -> Recalled:

@@ -11,15 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-DIGITS = 3      # the scores' decimals in the log: enough to rank by, little to store
+DIGITS = 3  # the scores' decimals in the log: enough to rank by, little to store
 
 
 def hit_row(hit) -> list:
     """A retrieved memory as a `recall` event lists it: [id, score, recency, importance,
     relevance] (the three terms min-max normalised; a negative id is a working-memory item
     of the salience model that is in no stream)."""
-    return [hit.memory.id, round(hit.score, DIGITS), round(hit.recency, DIGITS),
-            round(hit.importance, DIGITS), round(hit.relevance, DIGITS)]
+    return [
+        hit.memory.id,
+        round(hit.score, DIGITS),
+        round(hit.recency, DIGITS),
+        round(hit.importance, DIGITS),
+        round(hit.relevance, DIGITS),
+    ]
 
 
 class RecallNotes:

@@ -29,9 +29,10 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections import Counter
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any
 
 from smallville.brain import requests as rq
 from smallville.brain.assembly import Stack
@@ -41,11 +42,11 @@ from smallville.memory.stream import Mark
 from smallville.sim.copies import ArenaMap, Copy, groups
 from smallville.sim.dispatch import Dispatcher
 
-Key = tuple[str, int]          # (request key, occurrence of that key in the run)
-SLICE = 512                    # events a copy runs before the original looks at its answers again
-FAILURES = 3                   # copies that fail before run-ahead gives up for the run
-WINDOW = 1800.0                # simulated seconds a copy may run past its snapshot (at most `lookahead`)
-REFRESH = 300.0                # simulated seconds the clock moves on before a copy that stopped short is made again
+Key = tuple[str, int]  # (request key, occurrence of that key in the run)
+SLICE = 512  # events a copy runs before the original looks at its answers again
+FAILURES = 3  # copies that fail before run-ahead gives up for the run
+WINDOW = 1800.0  # simulated seconds a copy may run past its snapshot (at most `lookahead`)
+REFRESH = 300.0  # simulated seconds the clock moves on before a copy that stopped short is made again
 
 
 class Ahead:
@@ -53,20 +54,20 @@ class Ahead:
     in-order run took since the oldest snapshot a live copy was made from."""
 
     def __init__(self, brain: Brain, *, concurrency: int = 16, lookahead: float = 3600.0) -> None:
-        self.brain = brain                  # answers one request: `answer_one(request)`
-        self.lookahead = lookahead          # simulated seconds a copy may run past the clock
+        self.brain = brain  # answers one request: `answer_one(request)`
+        self.lookahead = lookahead  # simulated seconds a copy may run past the clock
         self.concurrency = concurrency
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="smallville-ahead")
-        self.done: dict[Key, Any] = {}      # (answer, error or None), or the exception the call raised
+        self.done: dict[Key, Any] = {}  # (answer, error or None), or the exception the call raised
         self.flight: dict[Key, Future] = {}
-        self.asker: dict[Key, str] = {}     # the agent of each call sent and not yet taken
-        self.landed: Counter[str] = Counter()   # answers landed for each agent
-        self.sent_at: dict[Key, float] = {}     # when each call in flight was sent (wall clock)
-        self.latency = 0.0                  # how long a call takes (a moving average)
+        self.asker: dict[Key, str] = {}  # the agent of each call sent and not yet taken
+        self.landed: Counter[str] = Counter()  # answers landed for each agent
+        self.sent_at: dict[Key, float] = {}  # when each call in flight was sent (wall clock)
+        self.latency = 0.0  # how long a call takes (a moving average)
         self.stats = Counter()
-        self.count = 0                      # answers the in-order run has taken
+        self.count = 0  # answers the in-order run has taken
         self.at: dict[str, list[int]] = {}  # each key's takes by the in-order run, by their number in the run
-        self.kept: dict[Key, tuple[int, Any]] = {}   # taken answers (number, outcome), back to `base`
+        self.kept: dict[Key, tuple[int, Any]] = {}  # taken answers (number, outcome), back to `base`
         self.base = 0
 
     # ---- the in-order side ----------------------------------------------------------
@@ -153,7 +154,7 @@ class Ahead:
         return result
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)    # calls under way finish and are counted
+        self.pool.shutdown(wait=True, cancel_futures=True)  # calls under way finish and are counted
         self.collect()
         self.stats["unused"] = len(self.done)
         self.stats["unused_fallbacks"] = sum(1 for r in self.done.values() if isinstance(r, tuple) and r[1] is not None)
@@ -201,16 +202,16 @@ class RunAheadDispatcher(Dispatcher):
 
     def __init__(self, sim, ahead: Ahead, base: Dispatcher) -> None:
         super().__init__(base.env, base.brain, base.on_fallback)
-        self.take_over(base)                        # a restored run's counters go on
+        self.take_over(base)  # a restored run's counters go on
         self.sim = sim
         self.ahead = ahead
         self.arena_map = ArenaMap(sim.world.grid)
         self.snapshot: Snapshot | None = None
-        self.copies: list[Copy] = []                # live copies, of groups that do not overlap
-        self.turn = 0                               # the copy that runs next
-        self.worlds: list = []                      # worlds of copies gone, to be used again
+        self.copies: list[Copy] = []  # live copies, of groups that do not overlap
+        self.turn = 0  # the copy that runs next
+        self.worlds: list = []  # worlds of copies gone, to be used again
         if ahead.lookahead > 0:
-            self._note()                # made between steps (before the start, or restored)
+            self._note()  # made between steps (before the start, or restored)
             sim.at_each_tick(self._note)
 
     def close(self) -> None:
@@ -223,8 +224,9 @@ class RunAheadDispatcher(Dispatcher):
         sim = self.sim
         now = sim.env.now
         horizon = min(getattr(sim, "until", float("inf")), now + min(self.ahead.lookahead, WINDOW))
-        self.snapshot = Snapshot(now, sim.get_state(), {a: agent.stream.mark() for a, agent in sim.agents.items()},
-                                 self.ahead.count, horizon)
+        self.snapshot = Snapshot(
+            now, sim.get_state(), {a: agent.stream.mark() for a, agent in sim.agents.items()}, self.ahead.count, horizon
+        )
         self._rebase()
 
     def spare_world(self):
@@ -240,7 +242,7 @@ class RunAheadDispatcher(Dispatcher):
 
     def answer_batch(self, batch: list) -> None:
         """Fetch the batch's answers (running copies ahead meanwhile), then answer it in order."""
-        asked, _ = self.guard(batch, count=False)       # what the in-order flush will ask
+        asked, _ = self.guard(batch, count=False)  # what the in-order flush will ask
         ahead = self.ahead
         keys = ahead.keys([batch[i][2] for i in asked])
         for key, i in zip(keys, asked):
@@ -279,15 +281,17 @@ class RunAheadDispatcher(Dispatcher):
             if not copy.finished:
                 return copy.now < snapshot.t
             if copy.answered_since():
-                return (not any(key in ahead.flight for key in copy.sent)
-                        or time.perf_counter() - copy.finished_at > ahead.latency / 2)
+                return (
+                    not any(key in ahead.flight for key in copy.sent)
+                    or time.perf_counter() - copy.finished_at > ahead.latency / 2
+                )
             return not copy.waiting and snapshot.t >= copy.snapshot.t + REFRESH
 
         gone = [c for c in self.copies if due(c)]
         if not gone and len(self.copies) and all(not c.finished for c in self.copies):
             return
         if len(ahead.flight) >= ahead.concurrency and self.copies:
-            return                      # enough calls in flight: new copies would only add to the queue
+            return  # enough calls in flight: new copies would only add to the queue
         self.copies = [c for c in self.copies if c not in gone]
         self.worlds.extend(c.sim.world for c in gone)
         held = {a for c in self.copies for a in c.group}

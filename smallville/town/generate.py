@@ -16,22 +16,56 @@ from smallville.town.nearby import Nearby, Place
 from smallville.town.people import TRAITS, Person, hhmm, routine_for, tie
 
 TOWNS = ("Millbrook", "Ashford", "Larkspur", "Fenwick", "Oakmere", "Brightwater", "Kestrel Hill", "Thornbury")
-WORDS = ("Willow", "Bluebird", "Copper", "Lantern", "Juniper", "Harbour", "Maple", "Heron", "Thistle", "Amber",
-         "Cedar", "Robin", "Linden", "Saffron", "Fern", "Hazel", "Marigold", "Otter", "Pebble", "Rowan",
-         "Sparrow", "Tansy", "Violet", "Wren", "Birch", "Clover", "Elm", "Larch", "Poplar", "Aspen")
+WORDS = (
+    "Willow",
+    "Bluebird",
+    "Copper",
+    "Lantern",
+    "Juniper",
+    "Harbour",
+    "Maple",
+    "Heron",
+    "Thistle",
+    "Amber",
+    "Cedar",
+    "Robin",
+    "Linden",
+    "Saffron",
+    "Fern",
+    "Hazel",
+    "Marigold",
+    "Otter",
+    "Pebble",
+    "Rowan",
+    "Sparrow",
+    "Tansy",
+    "Violet",
+    "Wren",
+    "Birch",
+    "Clover",
+    "Elm",
+    "Larch",
+    "Poplar",
+    "Aspen",
+)
 STREETS = ("Row", "Lane", "Close", "Terrace", "Road", "Walk", "Crescent", "Gardens")
 SUBJECTS = ("history", "biology", "music", "economics", "chemistry", "literature", "engineering", "art")
-RoomKind = tuple[str | None, int, list[str], int, str]   # arena (None: the building is one room), width,
+RoomKind = tuple[str | None, int, list[str], int, str]  # arena (None: the building is one room), width,
 #                                                           objects, staff, task
 KINDS: dict[str, list[RoomKind]] = {
-    "cafe": [("cafe", 10, ["counter", "coffee machine", "window table", "corner table"], 2, "serve customers"),
-             ("kitchen", 6, ["oven", "stove"], 1, "cook and bake")],
+    "cafe": [
+        ("cafe", 10, ["counter", "coffee machine", "window table", "corner table"], 2, "serve customers"),
+        ("kitchen", 6, ["oven", "stove"], 1, "cook and bake"),
+    ],
     "pub": [("pub", 10, ["bar", "piano", "dartboard", "long table"], 2, "pour drinks and serve")],
-    "market": [("store", 9, ["shelves", "till"], 2, "stock shelves and serve customers"),
-               ("pharmacy", 6, ["counter"], 1, "serve customers at the pharmacy")],
+    "market": [
+        ("store", 9, ["shelves", "till"], 2, "stock shelves and serve customers"),
+        ("pharmacy", 6, ["counter"], 1, "serve customers at the pharmacy"),
+    ],
     "park": [(None, 14, ["bench", "fountain", "rose garden", "picnic table"], 1, "look after the park")],
-    "office": [("office", 12, ["desk 1", "desk 2", "desk 3", "desk 4", "printer", "meeting table"], 6,
-                "work at a desk")],
+    "office": [
+        ("office", 12, ["desk 1", "desk 2", "desk 3", "desk 4", "printer", "meeting table"], 6, "work at a desk")
+    ],
     "workshop": [("workshop", 9, ["workbench", "lathe", "toolbox"], 5, "build and repair things")],
     "clinic": [("clinic", 8, ["reception desk", "examination table"], 4, "see patients")],
 }
@@ -39,11 +73,18 @@ KINDS: dict[str, list[RoomKind]] = {
 # as crowded in a town of 25 as in a town of 1,000 (a town of 25 has one of each, used by
 # about 8 to 19 people); rooms at work and college hold a fixed number of people each.
 PER_PLACE = {"cafe": 25, "pub": 25, "market": 25, "park": 25}
-PER_CLASS = 10                      # students per classroom at most, each with its own library
-SLACK = 1.25                        # jobs and college seats per worker and student, so the last
-                                    # ones to choose still find one near home
-SUFFIX = {"cafe": "Cafe", "pub": "Arms", "market": "Market", "park": "Park", "office": "Offices",
-          "workshop": "Workshop", "clinic": "Clinic"}
+PER_CLASS = 10  # students per classroom at most, each with its own library
+SLACK = 1.25  # jobs and college seats per worker and student, so the last
+# ones to choose still find one near home
+SUFFIX = {
+    "cafe": "Cafe",
+    "pub": "Arms",
+    "market": "Market",
+    "park": "Park",
+    "office": "Offices",
+    "workshop": "Workshop",
+    "clinic": "Clinic",
+}
 
 
 @dataclass
@@ -58,7 +99,7 @@ def generate_town(n: int, seed: int = 0) -> Town:
     """A town of `n` agents; the same (n, seed) gives the same text, byte for byte."""
     if n < 1:
         raise UsageError(f"a town needs at least one agent, got {n}")
-    legend_chars(_fewest_rooms(n), n)           # a town too large for its map fails here, at once
+    legend_chars(_fewest_rooms(n), n)  # a town too large for its map fails here, at once
     rng = random.Random(f"town:{n}:{seed}")
     town = TOWNS[seed % len(TOWNS)]
     names = name_people(n, rng)
@@ -88,7 +129,9 @@ def generate_town(n: int, seed: int = 0) -> Town:
     _add_ties(people, households, public, rng)
     places = _places(public)
     doors = {room.area: (room.x, room.y) for b in buildings for room in b.rooms}
-    nearby: dict[str, Nearby[str]] = {kind: Nearby([Place(area, *doors[area], area) for area in areas]) for kind, areas in places.items()}
+    nearby: dict[str, Nearby[str]] = {
+        kind: Nearby([Place(area, *doors[area], area) for area in areas]) for kind, areas in places.items()
+    }
     load = {area: 0 for areas in places.values() for area in areas}
     for p in people.values():
         p.routine = routine_for(p, rng, _nearest(nearby, doors[p.home], load))
@@ -119,14 +162,26 @@ def _public_places(people: dict[str, Person]) -> tuple[list[Building], list[tupl
     buildings = [_building(kind, i) for kind, c in counts.items() for i in range(c)]
     students = sum(p.role == "student" for p in people.values())
     classes = max(1, -int(-students * SLACK // PER_CLASS))
-    campus = [Building("Oak Hill College", "college",
-                       [Room(f"Oak Hill College / classroom {i + 1}", 12, ["blackboard", "lectern", "front desks",
-                                                                          "back desks"]),
-                        Room(f"Oak Hill College / library {i + 1}", 10, ["bookshelves", "reading table",
-                                                                         "computer"])]) for i in range(classes)]
+    campus = [
+        Building(
+            "Oak Hill College",
+            "college",
+            [
+                Room(
+                    f"Oak Hill College / classroom {i + 1}", 12, ["blackboard", "lectern", "front desks", "back desks"]
+                ),
+                Room(f"Oak Hill College / library {i + 1}", 10, ["bookshelves", "reading table", "computer"]),
+            ],
+        )
+        for i in range(classes)
+    ]
     campus[0].rooms.insert(0, Room("Oak Hill College / hallway", 8, ["notice board"]))
-    slots = [(b, room, task) for b in buildings
-             for room, (_, _, _, staff, task) in zip(b.rooms, KINDS[b.kind]) for _ in range(staff)]
+    slots = [
+        (b, room, task)
+        for b in buildings
+        for room, (_, _, _, staff, task) in zip(b.rooms, KINDS[b.kind])
+        for _ in range(staff)
+    ]
     slots += [(b, b.rooms[-2], "teach classes") for b in campus]
     buildings += campus
     workers = sum(p.role == "worker" for p in people.values())
@@ -175,8 +230,10 @@ def _openings(slots: list[tuple[Building, Room, str]], order: dict[str, int]) ->
 def _building(kind: str, i: int) -> Building:
     word = WORDS[i % len(WORDS)] + (f" {i // len(WORDS) + 1}" if i >= len(WORDS) else "")
     sector = f"The {word} {SUFFIX[kind]}" if kind == "pub" else f"{word} {SUFFIX[kind]}"
-    rooms = [Room(sector if arena is None else f"{sector} / {arena}", width, list(objects))
-             for arena, width, objects, _, _ in KINDS[kind]]
+    rooms = [
+        Room(sector if arena is None else f"{sector} / {arena}", width, list(objects))
+        for arena, width, objects, _, _ in KINDS[kind]
+    ]
     return Building(sector, kind, rooms)
 
 
@@ -201,8 +258,9 @@ def _places(public: list[Building]) -> dict[str, list[str]]:
     return places
 
 
-def _nearest(places: dict[str, Nearby[str]], home: tuple[int, int], load: dict[str, int],
-             keep: int = 3) -> dict[str, list[str]]:
+def _nearest(
+    places: dict[str, Nearby[str]], home: tuple[int, int], load: dict[str, int], keep: int = 3
+) -> dict[str, list[str]]:
     """For each kind of place, the one a resident uses: of the `keep` nearest to their home
     (as the crow flies, ties by name), the one fewest residents use so far, so no place
     draws a crowd because it happens to sit among many homes. Counts the choice in `load`."""
@@ -215,9 +273,10 @@ def _nearest(places: dict[str, Nearby[str]], home: tuple[int, int], load: dict[s
     return out
 
 
-def _add_ties(people: dict[str, Person], households: list[list[int]], public: list[Building],
-              rng: random.Random) -> None:
-    ids = list(people)                       # in household order
+def _add_ties(
+    people: dict[str, Person], households: list[list[int]], public: list[Building], rng: random.Random
+) -> None:
+    ids = list(people)  # in household order
     by_home: dict[str, list[str]] = {}
     for pid in ids:
         by_home.setdefault(people[pid].home, []).append(pid)
@@ -266,51 +325,99 @@ def _q(text: str) -> str:
     return encode_basestring(text)
 
 
-def _scenario_text(town: str, n: int, seed: int, rows: list[str], legend: dict[str, str],
-                   objects: list[tuple[str, tuple[int, int]]], people: dict[str, Person],
-                   places: dict[str, list[str]], rng: random.Random) -> str:
+def _scenario_text(
+    town: str,
+    n: int,
+    seed: int,
+    rows: list[str],
+    legend: dict[str, str],
+    objects: list[tuple[str, tuple[int, int]]],
+    people: dict[str, Person],
+    places: dict[str, list[str]],
+    rng: random.Random,
+) -> str:
     ids = sorted(people)
     cafe_staff = [pid for pid in ids if people[pid].workplace.endswith("Cafe")]
     host = people[cafe_staff[0] if cafe_staff else ids[0]]
     others = [pid for pid in ids if pid != host.id] or ids
     candidate = people[rng.choice(others)]
     park = places["park"][0]
-    out = [f"# A town of {n} residents, generated by `smallville town generate --agents {n} --seed {seed}`.",
-           f"name: {_q(f'{town} ({n} residents)')}",
-           f"description: {_q(f'A generated town of {n} residents: homes, workplaces, cafes, parks, shops, a pub and a college. ' f'{host.name} is organising a spring fair and {candidate.name} is running for mayor; at the start each is the only one who knows.')}",
-           "start: 2023-02-13 07:00", "duration: 1d", "tick: 1m", f"seed: {seed}", "",
-           "map:", "  tile_time: 10s", "  vision: 4", "  legend:"]
+    about = (
+        f"A generated town of {n} residents: homes, workplaces, cafes, parks, shops, a pub and a college. "
+        f"{host.name} is organising a spring fair and {candidate.name} is running for mayor; at the start "
+        "each is the only one who knows."
+    )
+    out = [
+        f"# A town of {n} residents, generated by `smallville town generate --agents {n} --seed {seed}`.",
+        f"name: {_q(f'{town} ({n} residents)')}",
+        f"description: {_q(about)}",
+        "start: 2023-02-13 07:00",
+        "duration: 1d",
+        "tick: 1m",
+        f"seed: {seed}",
+        "",
+        "map:",
+        "  tile_time: 10s",
+        "  vision: 4",
+        "  legend:",
+    ]
     out += [f"    {_q(ch)}: {_q(area)}" for ch, area in legend.items()]
     out += ["  grid: |"] + [f"    {row}" for row in rows]
     out += ["  objects:"] + [f"    - {{name: {_q(name)}, at: [{c}, {r}], state: idle}}" for name, (c, r) in objects]
     out += ["", "agents:"] + [f"  - {pid}" for pid in ids]
-    news = {host.id: [f"{host.name} is organising a spring fair at {park} on February 14th from 4pm to 6pm, "
-                      "and wants the whole town to come."]}
-    news.setdefault(candidate.id, []).append(f"{candidate.name} is running for mayor in the local election and "
-                                             "hopes to win the support of the neighbours.")
+    news = {
+        host.id: [
+            f"{host.name} is organising a spring fair at {park} on February 14th from 4pm to 6pm, "
+            "and wants the whole town to come."
+        ]
+    }
+    news.setdefault(candidate.id, []).append(
+        f"{candidate.name} is running for mayor in the local election and hopes to win the support of the neighbours."
+    )
     out += ["", "memories:"]
     for pid, texts in news.items():
         out += [f"  {pid}:"] + [line for text in texts for line in (f"    - text: {_q(text)}", "      importance: 8")]
     helpers = f"{host.first.title()} thinks the spring fair needs more helpers and means to ask around today."
-    out += ["", "events:",
-            "  - at: 2023-02-13 09:00", f"    agent: {host.id}", f"    what: {_q(helpers)}",
-            "  - at: 2023-02-13 12:00", f"    where: {_q(park)}", f"    what: {_q(f'A brass band starts playing in {park}.')}",
-            "", "probes:",
-            "  fair:", "    question: Do you know about a spring fair?", "    match: [spring, fair]",
-            "  election:", "    question: Do you know who is running for mayor?", "    match: [mayor, election]", ""]
+    out += [
+        "",
+        "events:",
+        "  - at: 2023-02-13 09:00",
+        f"    agent: {host.id}",
+        f"    what: {_q(helpers)}",
+        "  - at: 2023-02-13 12:00",
+        f"    where: {_q(park)}",
+        f"    what: {_q(f'A brass band starts playing in {park}.')}",
+        "",
+        "probes:",
+        "  fair:",
+        "    question: Do you know about a spring fair?",
+        "    match: [spring, fair]",
+        "  election:",
+        "    question: Do you know who is running for mayor?",
+        "    match: [mayor, election]",
+        "",
+    ]
     return "\n".join(out)
 
 
 def _agent_text(p: Person, people: dict[str, Person], rng: random.Random) -> str:
     first = p.first.title()
     traits = ", ".join(rng.sample(TRAITS, 3))
-    work = {"worker": f"works at {p.workplace}, where they {p.task()}",
-            "student": "studies at Oak Hill College", "retired": "is retired"}[p.role]
-    out = [f"name: {_q(p.name)}", f"age: {p.age}", f"traits: {_q(traits)}",
-           f"backstory: {_q(f'{first} lives at {p.home} and {work}.')}",
-           f"currently: {_q('getting through a busy week')}",
-           f"lifestyle: {_q(f'wakes around {hhmm(p.routine[0][0])}, goes to bed around {hhmm(p.routine[-1][0])}')}",
-           f"home: {_q(p.home)}", "routine:"]
+    work = {
+        "worker": f"works at {p.workplace}, where they {p.task()}",
+        "student": "studies at Oak Hill College",
+        "retired": "is retired",
+    }[p.role]
+    out = [
+        f"name: {_q(p.name)}",
+        f"age: {p.age}",
+        f"traits: {_q(traits)}",
+        f"backstory: {_q(f'{first} lives at {p.home} and {work}.')}",
+        f"currently: {_q('getting through a busy week')}",
+        f"lifestyle: {_q(f'wakes around {hhmm(p.routine[0][0])}, goes to bed around {hhmm(p.routine[-1][0])}')}",
+        f"home: {_q(p.home)}",
+        "routine:",
+    ]
     out += [f"  - {{at: {_q(hhmm(at))}, do: {_q(do)}, where: {_q(where)}}}" for at, do, where in p.routine]
     if p.ties:
         out += ["relationships:"] + [f"  {o}: {_q(view)}" for o, view in sorted(p.ties.items())]

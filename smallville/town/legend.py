@@ -19,15 +19,17 @@ from smallville.errors import TownTooLarge
 ASCII = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 FIRST_RANGES = ((0xC0, 0x24F), (0x391, 0x3C9), (0x400, 0x45F), (0x4E00, 0x9FA5))
 LETTERS = ("Lu", "Ll", "Lo")
-JAMO = range(0x1100, 0x1200)        # conjoining: two side by side would normalise into one syllable
+JAMO = range(0x1100, 0x1200)  # conjoining: two side by side would normalise into one syllable
 
 
 def legend_chars(rooms: int, residents: int) -> list[str]:
     """`rooms` distinct one-character legend keys, or TownTooLarge naming the limit."""
     chars = list(islice(_supply(), rooms))
     if len(chars) < rooms:
-        raise TownTooLarge(f"a town of {residents:,} residents needs at least {rooms:,} rooms on its map, each "
-                           f"with its own legend character, and only {len(chars):,} characters can serve")
+        raise TownTooLarge(
+            f"a town of {residents:,} residents needs at least {rooms:,} rooms on its map, each "
+            f"with its own legend character, and only {len(chars):,} characters can serve"
+        )
     return chars
 
 
@@ -48,5 +50,9 @@ def _supply() -> Iterator[str]:
 def _plain_letter(ch: str) -> bool:
     """A letter that stands alone, reads left to right and is its own normal form (Unicode 3.2)."""
     ucd = unicodedata.ucd_3_2_0
-    return (ucd.category(ch) in LETTERS and ucd.bidirectional(ch) == "L" and ord(ch) not in JAMO
-            and ucd.normalize("NFKC", ch) == ch)
+    return (
+        ucd.category(ch) in LETTERS
+        and ucd.bidirectional(ch) == "L"
+        and ord(ch) not in JAMO
+        and ucd.normalize("NFKC", ch) == ch
+    )

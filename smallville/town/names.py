@@ -15,19 +15,23 @@ import random
 
 from smallville.errors import TownTooLarge
 
-FIRST = ("ada alan alice amara anton aria arjun astrid ben bianca boris carla chen chloe clara dario dev "
-         "diana elena eli emil emma esther ezra farah felix fiona gabriel grace hana hugo ida igor imani "
-         "ines iris ivan jack jade jonas julia kai kamala karim kofi lara leo lena liam lina luca lucia "
-         "mads maya mei milan mira nadia nico nina noah nora olga omar oscar paula petra priya quinn rafael "
-         "rena rosa ruby sami sara selim sofia sven tara teo theo una uma vera victor wanda wei yara yusuf "
-         "zara zoe").split()
-SURNAMES = ("abbott adler alvarez andersen baker banerjee bauer becker bell brennan castillo chang cho "
-            "costa cruz dahl davies diaz dubois duarte eriksen evans farouk fischer fontaine garcia "
-            "gomez hansen haddad hughes ito jensen kahn kato keller kim kowalski larsen lee lindqvist "
-            "lopez mahler marsh mendes moreau murphy nakamura novak obi okafor olsen ortiz park patel "
-            "perez petrov quinn reyes rossi ruiz sato schmidt silva singh sorensen suzuki tanaka thorne "
-            "torres varga vogel wagner walsh weber wright yilmaz young zhang ziegler").split()
-SIZES = (1, 1, 2, 2, 2, 3, 3, 4)    # people in a household, drawn
+FIRST = (
+    "ada alan alice amara anton aria arjun astrid ben bianca boris carla chen chloe clara dario dev "
+    "diana elena eli emil emma esther ezra farah felix fiona gabriel grace hana hugo ida igor imani "
+    "ines iris ivan jack jade jonas julia kai kamala karim kofi lara leo lena liam lina luca lucia "
+    "mads maya mei milan mira nadia nico nina noah nora olga omar oscar paula petra priya quinn rafael "
+    "rena rosa ruby sami sara selim sofia sven tara teo theo una uma vera victor wanda wei yara yusuf "
+    "zara zoe"
+).split()
+SURNAMES = (
+    "abbott adler alvarez andersen baker banerjee bauer becker bell brennan castillo chang cho "
+    "costa cruz dahl davies diaz dubois duarte eriksen evans farouk fischer fontaine garcia "
+    "gomez hansen haddad hughes ito jensen kahn kato keller kim kowalski larsen lee lindqvist "
+    "lopez mahler marsh mendes moreau murphy nakamura novak obi okafor olsen ortiz park patel "
+    "perez petrov quinn reyes rossi ruiz sato schmidt silva singh sorensen suzuki tanaka thorne "
+    "torres varga vogel wagner walsh weber wright yilmaz young zhang ziegler"
+).split()
+SIZES = (1, 1, 2, 2, 2, 3, 3, 4)  # people in a household, drawn
 
 
 def agent_id(first: str, last: str) -> str:
@@ -57,8 +61,8 @@ class Families:
 
     def __init__(self) -> None:
         self.taken: dict[str, set[str]] = {}
-        self.free_surnames = len(FIRST) * len(SURNAMES)     # names left without branching
-        self.branches = {last: 0 for last in SURNAMES}      # the branch being filled, by surname
+        self.free_surnames = len(FIRST) * len(SURNAMES)  # names left without branching
+        self.branches = {last: 0 for last in SURNAMES}  # the branch being filled, by surname
 
     def free(self, last: str) -> int:
         """How many first names the family `last` has not used yet."""
@@ -76,13 +80,15 @@ class Families:
     def branch(self, last: str, size: int, residents: int) -> str:
         """The first branch of `last` ("abbott-adler", "abbott-alvarez", ...) with `size` names free."""
         i = SURNAMES.index(last)
-        partners = SURNAMES[i + 1:] + SURNAMES[:i]
+        partners = SURNAMES[i + 1 :] + SURNAMES[:i]
         k = self.branches[last]
         while k < len(partners) and self.free(f"{last}-{partners[k]}") < size:
             k += 1
         if k == len(partners):
-            raise TownTooLarge(f"names ran out after {residents:,} residents: the {last.title()} family and its "
-                               f"{len(partners)} branches have used all {len(FIRST)} first names (a town has "
-                               f"names for about {len(FIRST) * len(SURNAMES) ** 2:,} residents)")
+            raise TownTooLarge(
+                f"names ran out after {residents:,} residents: the {last.title()} family and its "
+                f"{len(partners)} branches have used all {len(FIRST)} first names (a town has "
+                f"names for about {len(FIRST) * len(SURNAMES) ** 2:,} residents)"
+            )
         self.branches[last] = k
         return f"{last}-{partners[k]}"

@@ -14,7 +14,7 @@ from math import isqrt
 from typing import Any, Generic, NamedTuple, TypeVar
 
 T = TypeVar("T")
-PER_CELL = 4                        # places a cell holds on average: fewer cells to visit, more to sort
+PER_CELL = 4  # places a cell holds on average: fewer cells to visit, more to sort
 
 
 class Place(NamedTuple):
@@ -63,7 +63,7 @@ class Nearby(Generic[T]):
         want = min(k, self.count)
         found: list[tuple[int, Hashable, Place]] = []
         for r in range(max(cx, self.last[0] - cx, cy, self.last[1] - cy) + 1):
-            if (2 * r + 1) ** 2 > PER_CELL * len(self.cells):       # few cells left: look at all unseen at once
+            if (2 * r + 1) ** 2 > PER_CELL * len(self.cells):  # few cells left: look at all unseen at once
                 cells = [cell for cell in self.cells if max(abs(cell[0] - cx), abs(cell[1] - cy)) >= r]
                 found += [(abs(p.x - x) + abs(p.y - y), p.rank, p) for cell in cells for p in self.cells[cell]]
                 found.sort(key=lambda f: f[:2])
@@ -73,7 +73,7 @@ class Nearby(Generic[T]):
                     found += [(abs(p.x - x) + abs(p.y - y), p.rank, p) for p in self.cells[cell]]
             found.sort(key=lambda f: f[:2])
             if len(found) >= want and (not want or found[want - 1][0] <= r * self.size):
-                break                   # a place r + 1 rings out or more is over r * size tiles away
+                break  # a place r + 1 rings out or more is over r * size tiles away
         return [place for _, _, place in found[:k]]
 
     def _cell(self, x: int, y: int) -> tuple[int, int]:

@@ -20,8 +20,9 @@ from smallville.why.trail import Trail
 __all__ = ["Accounts", "Trail", "explain", "probe_chain", "spread"]
 
 
-def explain(run, agent: str, at: float | None = None, event: int | None = None, depth: int = 1,
-            trail: Trail | None = None) -> dict:
+def explain(
+    run, agent: str, at: float | None = None, event: int | None = None, depth: int = 1, trail: Trail | None = None
+) -> dict:
     """The account of the agent's decision at log line `event`, or its last at or before `at`
     seconds since the start (one of the two)."""
     known(run, agent)
@@ -37,7 +38,7 @@ def explain(run, agent: str, at: float | None = None, event: int | None = None, 
             raise UsageError(f"{agent} made no decision by {run.when(at)}")
     weights = (run.manifest.config or {}).get("weights") or (1.0, 1.0, 1.0)
     out = Accounts(trail, Requests(run.path / "answers.jsonl").texts, weights).why(agent, event, depth)
-    if out["kind"] == LEARNED:          # the news followed back to its source, teller by teller
+    if out["kind"] == LEARNED:  # the news followed back to its source, teller by teller
         probe = out["data"]["probe"]
         out["chain"] = chain(trail, probe, probe_words(run.scenario, probe), agent)
     return out
@@ -48,8 +49,12 @@ def probe_chain(run, probe: str, agent: str, trail: Trail | None = None) -> dict
     known(run, agent)
     words = probe_words(run.scenario, probe)
     trail = trail or Trail.read(run.path)
-    return {"probe": probe, "agent": agent, "chain": chain(trail, probe, words, agent),
-            "recorded": trail.records_recall}
+    return {
+        "probe": probe,
+        "agent": agent,
+        "chain": chain(trail, probe, words, agent),
+        "recorded": trail.records_recall,
+    }
 
 
 def known(run, agent: str) -> None:

@@ -14,7 +14,7 @@ from smallville.errors import UsageError
 from smallville.why.trail import Trail
 
 TERMS = ("recency", "importance", "relevance")
-FOLLOWED = 3        # memories followed back per request beyond the first step (the best scored)
+FOLLOWED = 3  # memories followed back per request beyond the first step (the best scored)
 
 
 class Accounts:
@@ -53,8 +53,12 @@ class Accounts:
         best scored that many, over all queries."""
         line = self.trail.recalls.get((agent, req))
         if line is None:
-            return {"req": req, "kind": None, "queries": [],
-                    "note": "this request was built from no retrieved memories"}
+            return {
+                "req": req,
+                "kind": None,
+                "queries": [],
+                "note": "this request was built from no retrieved memories",
+            }
         data = self.trail[line]["data"]
         shown = self.shown(data["key"])
         rows = [(q, rank, row) for q, (_, hits) in enumerate(data["queries"]) for rank, row in enumerate(hits, 1)]
@@ -63,15 +67,25 @@ class Accounts:
         queries = [{"query": query, "memories": []} for query, _ in data["queries"]]
         for q, rank, row in rows:
             queries[q]["memories"].append(self.recalled(agent, rank, row, shown, depth))
-        return {"req": req, "kind": data["request"], "key": data["key"], **self.moment(line),
-                "queries": [q for q in queries if q["memories"] or best is None]}
+        return {
+            "req": req,
+            "kind": data["request"],
+            "key": data["key"],
+            **self.moment(line),
+            "queries": [q for q in queries if q["memories"] or best is None],
+        }
 
     def recalled(self, agent: str, rank: int, row: list, shown: str | None, depth: int) -> dict:
         """One memory of a request's recall: rank, scores, the term that weighed most, text and origin."""
         mid, score, *terms = row
         weighted = [w * x for w, x in zip(self.weights, terms)]
-        item = {"rank": rank, "id": mid, "score": score, **dict(zip(TERMS, terms)),
-                "ranked_by": [t for t, w in zip(TERMS, weighted) if w >= max(weighted) - 1e-9]}
+        item = {
+            "rank": rank,
+            "id": mid,
+            "score": score,
+            **dict(zip(TERMS, terms)),
+            "ranked_by": [t for t, w in zip(TERMS, weighted) if w >= max(weighted) - 1e-9],
+        }
         memory = self.memory(agent, mid, depth - 1) if mid >= 0 else {"origin": {"how": "working memory"}}
         if shown is not None and "text" in memory:
             item["shown"] = memory["text"] in shown
@@ -84,8 +98,13 @@ class Accounts:
         if line is None:
             return {"origin": {"how": "unknown"}}
         d = self.trail[line]["data"]
-        return {"text": d["text"], "kind": d["kind"], "rating": d["importance"], **self.moment(line),
-                "origin": self.origin(agent, line, depth)}
+        return {
+            "text": d["text"],
+            "kind": d["kind"],
+            "rating": d["importance"],
+            **self.moment(line),
+            "origin": self.origin(agent, line, depth),
+        }
 
     def origin(self, agent: str, line: int, depth: int) -> dict:
         """Where the memory at `line` came from."""
@@ -97,8 +116,12 @@ class Accounts:
         if kind == "chat" and "speaker" in d:
             return self.told(agent, line, d, depth)
         if kind == "reflection":
-            return {"how": "reflected", "from": [{"id": i, **self.memory(agent, i, depth - 1 if depth > 1 else 0)}
-                                                 for i in d.get("links", [])] if depth > 0 else d.get("links", [])}
+            return {
+                "how": "reflected",
+                "from": [{"id": i, **self.memory(agent, i, depth - 1 if depth > 1 else 0)} for i in d.get("links", [])]
+                if depth > 0
+                else d.get("links", []),
+            }
         how = {"plan": "planned", "thought": "thought", "conversation": "thought"}.get(kind, kind)
         out = {"how": how, "req": d.get("req")}
         if depth > 0 and d.get("req") is not None:
@@ -111,11 +134,21 @@ class Accounts:
         speaker, listener = d["speaker"], d["listener"]
         said = self.trail.said(speaker, listener, d["line"], line)
         talk = self.trail.talk_of(speaker, listener, said or line)
-        out = {"how": "said" if speaker == agent else "told", "by": speaker, "to": listener, "line": d["line"],
-               "said": self.moment(said) if said else None,
-               "conversation": {**self.moment(talk), "began": self.trail[talk]["agent"],
-                                "with": self.trail[talk]["data"]["with"],
-                                "area": self.trail[talk]["data"]["area"]} if talk else None}
+        out = {
+            "how": "said" if speaker == agent else "told",
+            "by": speaker,
+            "to": listener,
+            "line": d["line"],
+            "said": self.moment(said) if said else None,
+            "conversation": {
+                **self.moment(talk),
+                "began": self.trail[talk]["agent"],
+                "with": self.trail[talk]["data"]["with"],
+                "area": self.trail[talk]["data"]["area"],
+            }
+            if talk
+            else None,
+        }
         req = self.trail[said]["data"].get("req") if said else None
         if depth > 0 and req is not None:
             out["request"] = self.request(speaker, req, depth, best=FOLLOWED)

@@ -34,8 +34,15 @@ def step(trail: Trail, agent: str, line: int, words: tuple[str, ...]) -> dict:
     mid = e["data"]["memory"]
     memory = trail.memory(agent, mid) if mid is not None else None
     d = memory["data"] if memory else {}
-    hop = {"agent": agent, "line": line, "t": e["t"], "time": e.get("time"), "memory": mid,
-           "kind": d.get("kind"), "text": d.get("text")}
+    hop = {
+        "agent": agent,
+        "line": line,
+        "t": e["t"],
+        "time": e.get("time"),
+        "memory": mid,
+        "kind": d.get("kind"),
+        "text": d.get("text"),
+    }
     speaker = d.get("speaker")
     if d.get("kind") != "chat" or speaker in (None, agent) or (agent, mid) not in trail.memories:
         hop["source"] = d.get("kind") or "unknown"
@@ -43,9 +50,14 @@ def step(trail: Trail, agent: str, line: int, words: tuple[str, ...]) -> dict:
     mline = trail.memories[agent, mid]
     said = trail.said(speaker, agent, d["line"], mline)
     talk = trail.talk_of(speaker, agent, said or mline)
-    hop.update({"from": speaker, "said": trail[said].get("time") if said else None,
-                "conversation": {"line": talk, "time": trail[talk].get("time")} if talk else None,
-                **through(trail, speaker, said, words)})
+    hop.update(
+        {
+            "from": speaker,
+            "said": trail[said].get("time") if said else None,
+            "conversation": {"line": talk, "time": trail[talk].get("time")} if talk else None,
+            **through(trail, speaker, said, words),
+        }
+    )
     return hop
 
 
@@ -77,11 +89,13 @@ def spread(trail: Trail, probe: str, words: tuple[str, ...]) -> dict:
     chains = {a: chain(trail, probe, words, a) for a in learners}
     tellings = [h for a in learners for h in chains[a][-1:] if "from" in h]
     recorded = [h for h in tellings if h["via"] != "unrecorded"]
-    return {"probe": probe, "chains": chains,
-            "depth": max((sum(1 for h in c if "from" in h) for c in chains.values()), default=0),
-            "tellings": len(tellings),
-            "recalled_share": round(sum(h["via"] == "recalled" for h in recorded) / len(recorded), 4)
-            if recorded else None}
+    return {
+        "probe": probe,
+        "chains": chains,
+        "depth": max((sum(1 for h in c if "from" in h) for c in chains.values()), default=0),
+        "tellings": len(tellings),
+        "recalled_share": round(sum(h["via"] == "recalled" for h in recorded) / len(recorded), 4) if recorded else None,
+    }
 
 
 def probe_words(scenario, probe: str) -> tuple[str, ...]:
@@ -91,5 +105,3 @@ def probe_words(scenario, probe: str) -> tuple[str, ...]:
             return tuple(w.lower() for w in p.match)
     names = ", ".join(p.name for p in scenario.probes) or "none"
     raise UsageError(f"no probe {probe!r} in the run's scenario; its probes: {names}")
-
-

@@ -8,8 +8,11 @@ INDENT = "  "
 def decision(kind: str, d: dict) -> str:
     """What an event says the agent did, in a few words."""
     if kind == "plan":
-        return f"planned {d['date']}: " + "; ".join(f"{b[0]} {b[2]}" for b in d["blocks"][:4]) + \
-            ("; ..." if len(d["blocks"]) > 4 else "")
+        return (
+            f"planned {d['date']}: "
+            + "; ".join(f"{b[0]} {b[2]}" for b in d["blocks"][:4])
+            + ("; ..." if len(d["blocks"]) > 4 else "")
+        )
     if kind == "action":
         return f"began {d['action']!r} in {d['area']} until {d['until']}"
     if kind == "replan":
@@ -35,11 +38,15 @@ def account_lines(a: dict) -> list[str]:
     if a.get("request"):
         lines += request_lines(a["request"], 1)
     elif "memory" not in a:
-        lines.append(f"{INDENT}(no brain request produced this event: only plans, actions, re-plans, lines, talks "
-                     "begun, reflections and the memories they made name one)")
+        lines.append(
+            f"{INDENT}(no brain request produced this event: only plans, actions, re-plans, lines, talks "
+            "begun, reflections and the memories they made name one)"
+        )
     if a.get("chain"):
-        lines += [INDENT + line for line in chain_lines({"agent": a["agent"], "probe": a["data"]["probe"],
-                                                        "chain": a["chain"]})]
+        lines += [
+            INDENT + line
+            for line in chain_lines({"agent": a["agent"], "probe": a["data"]["probe"], "chain": a["chain"]})
+        ]
     return lines
 
 
@@ -58,8 +65,10 @@ def request_lines(r: dict, level: int) -> list[str]:
 def recalled_lines(m: dict, level: int) -> list[str]:
     pad = INDENT * level
     shown = {True: "", False: " (left out of the prompt)"}.get(m.get("shown"), "")
-    head = (f"{pad}{m['rank']:>2}. #{m['id']} score {m['score']:.2f} = recency {m['recency']:.2f} + importance "
-            f"{m['importance']:.2f} + relevance {m['relevance']:.2f} (most: {' and '.join(m['ranked_by'])}){shown}")
+    head = (
+        f"{pad}{m['rank']:>2}. #{m['id']} score {m['score']:.2f} = recency {m['recency']:.2f} + importance "
+        f"{m['importance']:.2f} + relevance {m['relevance']:.2f} (most: {' and '.join(m['ranked_by'])}){shown}"
+    )
     return [head] + memory_lines(m, level + 1)
 
 
@@ -85,8 +94,11 @@ def origin_text(o: dict) -> str:
         return f"<- perceived in {o['where'] or 'an unknown place'}"
     if how in ("told", "said"):
         talk = o.get("conversation")
-        where = f" in the conversation {talk['began']} began with {talk['with']} at {talk['time']} ({talk['area']})" \
-            if talk else ""
+        where = (
+            f" in the conversation {talk['began']} began with {talk['with']} at {talk['time']} ({talk['area']})"
+            if talk
+            else ""
+        )
         said = f", said at {o['said']['time']}" if o.get("said") else ""
         who = f"told by {o['by']}" if how == "told" else f"said to {o['to']}"
         return f"<- {who}{where}{said}"
@@ -109,9 +121,10 @@ def chain_lines(c: dict) -> list[str]:
             out.append(f"{INDENT}{hop['time']}  {hop['agent']} {how}: memory #{hop['memory']} {hop['text']!r}")
             continue
         talk = f" in the conversation of {hop['conversation']['time']}" if hop.get("conversation") else ""
-        via = {"recalled": f"{hop['from']} recalled it (memory #{hop.get('recalled')})",
-               "fresh": f"{hop['from']} had it in mind without recalling it",
-               "unrecorded": "recall not recorded"}[hop["via"]]
-        out.append(f"{INDENT}{hop['time']}  {hop['agent']} was told by {hop['from']}{talk}: {hop['text']!r} "
-                   f"[{via}]")
+        via = {
+            "recalled": f"{hop['from']} recalled it (memory #{hop.get('recalled')})",
+            "fresh": f"{hop['from']} had it in mind without recalling it",
+            "unrecorded": "recall not recorded",
+        }[hop["via"]]
+        out.append(f"{INDENT}{hop['time']}  {hop['agent']} was told by {hop['from']}{talk}: {hop['text']!r} [{via}]")
     return out

@@ -24,12 +24,12 @@ class Trail:
     """The log, and indices into it. `line` numbers are 1-based, as in `events.jsonl`."""
 
     log: list[dict]
-    memories: dict[tuple[str, int], int] = field(default_factory=dict)     # (agent, id) -> line
-    recalls: dict[tuple[str, int], int] = field(default_factory=dict)      # (agent, request number) -> line
-    talks: list[int] = field(default_factory=list)                          # talk_start lines
-    says: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)   # (speaker, to, text) -> lines
-    learned: dict[tuple[str, str], int] = field(default_factory=dict)      # (agent, probe) -> line
-    places: dict[str, tuple[list[int], list[str]]] = field(default_factory=dict)   # agent -> (lines, areas)
+    memories: dict[tuple[str, int], int] = field(default_factory=dict)  # (agent, id) -> line
+    recalls: dict[tuple[str, int], int] = field(default_factory=dict)  # (agent, request number) -> line
+    talks: list[int] = field(default_factory=list)  # talk_start lines
+    says: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)  # (speaker, to, text) -> lines
+    learned: dict[tuple[str, str], int] = field(default_factory=dict)  # (agent, probe) -> line
+    places: dict[str, tuple[list[int], list[str]]] = field(default_factory=dict)  # agent -> (lines, areas)
 
     @classmethod
     def read(cls, run_dir: str | Path) -> Trail:
@@ -73,8 +73,10 @@ class Trail:
     def require_recall(self) -> None:
         """NotRecorded, for a run written before recall was recorded."""
         if not self.records_recall:
-            raise NotRecorded("this run was written before smallville recorded what each request recalled: "
-                              "`why` cannot say what its decisions rested on (`why --probe` still can)")
+            raise NotRecorded(
+                "this run was written before smallville recorded what each request recalled: "
+                "`why` cannot say what its decisions rested on (`why --probe` still can)"
+            )
 
     def memory(self, agent: str, mid: int) -> dict | None:
         line = self.memories.get((agent, mid))

@@ -8,8 +8,8 @@ from functools import cached_property, lru_cache
 
 from smallville.world.mentions import Mentions
 
-Tile = tuple[int, int]          # (column, row)
-_STEPS = ((0, -1), (-1, 0), (1, 0), (0, 1))   # fixed order: paths are deterministic
+Tile = tuple[int, int]  # (column, row)
+_STEPS = ((0, -1), (-1, 0), (1, 0), (0, 1))  # fixed order: paths are deterministic
 
 
 def normalize_area(path: str) -> str:
@@ -54,7 +54,7 @@ class Grid:
             if " / " in area:
                 self._tiles_by_area.setdefault(area.split(" / ")[0], []).append(tile)
         self._prefix_tiles: dict[str, list[Tile]] = {}
-        self._path = lru_cache(maxsize=4096)(self._shortest)     # paths only: a few MB at most
+        self._path = lru_cache(maxsize=4096)(self._shortest)  # paths only: a few MB at most
 
     def walkable(self, tile: Tile) -> bool:
         return tile in self._area
@@ -102,9 +102,10 @@ class Grid:
         area = normalize_area(area)
         if area in self._tiles_by_area:
             return self._tiles_by_area[area]
-        if area not in self._prefix_tiles:          # a deeper prefix or an unknown area: scan once
-            self._prefix_tiles[area] = sorted((t for t, a in self._area.items() if in_area(a, area)),
-                                              key=lambda t: (t[1], t[0]))
+        if area not in self._prefix_tiles:  # a deeper prefix or an unknown area: scan once
+            self._prefix_tiles[area] = sorted(
+                (t for t, a in self._area.items() if in_area(a, area)), key=lambda t: (t[1], t[0])
+            )
         return self._prefix_tiles[area]
 
     def _distances_to(self, goal: Tile, start: Tile) -> dict[Tile, int] | None:

@@ -55,7 +55,7 @@ class World:
         objects = [(o.name, (o.at[0], o.at[1]), o.state) for o in spec.objects]
         return cls(grid, objects, spec.vision, spec.tile_time)
 
-    def copy(self) -> "World":
+    def copy(self) -> World:
         """A world with the same grid (shared: it never changes), and its own copies of the
         objects and of where everyone is."""
         other = World.__new__(World)

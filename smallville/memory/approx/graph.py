@@ -35,7 +35,7 @@ class GraphTable(VectorTable):
     def flush(self) -> None:
         """Insert the rows added since the last flush into the HNSW graph, in one batch."""
         if self.index.ntotal < len(self):
-            self.index.add(self._rows[self.index.ntotal: len(self)])
+            self.index.add(self._rows[self.index.ntotal : len(self)])
 
     def nearest(self, query: np.ndarray, count: int, ef: int) -> tuple[np.ndarray, np.ndarray]:
         """The inner products and rows of the `count` rows nearest `query` in the HNSW
@@ -78,4 +78,4 @@ class GraphTable(VectorTable):
             grown = np.zeros((max(first + count, 2 * len(self._rows)), self.dim), dtype=np.float32)
             grown[:first] = self._rows[:first]
             self._rows = grown
-        self._rows[first: first + count] = rows
+        self._rows[first : first + count] = rows

@@ -102,8 +102,15 @@ class HNSWRetriever:
 
     kind = "hnsw"
 
-    def __init__(self, dim: int, weights: tuple[float, float, float], *, hnsw_m: int = 32,
-                 ef_construction: int = 64, ef_search: int = 64) -> None:
+    def __init__(
+        self,
+        dim: int,
+        weights: tuple[float, float, float],
+        *,
+        hnsw_m: int = 32,
+        ef_construction: int = 64,
+        ef_search: int = 64,
+    ) -> None:
         if min(weights) < 0:
             raise ValueError(f"index='hnsw' needs non-negative weights, got {weights!r}")
         self.table = GraphTable(dim, hnsw_m, ef_construction)
@@ -113,7 +120,7 @@ class HNSWRetriever:
         self.start, self.easy = FIRST_DEPTH, 0  # where searches begin (PROBE_EVERY)
         self.need: float | None = None  # the last search's bound for recent memories
         self.first = np.full(16, -1, dtype=np.int64)  # row -> newest memory using it
-        self.prev = np.full(16, -1, dtype=np.int64)   # memory -> older memory, same row
+        self.prev = np.full(16, -1, dtype=np.int64)  # memory -> older memory, same row
         self.known = np.full(16, np.nan, dtype=np.float32)  # memory -> cosine (_Cosines)
 
     def add(self, mid: int, row: int, importance: int, time: float) -> None:
@@ -122,16 +129,13 @@ class HNSWRetriever:
             self.first = np.concatenate([self.first, np.full(len(self.first), -1)])
         if mid >= len(self.prev):
             self.prev = np.concatenate([self.prev, np.full(len(self.prev), -1)])
-            self.known = np.concatenate([self.known, np.full(len(self.known), np.nan,
-                                                             dtype=np.float32)])
+            self.known = np.concatenate([self.known, np.full(len(self.known), np.nan, dtype=np.float32)])
         self.prev[mid], self.first[row] = self.first[row], mid
         self.order.add(mid, importance, time)
 
-    def bulk_add(self, start: int, rows: np.ndarray, importance: np.ndarray,
-                 accessed: np.ndarray) -> None:
+    def bulk_add(self, start: int, rows: np.ndarray, importance: np.ndarray, accessed: np.ndarray) -> None:
         """`add` for loaded memories start, start+1, ..."""
-        for i, (row, imp, time) in enumerate(zip(rows.tolist(), importance.tolist(),
-                                                 accessed.tolist())):
+        for i, (row, imp, time) in enumerate(zip(rows.tolist(), importance.tolist(), accessed.tolist())):
             self.add(start + i, row, imp, time)
 
     def touch(self, mids: list[int], time: float) -> None:
@@ -163,8 +167,7 @@ class HNSWRetriever:
         self.table.flush()
         self.order.prepare()
         u = len(self.table)
-        rec_norm = span(*recency(np.array([self.order.oldest(), self.order.newest()]), now,
-                                  stream.decay))
+        rec_norm = span(*recency(np.array([self.order.oldest(), self.order.newest()]), now, stream.decay))
         imp_norm = span(*self.order.importance_range())
         # the least cosine, from the negated query's best matches (module docstring)
         if u <= SCAN_ROWS:
@@ -177,8 +180,7 @@ class HNSWRetriever:
         if _helper():  # then the cosines of the recent memories likely needed, in turn
             helper = stream.helpers.pool(1)
             far = helper.submit(least, query)
-            likely = helper.submit(self._likely, stream, self.need, query, now, rec_norm,
-                                    imp_norm)
+            likely = helper.submit(self._likely, stream, self.need, query, now, rec_norm, imp_norm)
         else:
             far, likely = _done(least(query)), _done(None)
         try:
@@ -201,8 +203,7 @@ class HNSWRetriever:
                 cache.add(cand, dist[at], replace=True)  # the graph's inner products
                 if far_cos is None:  # widened below by every cosine computed
                     far_cos = np.vecdot(self.table.matrix()[far.result()], query)
-                score, terms, rel_norm = self._score(stream, cand, cache, far_cos, now,
-                                                     rec_norm, imp_norm)
+                score, terms, rel_norm = self._score(stream, cand, cache, far_cos, now, rec_norm, imp_norm)
                 if len(hits) >= u:  # the index was read to its end: nothing is unseen
                     need = None
                     break
@@ -216,10 +217,8 @@ class HNSWRetriever:
                         cache.add(*likely.result())
                         likely = _done(None)  # taken in
                     cand = _union(cand, extra)
-                    score, terms, rel_norm = self._score(stream, cand, cache, far_cos, now,
-                                                         rec_norm, imp_norm)
-                    if last or _kth(score, k) >= need + w_rel * float(normalise(rel_cut,
-                                                                                *rel_norm)):
+                    score, terms, rel_norm = self._score(stream, cand, cache, far_cos, now, rec_norm, imp_norm)
+                    if last or _kth(score, k) >= need + w_rel * float(normalise(rel_cut, *rel_norm)):
                         break
                 depth = min(u, DEEPER * depth)
         finally:
@@ -259,10 +258,14 @@ class HNSWRetriever:
         least and greatest cosine known."""
         w_rec, w_imp, w_rel = stream.weights
         cos = cache.get(cand)
-        rel_norm = span(float(min(cos.min(), far_cos.min(initial=np.inf))),
-                        float(max(cos.max(), far_cos.max(initial=-np.inf))))
-        terms = (normalise(recency(stream.columns.accessed[cand], now, stream.decay), *rec_norm),
-                 normalise(stream.columns.importance[cand], *imp_norm), normalise(cos, *rel_norm))
+        rel_norm = span(
+            float(min(cos.min(), far_cos.min(initial=np.inf))), float(max(cos.max(), far_cos.max(initial=-np.inf)))
+        )
+        terms = (
+            normalise(recency(stream.columns.accessed[cand], now, stream.decay), *rec_norm),
+            normalise(stream.columns.importance[cand], *imp_norm),
+            normalise(cos, *rel_norm),
+        )
         return w_rec * terms[0] + w_imp * terms[1] + w_rel * terms[2], terms, rel_norm
 
     def _recent_above(self, stream, need: float, now: float, rec_norm, imp_norm):
@@ -284,8 +287,8 @@ class HNSWRetriever:
                 cut = -np.inf if r <= 0 else now + math.log(r) / rate - 1.0
             if cut == np.inf:
                 continue
-            start = lv.head + int(np.searchsorted(lv.times[lv.head: lv.end], cut))
-            mids = lv.mids[start: lv.end]
+            start = lv.head + int(np.searchsorted(lv.times[lv.head : lv.end], cut))
+            mids = lv.mids[start : lv.end]
             found.append(mids[self.order.pos[mids] == np.arange(start, lv.end)])
             if sum(map(len, found)) > EXTRA_LIMIT:
                 break
@@ -312,15 +315,20 @@ class FarRows:
             self._train(table.matrix())
             return True
         if self.index.ntotal < u:
-            self.index.add(table.matrix()[self.index.ntotal:])
+            self.index.add(table.matrix()[self.index.ntotal :])
         return False
 
     def rows_by_list(self) -> np.ndarray:
         """Every row in the lists, list by list: near rows near each other."""
         lists = self.index.invlists
-        return np.concatenate([np.zeros(0, dtype=np.int64)] + [
-            faiss.rev_swig_ptr(lists.get_ids(i), lists.list_size(i))
-            for i in range(lists.nlist) if lists.list_size(i)])
+        return np.concatenate(
+            [np.zeros(0, dtype=np.int64)]
+            + [
+                faiss.rev_swig_ptr(lists.get_ids(i), lists.list_size(i))
+                for i in range(lists.nlist)
+                if lists.list_size(i)
+            ]
+        )
 
     def least(self, query: np.ndarray) -> np.ndarray:
         """Rows whose cosines with `query` are (about) the FAR_COUNT least."""
@@ -335,9 +343,9 @@ class FarRows:
         if u > 64 * lists:  # k-means on a sample of 64 rows a list (seeded: repeatable)
             sample = rows[np.sort(np.random.default_rng(u).choice(u, 64 * lists, replace=False))]
         self.quantizer = faiss.IndexFlatIP(dim)
-        index = faiss.IndexIVFScalarQuantizer(self.quantizer, dim, lists,
-                                              faiss.ScalarQuantizer.QT_8bit,
-                                              faiss.METRIC_INNER_PRODUCT)
+        index = faiss.IndexIVFScalarQuantizer(
+            self.quantizer, dim, lists, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+        )
         index.train(np.ascontiguousarray(sample))
         index.add(rows)
         index.nprobe = min(lists, max(8, math.ceil(PROBE_ROWS * lists / u)))
@@ -379,8 +387,7 @@ class _Cosines:
     and that the search owns: `clear` puts back the NaNs, so each search pays only for
     the memories it reads."""
 
-    def __init__(self, known: np.ndarray, table: GraphTable, rows: np.ndarray,
-                 query: np.ndarray) -> None:
+    def __init__(self, known: np.ndarray, table: GraphTable, rows: np.ndarray, query: np.ndarray) -> None:
         self.known, self.table, self.rows, self.query = known, table, rows, query
         self.touched: list[np.ndarray] = []
 

@@ -23,9 +23,9 @@ class Level:
     def __init__(self) -> None:
         self.times = np.zeros(16, dtype=np.float64)
         self.mids = np.zeros(16, dtype=np.int64)
-        self.end = 0    # entries written
-        self.head = 0   # entries before it are all stale
-        self.live = 0   # memories of this level
+        self.end = 0  # entries written
+        self.head = 0  # entries before it are all stale
+        self.live = 0  # memories of this level
         self.sorted = True
 
     def append(self, mid: int, time: float) -> int:
@@ -83,7 +83,7 @@ class AccessOrder:
 
     def _head_time(self, lv: Level) -> float:
         while True:
-            chunk = lv.mids[lv.head: min(lv.end, lv.head + 256)]
+            chunk = lv.mids[lv.head : min(lv.end, lv.head + 256)]
             live = np.flatnonzero(self.pos[chunk] == np.arange(lv.head, lv.head + len(chunk)))
             if len(live):
                 lv.head += int(live[0])
@@ -92,7 +92,7 @@ class AccessOrder:
 
     def _compact(self, lv: Level, sort: bool) -> None:
         idx = np.arange(lv.head, lv.end)
-        keep = idx[self.pos[lv.mids[lv.head: lv.end]] == idx]
+        keep = idx[self.pos[lv.mids[lv.head : lv.end]] == idx]
         times, mids = lv.times[keep], lv.mids[keep]
         if sort:
             order = np.lexsort((mids, times))

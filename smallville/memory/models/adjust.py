@@ -6,9 +6,34 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-EMOTION_WORDS = ("happy", "sad", "angry", "afraid", "scared", "excited", "upset", "worried", "anxious",
-                 "furious", "grief", "joy", "fear", "love", "loves", "loved", "cried", "crying", "thrilled",
-                 "heartbroken", "ashamed", "proud", "lonely", "jealous", "terrified", "delighted")
+EMOTION_WORDS = (
+    "happy",
+    "sad",
+    "angry",
+    "afraid",
+    "scared",
+    "excited",
+    "upset",
+    "worried",
+    "anxious",
+    "furious",
+    "grief",
+    "joy",
+    "fear",
+    "love",
+    "loves",
+    "loved",
+    "cried",
+    "crying",
+    "thrilled",
+    "heartbroken",
+    "ashamed",
+    "proud",
+    "lonely",
+    "jealous",
+    "terrified",
+    "delighted",
+)
 """Words that mark an emotional event (000's diagram names the boost, not its words)."""
 
 PREFERENCE = re.compile(r"\b(prefer|like|hate|want)(s|d|ed|red)?\b|\b(always|never)\b", re.IGNORECASE)
@@ -30,8 +55,10 @@ def adjusted(rating: int, text: str, adjust, people: re.Pattern | None) -> int:
     """`rating` plus each rule's boost that `text` meets (a named person of `people`, an
     emotion word, a stated preference, a goal), capped at `adjust.cap`; unchanged when none
     applies."""
-    boost = ((adjust.named_person if people is not None and people.search(text) else 0)
-             + (adjust.emotion if EMOTION.search(text) else 0)
-             + (adjust.preference if PREFERENCE.search(text) else 0)
-             + (adjust.goal if GOAL.search(text) else 0))
+    boost = (
+        (adjust.named_person if people is not None and people.search(text) else 0)
+        + (adjust.emotion if EMOTION.search(text) else 0)
+        + (adjust.preference if PREFERENCE.search(text) else 0)
+        + (adjust.goal if GOAL.search(text) else 0)
+    )
     return min(adjust.cap, rating + boost) if boost else rating

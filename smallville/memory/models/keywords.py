@@ -18,7 +18,10 @@ def keyword_tag(text: str, table, sources: dict[str, float], emotions: dict[str,
     hits = [name for name, listed in table if words & set(listed)]
     found = [name for name in hits if name in sources]
     feeling = next((name for name in hits if name in emotions), None)
-    source = max(found, key=lambda name: sources[name]) if found else (
-        "routine" if "routine" in sources else min(sources, key=sources.get))
+    source = (
+        max(found, key=lambda name: sources[name])
+        if found
+        else ("routine" if "routine" in sources else min(sources, key=sources.get))
+    )
     emotion = feeling or ("neutral" if "neutral" in emotions else next(iter(emotions)))
     return rq.Tag(source, emotion)

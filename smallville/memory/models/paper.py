@@ -12,11 +12,11 @@ class PaperModel:
     """The default memory model; see the module docstring and `smallville.memory.models`."""
 
     salience = False
-    talks_rated_whole = True    # a conversation's lines take the rating of its summary
+    talks_rated_whole = True  # a conversation's lines take the rating of its summary
 
     def __init__(self, settings) -> None:
         self.settings = settings
-        self.people: dict[str, object] = {}    # agent id -> the pattern of the others' names
+        self.people: dict[str, object] = {}  # agent id -> the pattern of the others' names
 
     def counts_toward_reflection(self, kind: str) -> bool:
         """Whether a memory of `kind` adds to the reflection trigger: perceived events (the
@@ -33,7 +33,7 @@ class PaperModel:
         return answer.scores
 
     def local_ratings(self, sim, agent, texts) -> None:
-        return None                             # the brain rates every memory
+        return None  # the brain rates every memory
 
     def guess(self, request: rq.RateImportance) -> rq.Importance:
         """Run-ahead's guess at ratings not come yet: the highest, 10 (`smallville.sim.copies.Copy`
@@ -79,8 +79,11 @@ class PaperModel:
         return agent.stream.retrieve_many(queries, k, now=sim.env.now)
 
     def reflect_due(self, sim, agent) -> bool:
-        return (sim.config.reflection and agent.since_reflection >= sim.config.reflection_threshold
-                and agent.since_count >= self.settings.reflection.min_memories)
+        return (
+            sim.config.reflection
+            and agent.since_reflection >= sim.config.reflection_threshold
+            and agent.since_count >= self.settings.reflection.min_memories
+        )
 
     def at_sleep(self, sim, agent):
         return

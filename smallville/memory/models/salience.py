@@ -40,7 +40,7 @@ from smallville.memory.models.keywords import keyword_tag
 from smallville.memory.record import Hit, Memory
 from smallville.memory.scoring import normalise, span, top_k
 
-INSIGHT = ("reflection", "neutral")            # an insight's source and emotion
+INSIGHT = ("reflection", "neutral")  # an insight's source and emotion
 
 
 def strength(importance: float, emotion: float, days: float, rate: float, emotion_decay: float = 0.5) -> float:
@@ -55,7 +55,7 @@ def consolidation_draw(seed: int, agent_id: str, n: int) -> float:
     of the run's seed, the agent and n. A generator whose whole state is n, which nothing
     else draws from."""
     digest = hashlib.blake2b(f"{seed}:consolidate:{agent_id}:{n}".encode(), digest_size=8).digest()
-    return (int.from_bytes(digest, "big") >> 11) / 2.0 ** 53
+    return (int.from_bytes(digest, "big") >> 11) / 2.0**53
 
 
 @dataclass
@@ -68,27 +68,34 @@ class Mind:
     generator) starts from the first draw: such a run goes on as determined as any, though
     not as the engine that wrote it would have gone on."""
 
-    working: list[list] = field(default_factory=list)   # [text, kind, created, I, rating, source, emotion, id|None]
+    working: list[list] = field(default_factory=list)  # [text, kind, created, I, rating, source, emotion, id|None]
     tags: dict[str, list] = field(default_factory=dict)
     night: float = -math.inf
     draws: int = 0
     forgotten: list[list] = field(default_factory=list)  # [text, kind, created, rating] not kept since it reflected
-                                                         # (`reflect_on: all`)
+    # (`reflect_on: all`)
 
     def get_state(self) -> dict:
-        working = {"items": [list(x) for x in self.working], "night": self.night
-                   if math.isfinite(self.night) else None, "draws": self.draws}
+        working = {
+            "items": [list(x) for x in self.working],
+            "night": self.night if math.isfinite(self.night) else None,
+            "draws": self.draws,
+        }
         if self.forgotten:
             working["forgotten"] = [list(x) for x in self.forgotten]
         return {"working": working, "salience": dict(self.tags)}
 
     @classmethod
-    def from_state(cls, state: dict) -> "Mind":
+    def from_state(cls, state: dict) -> Mind:
         working = state["working"]
         night = working["night"]
-        return cls([list(x) for x in working["items"]], {k: list(v) for k, v in state["salience"].items()},
-                   -math.inf if night is None else night, working.get("draws", 0),
-                   [list(x) for x in working.get("forgotten", [])])
+        return cls(
+            [list(x) for x in working["items"]],
+            {k: list(v) for k, v in state["salience"].items()},
+            -math.inf if night is None else night,
+            working.get("draws", 0),
+            [list(x) for x in working.get("forgotten", [])],
+        )
 
 
 class Glimpse:
@@ -107,15 +114,22 @@ class Glimpse:
         return self.created
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "text": self.text, "kind": self.kind, "created": self.created,
-                "last_accessed": self.created, "importance": self.importance, "links": []}
+        return {
+            "id": self.id,
+            "text": self.text,
+            "kind": self.kind,
+            "created": self.created,
+            "last_accessed": self.created,
+            "importance": self.importance,
+            "links": [],
+        }
 
 
 class SalienceModel:
     """The salience memory model; see the module docstring and `smallville.memory.models`."""
 
     salience = True
-    talks_rated_whole = False   # each line is tagged: its source (someone else's news) is the line's own
+    talks_rated_whole = False  # each line is tagged: its source (someone else's news) is the line's own
 
     def __init__(self, settings) -> None:
         self.settings = settings
@@ -135,7 +149,7 @@ class SalienceModel:
     # ---- rating and storing ----------------------------------------------------------
 
     def rating_request(self, agent, texts: tuple[str, ...], kind: str) -> rq.Message:
-        kinds = (kind,) * len(texts) if isinstance(kind, str) else tuple(kind)     # one, or one per text
+        kinds = (kind,) * len(texts) if isinstance(kind, str) else tuple(kind)  # one, or one per text
         return rq.TagMemories(agent.id, agent.name, kinds, texts, tuple(self.sources), tuple(self.emotions))
 
     def ratings(self, answer: rq.Tags) -> tuple[rq.Tag, ...]:
@@ -151,7 +165,7 @@ class SalienceModel:
 
     @staticmethod
     def counts_toward_reflection(kind: str) -> bool:
-        return False                            # no trigger sum: insights come at sleep
+        return False  # no trigger sum: insights come at sleep
 
     def guess(self, request: rq.TagMemories) -> rq.Tags:
         """Run-ahead's guess at the tags not come yet (`smallville.sim.copies.Copy` says why
@@ -162,12 +176,11 @@ class SalienceModel:
 
     def store(self, sim, agent, text: str, kind: str, rating, links, created, said) -> int | None:
         """Tag, filter and keep (or only hold in the working memory) one memory."""
-        s = self.settings
         if isinstance(rating, rq.Tag):
             source, emotion = rating.source, rating.emotion
             w = self.emotions.get(emotion, 1.0)
             importance = self.sources.get(source, 1.0) * w
-        else:                                   # a seed memory's given 1..10: that share of the highest I
+        else:  # a seed memory's given 1..10: that share of the highest I
             source, emotion, w, importance = "given", "neutral", 1.0, rating / 10 * self.top
         kept = kind == "seed" or self.consolidates(sim, agent, importance)
         return self.hold(sim, agent, text, kind, importance, w, source, emotion, links, created, said, kept)
@@ -180,8 +193,9 @@ class SalienceModel:
         mind.draws += 1
         return importance >= s.threshold and draw < s.consolidation_prob
 
-    def hold(self, sim, agent, text, kind, importance, w, source, emotion, links=(), created=None, said=None,
-             kept=True) -> int | None:
+    def hold(
+        self, sim, agent, text, kind, importance, w, source, emotion, links=(), created=None, said=None, kept=True
+    ) -> int | None:
         """Put a memory in the working memory, and (`kept`) in long-term memory."""
         mind, at = self.mind(agent), sim.env.now if created is None else created
         tags = {"salience": round(importance, 6), "source": source, "emotion": emotion}
@@ -193,11 +207,20 @@ class SalienceModel:
             sim.count("forgotten")
             if self.settings.reflect_on == "all":
                 mind.forgotten.append([text, kind, at, self.rating(importance)])
-            sim.emit(events.MEMORY, agent.id, id=None, kind=kind, importance=self.rating(importance), text=text,
-                     links=list(links) or None, **(asdict(said) if said else {}), **tags)
+            sim.emit(
+                events.MEMORY,
+                agent.id,
+                id=None,
+                kind=kind,
+                importance=self.rating(importance),
+                text=text,
+                links=list(links) or None,
+                **(asdict(said) if said else {}),
+                **tags,
+            )
         if self.settings.window_size:
             mind.working.append([text, kind, at, importance, self.rating(importance), source, emotion, mid])
-            del mind.working[:-self.settings.window_size]
+            del mind.working[: -self.settings.window_size]
         return mid
 
     # ---- retrieval -------------------------------------------------------------------
@@ -224,11 +247,14 @@ class SalienceModel:
             if s.relevance:
                 relevance = stream.embeddings() @ stream.embed_queries([query])[0]
                 score = normalise(score, *span(float(score.min()), float(score.max()))) + s.relevance * normalise(
-                    relevance, *span(float(relevance.min()), float(relevance.max())))
+                    relevance, *span(float(relevance.min()), float(relevance.max()))
+                )
             score[list(held)] = -np.inf
             best = [int(i) for i in top_k(score, min(n, s.top_k_significant)) if score[i] > -np.inf]
-            hits = [Hit(Memory(stream, i), float(score[i]), float(fade[i]), float(importance[i]), float(relevance[i]))
-                    for i in best]
+            hits = [
+                Hit(Memory(stream, i), float(score[i]), float(fade[i]), float(importance[i]), float(relevance[i]))
+                for i in best
+            ]
         for j, (text, kind, created, importance, rating, _source, emotion, mid) in enumerate(working):
             memory = Memory(stream, mid) if mid is not None else Glimpse(-1 - j, text, kind, created, rating)
             fade = strength(1.0, self.emotions.get(emotion, 1.0), (now - created) / unit, s.decay_rate, s.emotion_decay)
@@ -238,7 +264,7 @@ class SalienceModel:
     # ---- reflection ------------------------------------------------------------------
 
     def reflect_due(self, sim, agent) -> bool:
-        return False                            # no trigger: insights come as the agent falls asleep
+        return False  # no trigger: insights come as the agent falls asleep
 
     def reflect_due_at_sleep(self, mind: Mind, now: float) -> bool:
         """Whether this sleep reflects: every night, or (`reflect_every`) once that long has
@@ -254,24 +280,39 @@ class SalienceModel:
             return
         day = [stream[i] for i in range(len(stream)) if stream[i].created > mind.night and stream[i].kind != "seed"]
         ids = {m.id for m in day}
-        if s.reflect_on == "all":               # every memory of those days, kept or not
+        if s.reflect_on == "all":  # every memory of those days, kept or not
             day += [Glimpse(-1, t, kind, at, r) for t, kind, at, r in mind.forgotten if at > mind.night]
         else:
-            day += [Glimpse(-1, t, kind, at, r) for t, kind, at, _i, r, _s, _e, mid in mind.working
-                    if mid is None and at > mind.night]
-        day = sorted(day, key=lambda m: m.created)[-sim.config.reflection_window:]
+            day += [
+                Glimpse(-1, t, kind, at, r)
+                for t, kind, at, _i, r, _s, _e, mid in mind.working
+                if mid is None and at > mind.night
+            ]
+        day = sorted(day, key=lambda m: m.created)[-sim.config.reflection_window :]
         mind.night, mind.forgotten = now, []
         if not day:
             return
-        texts = sim.dated(day)                  # (when, text), as every prompt's memories
+        texts = sim.dated(day)  # (when, text), as every prompt's memories
         questions = yield sim.ask(agent, rq.ReflectQuestions(agent.id, agent.name, texts, s.insights))
         asks = [sim.ask(agent, rq.Insights(agent.id, agent.name, q, texts)) for q in questions.questions]
         answers = yield sim.env.all_of(asks)
         lists = [answers[a].insights for a in asks]
-        chosen = [lst[r] for r in range(max(map(len, lists), default=0)) for lst in lists if r < len(lst)][:s.insights]
-        sim.emit(events.REFLECT, agent.id, importance=round(sum(m.importance for m in day), 6),
-                 questions=list(questions.questions))
+        chosen = [lst[r] for r in range(max(map(len, lists), default=0)) for lst in lists if r < len(lst)][: s.insights]
+        sim.emit(
+            events.REFLECT,
+            agent.id,
+            importance=round(sum(m.importance for m in day), 6),
+            questions=list(questions.questions),
+        )
         for insight in chosen:
             links = tuple(sorted({day[i].id for i in insight.because if 0 <= i < len(day) and day[i].id in ids}))
-            self.hold(sim, agent, insight.text, "reflection", 10 * s.importance_boost, self.emotions.get(INSIGHT[1], 1.0),
-                      *INSIGHT, links)
+            self.hold(
+                sim,
+                agent,
+                insight.text,
+                "reflection",
+                10 * s.importance_boost,
+                self.emotions.get(INSIGHT[1], 1.0),
+                *INSIGHT,
+                links,
+            )
