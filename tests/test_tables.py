@@ -183,12 +183,13 @@ def test_metrics_at_80_columns_wrap_chains_and_split_wide_tables():
 The Ville: run the_ville-seed7-20230213-070000, seed 7, 3 agents, 2.0 simulated
 hours, status completed
                             Diffusion of information
-┏━━━━━━━┳━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━┳━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓
-┃ probe ┃ known at start ┃ known at end ┃ of ┃ longest chain                   ┃
-┡━━━━━━━╇━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━╇━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩
-│ party │ 1              │ 2            │ 3  │ klaus_mueller <-                │
-│       │                │              │    │ isabella_rodriguez              │
-└───────┴────────────────┴──────────────┴────┴─────────────────────────────────┘
+┏━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━┳━━━━┳━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━┓
+┃       ┃ known at ┃ known at ┃    ┃ chain    ┃ told via  ┃                    ┃
+┃ probe ┃ start    ┃ end      ┃ of ┃ depth    ┃ recall    ┃ longest chain      ┃
+┡━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━╇━━━━╇━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━┩
+│ party │ 1        │ 2        │ 3  │ 0        │ -         │ klaus_mueller <-   │
+│       │          │          │    │          │           │ isabella_rodriguez │
+└───────┴──────────┴──────────┴────┴──────────┴───────────┴────────────────────┘
                   Who learned 'party', when, from whom
 ┏━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━┳━━━━━━┳━━━━━━━━━━━━━━━━━━━━┓
 ┃ agent              ┃ when                ┃ via  ┃ from               ┃

@@ -288,44 +288,36 @@ def fork_run(
     folder: str | Path | None = None,
     experiment: dict | None = None,
 ) -> RunResult:
-    """A new run that shares `run_dir`'s history up to `at` (seconds since its start), then
-    goes its own way: with another seed, thoughts injected into agents' heads, and another
-    brain (`brain`, `brain_config`, `api_base`: see `brain_switch`). It starts from the
-    parent's checkpoint nearest before `at`, whose logs it copies, and simulates on to `at`
-    with the parent's recorded answers. It goes to a new folder in `runs_dir` (default:
-    beside the parent) or to `folder`; `experiment` is recorded in its manifest."""
-    from smallville.brain.assembly import assemble, settings_of, with_budget
+    """A new run that shares `run_dir`'s history up to `at` (seconds since its start), then goes
+    its own way (another seed, thoughts injected, another brain: `brain_switch`). It copies the
+    parent's logs up to its checkpoint nearest before `at` and replays its answers on to `at`;
+    it goes to `folder` or a new one in `runs_dir` (default: beside the parent)."""
+    from smallville.brain.assembly import assemble, settings_of
 
-    parent = Run.open(run_dir)
-    _check_fork(parent, at, inject)
+    _check_fork(parent := Run.open(run_dir), at, inject)
     start = parent.start_point(at)
     source, offsets = (start.run, start.head.files) if start else (parent.path, {})
     switch = brain_switch(parent, brain, brain_config, api_base)
-    own = _going(
-        assemble(
-            settings_of(parent.manifest.brain_at(at), budget) if switch is None else with_budget(switch, budget),
-            seed if seed is not None else parent.seed_now,
-            agents=len(parent.manifest.agents),
-        ),
-        switch is not None,
-    )
+    own = _fork_brain(parent, at, switch, seed, budget)
     history = assemble(settings_of(parent.manifest.brain), parent.seed_now, replay=(source, offsets.get(RECORD, 0)))
     until = at + duration if duration else parent.manifest.duration_s
-    fork = Fork(
-        at,
-        parent.when(at),
-        seed,
-        tuple(tuple(i) for i in inject),
-        parent.manifest.run_id,
-        str(parent.path),
-        start.head.time if start else None,
-    )
+    parent_id, thoughts = parent.manifest.run_id, tuple(tuple(i) for i in inject)
+    fork = Fork(at, parent.when(at), seed, thoughts, parent_id, str(parent.path), start and start.head.time)
     run = _new_fork(parent, fork, (source, offsets), until, _fork_dir(parent, fork, runs_dir, folder), experiment)
     if switch is not None:
         run.manifest.switch_brain(at, own.brain.describe())
     with Session(run, history, run.embedder(), start=start) as session:
         session.fork(fork, own)
         return session.go_to(until, checkpoint_every=checkpoint_every, on_start=on_start, on_step=on_step)
+
+
+def _fork_brain(parent: Run, at: float, switch, seed: int | None, budget: dict | None):
+    """The brain a fork goes on with after `at`: the parent's then, or the one switched to."""
+    from smallville.brain.assembly import assemble, settings_of, with_budget
+
+    settings = settings_of(parent.manifest.brain_at(at), budget) if switch is None else with_budget(switch, budget)
+    seed = seed if seed is not None else parent.seed_now
+    return _going(assemble(settings, seed, agents=len(parent.manifest.agents)), switch is not None)
 
 
 def _check_fork(parent: Run, at: float, inject) -> None:
