@@ -92,7 +92,7 @@ def test_day_plans_cut_at_max_tokens_stop_a_town_whose_first_requests_are_rating
         )
         with pytest.raises(
             ModelUnusable,
-            match=r"1\d of the first 1\d plan_day requests fell back with the same error "
+            match=r"11 of the first 11 plan_day requests fell back with the same error "
             r"\(bad_json: .*\(cut off at max_tokens\)\); answers are cut off: raise "
             r"kinds\.plan_day\.max_tokens in the brain settings",
         ):

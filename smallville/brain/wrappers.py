@@ -65,7 +65,8 @@ class WithFallbacks(Wrapper):
     of the first `WATCH` requests, or of the first `WATCH` of one kind (a town's first
     requests are mostly ratings: day plans cut off at max_tokens would hide among them), fall
     back with the same lasting error, the model cannot serve this run as set up:
-    `ModelUnusable`. Flaky faults (rate limits, timeouts, server errors) never count toward that."""
+    `ModelUnusable`, and every answer after says the same (the first to find it names the
+    count). Flaky faults (rate limits, timeouts, server errors) never count toward that."""
 
     WATCH = 20
 
@@ -75,6 +76,7 @@ class WithFallbacks(Wrapper):
         self._answered = False
         self._watched: Counter[str] = Counter()  # requests watched: of all kinds (""), of each kind
         self._lasting: Counter[tuple[str, str]] = Counter()
+        self._unusable: str | None = None  # why, once found: every later answer says the same
         self._lock = threading.Lock()
 
     @override
@@ -118,6 +120,8 @@ class WithFallbacks(Wrapper):
     def _watch(self, kind: str, answer) -> None:
         fault = lasting(answer) if isinstance(answer, Failed) else None
         with self._lock:
+            if self._unusable is not None:
+                raise ModelUnusable(self._unusable)
             for window in ("", kind):
                 if self._watched[window] >= self.WATCH:
                     continue
@@ -127,11 +131,12 @@ class WithFallbacks(Wrapper):
                 self._lasting[window, fault] += 1
                 if self._lasting[window, fault] > self.WATCH // 2:
                     which = f"{kind} requests" if window else "requests"
-                    raise ModelUnusable(
+                    self._unusable = (
                         f"model {self.name!r}: {self._lasting[window, fault]} of the first "
                         f"{self._watched[window]} {which} fell back with the same error ({answer}); "
                         f"{fix_for(answer, kind)}"
                     )
+                    raise ModelUnusable(self._unusable)
 
 
 def lasting(failed: Failed) -> str | None:
