@@ -278,16 +278,16 @@ def measure(
 
 def spread(scenario, duration: float, latency: float, cap: int, counts: list[int], lookahead: float) -> None:
     """--servers: the run-ahead hour on 1, 2, 4... servers of `cap` calls each."""
-    walls, logs = {}, set()
+    walls, cpus, logs = {}, {}, set()
     for n in counts:
         servers = [Server(scenario.seed, latency) for _ in range(n)]
         try:
             deployments = [{"model": "openai/bench", "api_base": s.api_base, "max_concurrency": cap} for s in servers]
             config = LLMConfig(model=deployments, echo_request=True, timeout=30.0, preflight=False, lookahead=lookahead)
             with tempfile.TemporaryDirectory() as runs:
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), time.process_time()
                 result = run_scenario(scenario, runs_dir=runs, duration=duration, brain=config, embedder="lexical")
-                walls[n] = time.perf_counter() - began
+                walls[n], cpus[n] = time.perf_counter() - began, time.process_time() - cpu
                 logs.add(hashlib.sha256((result.path / "events.jsonl").read_bytes()).hexdigest())
         finally:
             stats = [s.close() for s in servers]
@@ -297,6 +297,7 @@ def spread(scenario, duration: float, latency: float, cap: int, counts: list[int
         flight = ", ".join(f"{s['mean_in_flight']:.1f}" for s in stats)
         print(
             f"{n} server(s) of {cap} calls: wall {walls[n]:.1f} s for {calls} calls (each server: {each}); "
+            f"the run's own CPU {cpus[n]:.1f} s ({1000 * cpus[n] / calls:.0f} ms a call); "
             f"in flight on average {usage['in_flight']:.1f} (per server: "
             f"{flight}); at best {calls * latency / (n * cap):.1f} s; "
             f"speed-up over one server {walls[counts[0]] / walls[n]:.2f}x"
