@@ -107,6 +107,7 @@ def unframed(request: Message) -> Message:
         return request
     return replace(request, frame=None)  # type: ignore[type-var]
 
+
 KIND_WORDS = {
     "observation": "seen",
     "chat": "said",

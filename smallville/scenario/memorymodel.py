@@ -287,7 +287,9 @@ class MemoryModel:
             value = getattr(self, name)
             if self.salience or value != getattr(default, name):
                 out[name] = _plain(value)
-        out.update((name, getattr(self, name)) for name in BOTH_SETTINGS if getattr(self, name) != getattr(default, name))
+        out.update(
+            (name, getattr(self, name)) for name in BOTH_SETTINGS if getattr(self, name) != getattr(default, name)
+        )
         return out
 
     @classmethod
