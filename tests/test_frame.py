@@ -20,6 +20,7 @@ from smallville.brain.offline import OfflineBrain
 from smallville.brain.prompts import load_templates
 from smallville.embed import make_embedder
 from smallville.run import run_scenario
+from smallville.run.verify import verify
 from smallville.scenario import load_scenario
 from smallville.sim import SimConfig, Simulation
 
@@ -120,6 +121,8 @@ def test_a_framed_request_round_trips_and_keys_by_its_frame(runs):
 
 
 def test_a_four_part_run_through_the_strict_test_server_has_no_refusal_or_fallback(tmp_path, monkeypatch):
+    """The strict server refuses no schema and no answer falls back; the run keeps its frame in
+    its manifest, so `verify` re-asks the same framed requests, answered from the record."""
     from llmserver import LLMServer
 
     for name in list(os.environ):
@@ -146,6 +149,8 @@ def test_a_four_part_run_through_the_strict_test_server_has_no_refusal_or_fallba
     for prompt in prompts["plan_day"] + prompts["decompose"]:
         parts(prompt)
     assert prompts["summarize"] and not any(LABELS[0] in p for p in prompts["summarize"])
+    verdict = verify(result.path)  # the server stopped: its record answers every framed request again
+    assert verdict.difference is None and verdict.events > 100
 
 
 def smallville(*args, cwd=ROOT):
