@@ -193,3 +193,17 @@ def test_a_scenario_s_frame_is_checked_where_it_is_written_under_either_model(tm
         path.write_text(CAFE_TRIO.read_text() + f"\nmemory:\n  {memory}\n")
         assert smallville("validate", path).returncode == 0
         assert load_scenario(path).memory_model.frame == "four_part"
+
+
+def test_an_experiment_condition_sets_the_frame_and_a_bad_one_is_named(tmp_path):
+    from smallville.errors import ExperimentError
+    from smallville.experiment.spec import load_experiment
+
+    conditions = "  plain: {}\n  framed:\n    memory: {frame: four_part}\n"
+    path = tmp_path / "frame.yaml"
+    path.write_text(f"name: frame\nscenario: {CAFE_TRIO}\nduration: 1h\nseeds: [1]\nconditions:\n{conditions}")
+    framed = {c.name: c.knobs for c in load_experiment(path).conditions}["framed"]
+    assert SimConfig(**framed).memory.frame == "four_part"
+    path.write_text(path.read_text() + "  bad:\n    memory: {frame: 4}\n")
+    with pytest.raises(ExperimentError, match="condition 'bad': frame must be one of plain, four_part, got 4"):
+        load_experiment(path)
