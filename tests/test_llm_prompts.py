@@ -51,11 +51,14 @@ def test_every_kind_has_a_versioned_template_and_a_schema():
 
 def test_every_request_type_is_a_declared_kind_with_an_offline_answer():
     """A kind is declared once (kinds.py): every message type is a declared kind's request or
-    answer, or an item of an answer's list (a plan's block), and the offline brain answers
-    every kind."""
+    answer, or an item of an answer's list (a plan's block), or a request's frame, and the
+    offline brain answers every kind; every kind that carries an agent's context has a
+    four-part layout."""
     declared = set(kinds.REQUEST_KINDS.values()) | set(kinds.ANSWER_OF.values())
     items = {rq.Message.registry[item] for t in load_templates().values() for item in t.items.values()}
-    assert set(rq.Message.registry.values()) - declared - items == set()
+    assert set(rq.Message.registry.values()) - declared - items == {rq.Frame}
+    framed = {kind for kind, request in kinds.REQUEST_KINDS.items() if request.framed}
+    assert framed == {kind for kind, t in load_templates().items() if "four_part" in t.frames}
     for kind in kinds.KINDS:
         assert callable(getattr(OfflineBrain, "_" + kind, None)), kind
 

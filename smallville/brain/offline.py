@@ -215,6 +215,7 @@ class OfflineBrain(Brain):
         return random.Random(f"{self.seed}:{rq.request_key(request)}")
 
     def _answer(self, request: rq.Message) -> rq.Message:
+        request = rq.unframed(request)  # the rules read the question, not how a prompt lays it out
         handler = getattr(self, "_" + request.kind)
         return handler(request, self._rng(request))
 

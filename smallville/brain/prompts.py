@@ -9,7 +9,8 @@ item a line, by the template's `lines:` format for the field (`"- [{0}] {1}"`: t
 parts by position, `{i}` its index) or else as `[i] a | b`; an empty field is `(none)`, or
 the template's `empty:` text for it. The fixed part comes first so a provider can cache it.
 Where the server does not hold the model to the schema, the schema ends the prompt, and in
-`prompt` mode an example answer too. With `echo=True` a last line `REQUEST_JSON: {...}` carries the request's
+`prompt` mode an example answer too. A request with a frame (`requests.Frame`) is laid out by
+the template's `frames:` for its style. With `echo=True` a last line `REQUEST_JSON: {...}` carries the request's
 canonical JSON (the test server answers from it).
 """
 
@@ -35,6 +36,7 @@ from smallville.timefmt import clock_of_day
 STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
 CANNED_WORDS = 3
 ECHO_MARK = "REQUEST_JSON: "
+FRAME_FIELDS = ("others",)  # a template's fields its request's frame holds
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class Template:
     lines: dict = field(default_factory=dict)  # request field -> the format of one of its items
     empty: dict = field(default_factory=dict)  # request field -> what an empty one reads as
     example: dict | None = None  # one answer of the right form (not for any request)
+    frames: dict = field(default_factory=dict)  # a frame's style -> its layout: user, lines, empty
 
     def max_tokens_for(self, request: rq.Message) -> int:
         """The completion tokens the largest valid answer to `request` needs: the template's
@@ -68,7 +71,7 @@ class Template:
         (`json_schema`), the request's schema ends the prompt, and where nothing holds the
         model to it (`prompt`) an example answer too (a grammar already does: SmolLM2 under
         one copied the example nearly every time); the fixed part comes first."""
-        user = _FORMAT.vformat(self.user.strip(), (), _Values(self, request))
+        user = _FORMAT.vformat(*self._layout(request))
         if structured != "json_schema":
             user += "\n\nAnswer with one JSON object, and nothing else, that follows this JSON schema:\n" + json.dumps(
                 self.schema_for(request), separators=(",", ":")
@@ -84,6 +87,18 @@ class Template:
                 + json.dumps(request.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
             )
         return [{"role": "system", "content": self.system.strip()}, {"role": "user", "content": user}]
+
+    def _layout(self, request: rq.Message) -> tuple[str, tuple, _Values]:
+        """The user message's format and its values: the template's own, or its layout for
+        the request's frame (`frames:`, seed 003's `four_part`), whose `lines` and `empty`
+        go over the template's."""
+        frame = rq.frame_of(request)
+        if frame is None:
+            return self.user.strip(), (), _Values(request, frame, self.lines, self.empty)
+        layout = self.frames[frame.style]
+        lines = {**self.lines, **(layout.get("lines") or {})}
+        empty = {**self.empty, **(layout.get("empty") or {})}
+        return layout["user"].strip(), (), _Values(request, frame, lines, empty)
 
     def schema_for(self, request: rq.Message) -> dict:
         """The schema of `request`'s answer: the contract (see `contract.py`)."""
@@ -136,18 +151,19 @@ class Template:
 
 
 class _Values:
-    """A request's fields and properties as a template shows them (see the module's doc)."""
+    """A request's fields and properties as a template shows them (see the module's doc);
+    `others` is its frame's."""
 
-    def __init__(self, template: Template, request: rq.Message) -> None:
-        self.template, self.request = template, request
+    def __init__(self, request: rq.Message, frame: rq.Frame | None, lines: dict, empty: dict) -> None:
+        self.request, self.frame, self.lines, self.empty = request, frame, lines, empty
 
     def __getitem__(self, name: str) -> Any:
-        value = getattr(self.request, name)
+        value = getattr(self.frame if name in FRAME_FIELDS else self.request, name)
         if value == "" or value == ():
-            empty = self.template.empty.get(name)
+            empty = self.empty.get(name)
             return _FORMAT.vformat(empty, (), self) if empty is not None else "(none)"
         if isinstance(value, tuple):
-            return _lines(value, self.template.lines.get(name))
+            return _lines(value, self.lines.get(name))
         return value
 
 
@@ -226,6 +242,7 @@ def load_templates() -> dict[str, Template]:
                 dict(data.get("lines") or {}),
                 dict(data.get("empty") or {}),
                 data.get("example"),
+                dict(data.get("frames") or {}),
             )
     missing = set(REQUEST_KINDS) - set(out)
     if missing:

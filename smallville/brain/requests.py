@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cache, cached_property
 from typing import Any, ClassVar
 
@@ -20,13 +20,14 @@ class Message:
     kind: ClassVar[str] = ""
     registry: ClassVar[dict[str, type]] = {}
     simulated: ClassVar[bool] = True  # asked by a simulation, so a run's record may hold it
+    framed: ClassVar[bool] = False  # carries the agent's context, so a `Frame` may lay it out
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         Message.registry[cls.kind] = cls
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **{f.name: _plain(getattr(self, f.name)) for f in fields(self)}}
+        return {"kind": self.kind, **{name: _plain(value) for name, value in _shallow(self).items() if name != "kind"}}
 
     @cached_property
     def canonical_key(self) -> str:
@@ -67,8 +68,12 @@ def request_key(request: Message) -> str:
 
 def _shallow(message: Message) -> dict[str, Any]:
     """`message.to_dict()` one level deep: json encodes tuples as lists itself, and comes back
-    here for a nested message, so the whole is the same JSON as `to_dict`'s."""
-    return {"kind": message.kind, **{name: getattr(message, name) for name in _field_names(type(message))}}
+    here for a nested message, so the whole is the same JSON as `to_dict`'s. A request with no
+    `frame` leaves it out, so it keeps the key it had before frames existed."""
+    out = {"kind": message.kind, **{name: getattr(message, name) for name in _field_names(type(message))}}
+    if out.get("frame", "") is None:
+        del out["frame"]
+    return out
 
 
 @cache
@@ -77,6 +82,31 @@ def _field_names(cls: type) -> tuple[str, ...]:
 
 
 # ---- requests -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Frame(Message):
+    """How a request that carries the agent's context lays it out, and what only the layout
+    needs: `style` (`four_part`, seed 003's: who you are, what you recall, the current
+    situation, what others around did) and `others`, what the agent sees the people around
+    it doing now ("Ann Lee is reading")."""
+
+    kind: ClassVar[str] = "frame"
+    style: str
+    others: tuple[str, ...] = ()
+
+
+def frame_of(request: Message) -> Frame | None:
+    """The frame `request`'s prompt is laid out in; None: the plain layout."""
+    return request.frame if request.framed else None  # type: ignore[attr-defined]
+
+
+def unframed(request: Message) -> Message:
+    """`request` as asked with no frame: what the question is, however it is laid out."""
+    if frame_of(request) is None:
+        return request
+    return replace(request, frame=None)  # type: ignore[type-var]
+
 
 KIND_WORDS = {
     "observation": "seen",
@@ -156,6 +186,7 @@ class PlanDay(Message):
     what it leaves out from the routine)."""
 
     kind: ClassVar[str] = "plan_day"
+    framed: ClassVar[bool] = True
     agent: str
     name: str
     persona: str  # the agent summary description
@@ -168,6 +199,7 @@ class PlanDay(Message):
     reason: str = ""
     current: tuple[tuple[int, int, str, str], ...] = ()  # a re-plan: the blocks it replaces
     asked: int = 0  # the minute of the day it is asked
+    frame: Frame | None = None  # the layout of its prompt: None, the plain one
 
     @property
     def plan_from(self) -> int:
@@ -183,6 +215,7 @@ class Decompose(Message):
     place (`elsewhere`), which takes it there: the room is chosen action by action."""
 
     kind: ClassVar[str] = "decompose"
+    framed: ClassVar[bool] = True
     agent: str
     name: str
     activity: str
@@ -197,6 +230,7 @@ class Decompose(Message):
     now: str = ""  # "Monday, February 13, 2023, 08:03"
     before: tuple[tuple[int, int, str], ...] = ()  # the plan's block before this one: (start, end, activity)
     after: tuple[tuple[int, int, str], ...] = ()  # ... and the one after it
+    frame: Frame | None = None  # the layout of its prompt: None, the plain one
 
     @property
     def minutes(self) -> int:
@@ -223,6 +257,7 @@ class React(Message):
     who or what it observed and of what they are doing (two queries; the model sums them up)."""
 
     kind: ClassVar[str] = "react"
+    framed: ClassVar[bool] = True
     agent: str
     name: str
     activity: str
@@ -236,6 +271,7 @@ class React(Message):
     now: str = ""  # "Monday, February 13, 2023, 10:30"
     doing: Recalled = ()  # memories on what the observed are doing
     where: str = ""  # the area the agent is in
+    frame: Frame | None = None  # the layout of its prompt: None, the plain one
 
 
 @dataclass(frozen=True)
@@ -243,6 +279,7 @@ class Speak(Message):
     """Say the next line of a conversation."""
 
     kind: ClassVar[str] = "speak"
+    framed: ClassVar[bool] = True
     agent: str
     name: str
     listener: str
@@ -259,6 +296,7 @@ class Speak(Message):
     doing: str = ""  # what the speaker was doing when the talk began
     listener_doing: str = ""  # ... and the listener
     last_talk: str = ""  # their last conversation, dated: "yesterday 18:30: ..."
+    frame: Frame | None = None  # the layout of its prompt: None, the plain one
 
 
 @dataclass(frozen=True)
@@ -269,6 +307,7 @@ class AfterTalk(Message):
     conversation memory and `reflect.py`'s planning thought and memo, in one request)."""
 
     kind: ClassVar[str] = "after_talk"
+    framed: ClassVar[bool] = True
     agent: str
     name: str
     other: str
@@ -278,6 +317,7 @@ class AfterTalk(Message):
     memories: Recalled  # what the agent remembers of the other
     now: str = ""  # "Monday, February 13, 2023, 10:30"
     where: str = ""  # the area they talked in
+    frame: Frame | None = None  # the layout of its prompt: None, the plain one
 
 
 @dataclass(frozen=True)

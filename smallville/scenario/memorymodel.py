@@ -21,6 +21,7 @@ COUNTS = ("perceived", "all")
 DECAY_PER = ("day", "year")
 TAGGERS = ("brain", "keywords")
 REFLECT_ON = ("kept", "all")
+FRAMES = ("plain", "four_part")
 DAY = 86400.0
 MAX_INSIGHTS = 5  # per question: what the answer's schema allows (brain/contract.py INSIGHTS)
 
@@ -111,6 +112,8 @@ def resolve_weights(value) -> tuple[float, float, float]:
     return ws  # type: ignore[return-value]
 
 
+BOTH_SETTINGS = ("frame",)
+"""Settings of either model (how prompts are laid out reads nothing of the memory model)."""
 PAPER_SETTINGS = ("decay", "normalize", "importance_adjust", "insight_floor", "reflection")
 """The paper model's settings: a scenario that sets one under `model: salience` is refused."""
 SALIENCE_SETTINGS = (
@@ -160,6 +163,9 @@ class MemoryModel:
       (`reflect_on: kept`) or every memory of those days (`all`);
     - `sources` and `emotions`: the weight tables, name -> weight; `tagger`: who tags a
       memory, the brain or `keywords` (a table name -> words; an agent's type's table first).
+
+    Either model's: `frame`, how a prompt that carries the agent's context lays it out
+    (`plain`, or 003's `four_part`: `smallville.sim.frame`).
     """
 
     model: str = "paper"
@@ -186,6 +192,7 @@ class MemoryModel:
     tagger: str = "brain"
     reflect_on: str = "kept"
     keywords: tuple[tuple[str, tuple[str, ...]], ...] = KEYWORDS
+    frame: str = "plain"
 
     def __post_init__(self) -> None:
         for problem in self.problems():
@@ -211,6 +218,7 @@ class MemoryModel:
             ("decay_per", DECAY_PER),
             ("tagger", TAGGERS),
             ("reflect_on", REFLECT_ON),
+            ("frame", FRAMES),
         ):
             if getattr(self, name) not in choices:
                 out.append(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
@@ -279,6 +287,9 @@ class MemoryModel:
             value = getattr(self, name)
             if self.salience or value != getattr(default, name):
                 out[name] = _plain(value)
+        out.update(
+            (name, getattr(self, name)) for name in BOTH_SETTINGS if getattr(self, name) != getattr(default, name)
+        )
         return out
 
     @classmethod
@@ -347,6 +358,7 @@ PRESETS: dict[str, dict] = {
         "reflect_every": "365d",
         "tagger": "keywords",
         "reflect_on": "all",
+        "frame": "four_part",
     },
 }
 """Named memory settings, each one source's configuration as written (docs/scenario-format.md

@@ -22,6 +22,7 @@ from smallville.scenario.memorymodel import WEIGHT_PRESETS, MemoryModel, resolve
 from smallville.sim import life, recall
 from smallville.sim.agent import Agent, Conversation, Doing, Phase
 from smallville.sim.dispatch import Dispatcher
+from smallville.sim.frame import framed
 from smallville.sim.log import EventLog
 from smallville.sim.recalls import RecallNotes
 from smallville.timefmt import moment
@@ -334,7 +335,9 @@ class Simulation:
 
     def ask(self, agent: Agent, request: Message) -> simpy.Event:
         """The brain's answer to `request`, as an event; what the agent retrieved for it is
-        logged first (a `recall` event naming the request's number, `asked`)."""
+        logged first (a `recall` event naming the request's number, `asked`). The run's
+        `memory.frame` lays out a request that carries the agent's context (`sim.frame`)."""
+        request = framed(self, agent, request)
         event = self.dispatch.ask(agent.id, request)
         recalled = self.recalls.take(agent.id)
         if recalled:
