@@ -1,5 +1,6 @@
-"""The serve page's "why": the agent's last decision by the time shown, the memories it
-recalled, and links that move the clock to the moments it cites (headless Chromium)."""
+"""The pages' "why": on the serve page, the agent's last decision by the time shown, each
+plan's and each line said, with the memories recalled and links that move the clock to the
+moments cited; the same on the replay page, which has no server (headless Chromium)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import select
 import subprocess
 import sys
 
+import pytest
+
 from smallville.run import run_scenario
 from smallville.scenario import load_scenario
 
@@ -16,11 +19,33 @@ from browser import CHROMIUM, Browser
 from conftest import CAFE_TRIO, ROOT
 
 
-def test_why_on_the_page_explains_the_last_decision_and_its_links_move_the_clock(tmp_path):
-    assert CHROMIUM, "no chromium on PATH: the page's browser test must run, not skip"
-    runs = tmp_path / "runs"
+@pytest.fixture(scope="module")
+def trio(tmp_path_factory):
+    """14 hours of cafe_trio, offline, and its log."""
+    runs = tmp_path_factory.mktemp("runs")
     run = run_scenario(load_scenario(CAFE_TRIO), runs_dir=runs, duration=14 * 3600, embedder="lexical").path
-    log = [json.loads(line) for line in (run / "events.jsonl").read_text(encoding="utf-8").splitlines()]
+    return run, [json.loads(line) for line in (run / "events.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def last(log: list[dict], agent: str, kind: str, t: float) -> int:
+    """The log line (from 1) of the agent's last event of `kind` at or before `t`."""
+    return max(n for n, e in enumerate(log, 1) if e["agent"] == agent and e["kind"] == kind and e["t"] <= t)
+
+
+def asked(page, link: str, kind: str) -> int:
+    """Click the first `link` (a CSS selector) and wait for the account of a `kind`: its log line."""
+    page.evaluate("delete document.body.dataset.why; delete document.body.dataset.whyKind; 1")
+    page.evaluate(f"document.querySelector({json.dumps(link)}).click(); 1")
+    page.wait_for(f"document.body.dataset.whyKind === {json.dumps(kind)}", what=f"the why of a {kind}")
+    assert page.evaluate("document.querySelectorAll('#why li.recalled').length") > 0
+    assert "request #" in page.evaluate("document.getElementById('why').textContent")
+    return int(page.evaluate("document.body.dataset.why"))
+
+
+def test_why_on_the_page_explains_the_last_decision_and_its_links_move_the_clock(trio, tmp_path):
+    assert CHROMIUM, "no chromium on PATH: the page's browser test must run, not skip"
+    run, log = trio
+    runs = run.parent
     say = next(e for e in log if e["kind"] == "say" and e["t"] > 3600)
     env = {"PATH": os.environ["PATH"], "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HOME": os.environ.get("HOME", "/")}
     server = subprocess.Popen(
@@ -58,6 +83,44 @@ def test_why_on_the_page_explains_the_last_decision_and_its_links_move_the_clock
                 f"[...document.querySelectorAll('#why a.seek')].find(a => Number(a.dataset.t) === {target}).click(); 1"
             )
             page.wait_for(f"drawn && drawn.t === {target}", what="the clock moved to the cited moment")
+            page.evaluate(f"slider.value = {say['t']}; following = false; schedule(); panelSoon(); 1")
+            page.wait_for(f"document.body.dataset.panelTime === '{say['t']}'", what="the panel at the line")
+            line = asked(page, "#said-lines a.why", "say")  # the newest line first
+            assert line == last(log, say["agent"], "say", say["t"])
+            assert asked(page, "#plan a.why", "plan") == last(log, say["agent"], "plan", say["t"])
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_the_replay_page_has_why_built_in_for_each_line_and_plan(trio, tmp_path):
+    """No server: `smallville replay --html` writes each line's and plan's account into the
+    page; a cited moment moves the page's clock."""
+    assert CHROMIUM, "no chromium on PATH: the page's browser test must run, not skip"
+    run, log = trio
+    say = next(e for e in log if e["kind"] == "say" and e["t"] > 3600)
+    html = tmp_path / "replay.html"
+    env = {"PATH": os.environ["PATH"], "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    result = subprocess.run(
+        [sys.executable, "-m", "smallville", "replay", str(run), "--html", str(html)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    with Browser(tmp_path / "profile") as page:
+        page.open(f"{html.as_uri()}#t={say['t']}&agent={say['agent']}")
+        page.wait_for("document.body.dataset.time", what="the replay page")
+        assert asked(page, "#said-lines a.why", "say") == last(log, say["agent"], "say", say["t"])
+        shown = json.loads(
+            page.evaluate(
+                "JSON.stringify([...document.querySelectorAll('#why li.recalled')].map(li => li.textContent))"
+            )
+        )
+        assert shown and not any(li.startswith("? ") for li in shown)  # the memories' texts, from the page's own
+        assert asked(page, "h3 a.why", "plan") == last(log, say["agent"], "plan", say["t"])
+        target = page.evaluate("Number(document.querySelector('#why a.seek').dataset.t)")
+        page.evaluate("document.querySelector('#why a.seek').click(); 1")
+        page.wait_for(f"document.body.dataset.time === '{target}'", what="the clock moved to the cited moment")
+        assert page.errors == []

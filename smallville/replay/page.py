@@ -18,7 +18,9 @@ from smallville.world import Grid
 
 _HERE = Path(__file__).parent
 _TEMPLATE = _HERE / "page.html"
-TOWN_JS, CONTROLS = _HERE / "town.js", _HERE / "controls.html"
+SHOWN = 3  # memories per query in the page's accounts (`smallville why` lists them all)
+SLIM = ("id", "score", "recency", "importance", "relevance", "t", "time", "origin")  # what the page shows of one
+TOWN_JS, WHY_JS, CONTROLS = _HERE / "town.js", _HERE / "why.js", _HERE / "controls.html"
 
 
 class Drawing:
@@ -100,6 +102,47 @@ def town_data(scenario) -> dict:
     return {"rows": list(spec.grid), "legend": spec.legend, "objects": [[o.name, *o.at] for o in spec.objects]}
 
 
+def accounts(run: RunRecord) -> dict[str, dict] | None:
+    """The account (`smallville why`'s, one step deep) of every line said and plan made, by
+    "agent kind t", for the page's "why" without a server; each query keeps its best
+    `SHOWN` memories and counts the rest. None for a run that did not record recall."""
+    from smallville.why import Accounts, Trail
+
+    trail = Trail.of(run.events)
+    if not trail.records_recall:
+        return None
+    weights = (run.manifest.config or {}).get("weights") or (1.0, 1.0, 1.0)
+    told = Accounts(trail, weights=weights)
+    out = {}
+    for line, e in enumerate(run.events, 1):
+        if e["kind"] in (events.SAY, events.PLAN) and "req" in e["data"]:
+            a = told.why(e["agent"], line, depth=0)
+            data = {k: v for k, v in e["data"].items() if k != "blocks"}  # (the page has the plan)
+            out[f"{e['agent']} {e['kind']} {seconds(e['t'])}"] = {**a, "data": data, "request": trimmed(a["request"])}
+    return out
+
+
+def trimmed(request: dict | None) -> dict | None:
+    """A request's account with each query's best `SHOWN` memories, and how many more it had;
+    a memory without its text, which the page has among the agent's memories (by id)."""
+    if not request or not request.get("kind"):
+        return request
+    queries = [
+        {"query": q["query"], "memories": [slim(m) for m in q["memories"][:SHOWN]], "more": len(q["memories"][SHOWN:])}
+        for q in request["queries"]
+    ]
+    return {"req": request["req"], "kind": request["kind"], "queries": queries}
+
+
+def seconds(t: float) -> str:
+    """A time as the page's script writes it (3540, not 3540.0)."""
+    return str(int(t)) if t == int(t) else repr(t)
+
+
+def slim(memory: dict) -> dict:
+    return {k: memory[k] for k in SLIM if k in memory}
+
+
 def page_data(run: RunRecord) -> dict:
     """Everything the page shows, as plain JSON: map, agents, their tracks and what they did."""
     if run.scenario is None:
@@ -126,13 +169,16 @@ def page_data(run: RunRecord) -> dict:
         "memories": drawing.memories,
         "speech": drawing.speech,
         "note": run.scenario_note,
+        "why": accounts(run),
     }
 
 
 def inline(template: str) -> str:
-    """A page's HTML with the shared drawing code and controls put in their places."""
-    return template.replace("/*TOWN_JS*/", TOWN_JS.read_text(encoding="utf-8")).replace(
-        "<!--CONTROLS-->", CONTROLS.read_text(encoding="utf-8").rstrip("\n")
+    """A page's HTML with the shared drawing code, accounts and controls put in their places."""
+    return (
+        template.replace("/*TOWN_JS*/", TOWN_JS.read_text(encoding="utf-8"))
+        .replace("/*WHY_JS*/", WHY_JS.read_text(encoding="utf-8"))
+        .replace("<!--CONTROLS-->", CONTROLS.read_text(encoding="utf-8").rstrip("\n"))
     )
 
 

@@ -21,10 +21,17 @@ __all__ = ["Accounts", "Trail", "explain", "probe_chain", "spread"]
 
 
 def explain(
-    run, agent: str, at: float | None = None, event: int | None = None, depth: int = 1, trail: Trail | None = None
+    run,
+    agent: str,
+    at: float | None = None,
+    event: int | None = None,
+    depth: int = 1,
+    trail: Trail | None = None,
+    kind: str | None = None,
 ) -> dict:
     """The account of the agent's decision at log line `event`, or its last at or before `at`
-    seconds since the start (one of the two)."""
+    seconds since the start (one of the two); with `kind`, its last decision of that kind
+    (`say`, `plan`, ...) by `at`."""
     known(run, agent)
     if (at is None) == (event is None):
         raise UsageError("give one of --at TIME and --event N")
@@ -33,9 +40,10 @@ def explain(
     trail = trail or Trail.read(run.path)
     trail.require_recall()
     if event is None:
-        event = trail.decision_at(agent, at)
+        event = trail.decision_at(agent, at, kind)
         if event is None:
-            raise UsageError(f"{agent} made no decision by {run.when(at)}")
+            what = f"{kind} decision" if kind else "decision"
+            raise UsageError(f"{agent} made no {what} by {run.when(at)}")
     weights = (run.manifest.config or {}).get("weights") or (1.0, 1.0, 1.0)
     out = Accounts(trail, Requests(run.path / "answers.jsonl").texts, weights).why(agent, event, depth)
     if out["kind"] == LEARNED:  # the news followed back to its source, teller by teller
