@@ -9,6 +9,7 @@ import os
 import select
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import pytest
 
@@ -47,19 +48,7 @@ def test_why_on_the_page_explains_the_last_decision_and_its_links_move_the_clock
     run, log = trio
     runs = run.parent
     say = next(e for e in log if e["kind"] == "say" and e["t"] > 3600)
-    env = {"PATH": os.environ["PATH"], "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HOME": os.environ.get("HOME", "/")}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "smallville", "serve", str(runs), "--port", "0"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        ready, _, _ = select.select([server.stdout], [], [], 60)
-        assert ready, "the server printed no address"
-        url = server.stdout.readline().split()[2]
+    with serving(runs) as url:
         with Browser(tmp_path / "profile") as page:
             page.open(f"{url}run?id={run.name}#agent={say['agent']}")
             page.wait_for("drawn && document.body.dataset.panelAgent", what="the page and its panel")
@@ -88,39 +77,66 @@ def test_why_on_the_page_explains_the_last_decision_and_its_links_move_the_clock
             line = asked(page, "#said-lines a.why", "say")  # the newest line first
             assert line == last(log, say["agent"], "say", say["t"])
             assert asked(page, "#plan a.why", "plan") == last(log, say["agent"], "plan", say["t"])
+
+
+@contextmanager
+def serving(runs):
+    """`smallville serve` over `runs` as a user starts it, on a free port: its address."""
+    env = {"PATH": os.environ["PATH"], "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HOME": os.environ.get("HOME", "/")}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "smallville", "serve", str(runs), "--port", "0"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready, _, _ = select.select([server.stdout], [], [], 60)
+        assert ready, "the server printed no address"
+        yield server.stdout.readline().split()[2]
     finally:
         server.terminate()
         server.wait(timeout=30)
 
 
-def test_the_replay_page_has_why_built_in_for_each_line_and_plan(trio, tmp_path):
-    """No server: `smallville replay --html` writes each line's and plan's account into the
-    page; a cited moment moves the page's clock."""
+def test_a_probes_spread_is_a_tree_beside_the_map_and_grows_over_the_town_with_the_clock(trio, tmp_path):
     assert CHROMIUM, "no chromium on PATH: the page's browser test must run, not skip"
     run, log = trio
-    say = next(e for e in log if e["kind"] == "say" and e["t"] > 3600)
-    html = tmp_path / "replay.html"
-    env = {"PATH": os.environ["PATH"], "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    result = subprocess.run(
-        [sys.executable, "-m", "smallville", "replay", str(run), "--html", str(html)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
-    with Browser(tmp_path / "profile") as page:
-        page.open(f"{html.as_uri()}#t={say['t']}&agent={say['agent']}")
-        page.wait_for("document.body.dataset.time", what="the replay page")
-        assert asked(page, "#said-lines a.why", "say") == last(log, say["agent"], "say", say["t"])
-        shown = json.loads(
+    memories = {(e["agent"], e["data"]["id"]): e["data"] for e in log if e["kind"] == "memory"}
+    learned = [e for e in log if e["kind"] == "learned" and e["data"]["probe"] == "party"]
+    told = {  # who told each listener, from the chat memory that made it know
+        e["agent"]: memories[e["agent"], e["data"]["memory"]].get("speaker", "")
+        for e in learned
+        if memories[e["agent"], e["data"]["memory"]]["kind"] == "chat"
+    }
+    assert told, "nobody was told of the party in 14 hours of cafe_trio"
+    with serving(run.parent) as url, Browser(tmp_path / "profile") as page:
+        page.open(f"{url}run?id={run.name}")
+        page.wait_for("drawn && document.body.dataset.caught", what="the page and the whole log")
+        page.evaluate(
+            "const p = document.getElementById('probe'); p.value = 'party'; p.dispatchEvent(new Event('change')); 1"
+        )
+        page.wait_for("document.body.dataset.spread === 'party'", what="the party's spread")
+        edges = json.loads(
             page.evaluate(
-                "JSON.stringify([...document.querySelectorAll('#why li.recalled')].map(li => li.textContent))"
+                "JSON.stringify([...document.querySelectorAll('#spread li.hop')].map(li => [li.dataset.agent, li.dataset.from]))"
             )
         )
-        assert shown and not any(li.startswith("? ") for li in shown)  # the memories' texts, from the page's own
-        assert asked(page, "h3 a.why", "plan") == last(log, say["agent"], "plan", say["t"])
-        target = page.evaluate("Number(document.querySelector('#why a.seek').dataset.t)")
-        page.evaluate("document.querySelector('#why a.seek').click(); 1")
-        page.wait_for(f"document.body.dataset.time === '{target}'", what="the clock moved to the cited moment")
+        assert sorted(map(tuple, edges)) == sorted((e["agent"], told.get(e["agent"], "")) for e in learned)
+        first = min(e["t"] for e in learned if e["agent"] in told)  # the first telling
+        drawn = []
+        for t in (first - 60, first):
+            page.evaluate(f"slider.value = {t}; slider.dispatchEvent(new Event('input')); 1")
+            page.wait_for(f"drawn.t === {t}", what=f"the town at {t}")
+            drawn.append(page.evaluate("drawn.spread"))
+        assert drawn == [sum(e["t"] <= t for e in learned) for t in (first - 60, first)] and drawn[0] < drawn[1]
+        page.screenshot(tmp_path / "spread.png")
+        last_hop = max(learned, key=lambda e: e["t"])
+        page.evaluate(
+            f"[...document.querySelectorAll('#spread a.seek')].find(a => Number(a.dataset.t) === {last_hop['t']}).click(); 1"
+        )
+        page.wait_for(
+            f"drawn.t === {last_hop['t']} && drawn.spread === {len(learned)}", what="the whole tree at its last telling"
+        )
         assert page.errors == []

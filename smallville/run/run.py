@@ -231,6 +231,13 @@ class Run:
 
         return probe_chain(self, probe, agent)
 
+    def probe_tree(self, probe: str) -> dict:
+        """Who told whom the news of the scenario's probe `probe`, and when: every agent who came
+        to know it (`smallville.why.probe_tree`)."""
+        from smallville.why import probe_tree
+
+        return probe_tree(self, probe)
+
     def cut_back(self, t: float) -> None:
         """Cut a run that stopped during the instant `t` back to the instant's start: the
         logs lose the instant's lines, and a checkpoint at `t` (made by simulating from the

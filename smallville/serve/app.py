@@ -6,6 +6,7 @@ and agents; `/api/feed?run=RUN&offset=N` its events from byte N on, as server-se
 following the log while the run goes; `/api/agent?run=RUN&agent=ID&t=T` the agent panel;
 `/api/why?run=RUN&agent=ID&t=T[&kind=K]` why the agent did what it did last by T (its last
 line said or plan made, with `kind=say` or `plan`: `Run.why`);
+`/api/spread?run=RUN&probe=P` who told whom the probe's news, when (`Run.probe_tree`);
 `POST /api/interview` `{run, agent, t, question}`.
 """
 
@@ -140,6 +141,7 @@ class Handler(BaseHTTPRequestHandler):
             "/api/feed": lambda: self._feed(query),
             "/api/agent": lambda: self._agent(query),
             "/api/why": lambda: self._why(query),
+            "/api/spread": lambda: self._spread(query),
         }
         self._route(routes.get(url.path))
 
@@ -189,6 +191,7 @@ class Handler(BaseHTTPRequestHandler):
                 "map": town_data(scenario),
                 "agents": agent_list({a.id: a.name for a in scenario.agents}),
                 "starts": start_tiles(scenario),
+                "probes": [p.name for p in scenario.probes],
                 "run": summary(path, self.server.runs.id_of(path)),
             }
         )
@@ -227,6 +230,15 @@ class Handler(BaseHTTPRequestHandler):
             if kind not in (None, *WHY_KINDS):
                 return self._error(400, f"kind must be one of {', '.join(WHY_KINDS)}, not {kind!r}")
             self._json(Run.open(at[0]).why(query.get("agent") or "", at=at[1], kind=kind))
+        except SmallvilleError as exc:
+            self._json({"error": str(exc)})
+
+    def _spread(self, query: dict) -> None:
+        """Who told whom a probe's news, and when (`Run.probe_tree`)."""
+        from smallville.run import Run
+
+        try:
+            self._json(Run.open(self._run(query)).probe_tree(query.get("probe") or ""))
         except SmallvilleError as exc:
             self._json({"error": str(exc)})
 

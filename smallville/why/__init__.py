@@ -2,6 +2,7 @@
 
     explain(run, agent, at=T | event=N, depth=K)   the account of a decision (`Accounts.why`)
     probe_chain(run, probe, agent)                 how a probe's news reached `agent` (`spread.chain`)
+    probe_tree(run, probe)                         who told whom, when: the probe's whole spread
 
 `run` is a `smallville.run.Run`; `Run.why` and `Run.probe_chain` call these.
 """
@@ -17,7 +18,7 @@ from smallville.why.account import Accounts
 from smallville.why.spread import chain, probe_words, spread
 from smallville.why.trail import Trail
 
-__all__ = ["Accounts", "Trail", "explain", "probe_chain", "spread"]
+__all__ = ["Accounts", "Trail", "explain", "probe_chain", "probe_tree", "spread"]
 
 
 def explain(
@@ -63,6 +64,16 @@ def probe_chain(run, probe: str, agent: str, trail: Trail | None = None) -> dict
         "chain": chain(trail, probe, words, agent),
         "recorded": trail.records_recall,
     }
+
+
+def probe_tree(run, probe: str, trail: Trail | None = None) -> dict:
+    """The spread of `probe` as a tree: each agent who came to know it, once, by the time it
+    did, with who told it (`from`; none for a source), in which conversation and how the
+    teller had the news in mind (`via`); and the tree's depth."""
+    words = probe_words(run.scenario, probe)
+    told = spread(trail or Trail.read(run.path), probe, words)
+    hops = sorted((c[-1] for c in told["chains"].values() if c), key=lambda h: (h["t"], h["line"]))
+    return {"probe": probe, "depth": told["depth"], "recalled_share": told["recalled_share"], "hops": hops}
 
 
 def known(run, agent: str) -> None:
