@@ -79,6 +79,32 @@ def test_why_on_the_page_explains_the_last_decision_and_its_links_move_the_clock
             assert asked(page, "#plan a.why", "plan") == last(log, say["agent"], "plan", say["t"])
 
 
+def party(log: list[dict]) -> tuple[list[dict], dict[str, str]]:
+    """The party's `learned` events, and who told each listener (from the chat memory that
+    made it know)."""
+    memories = {(e["agent"], e["data"]["id"]): e["data"] for e in log if e["kind"] == "memory"}
+    learned = [e for e in log if e["kind"] == "learned" and e["data"]["probe"] == "party"]
+    told = {
+        e["agent"]: memories[e["agent"], e["data"]["memory"]].get("speaker", "")
+        for e in learned
+        if memories[e["agent"], e["data"]["memory"]]["kind"] == "chat"
+    }
+    assert told, "nobody was told of the party in 14 hours of cafe_trio"
+    return learned, told
+
+
+def edges(page) -> list[tuple[str, str]]:
+    """The page's spread tree as (agent, who told it) pairs, sorted."""
+    js = "JSON.stringify([...document.querySelectorAll('#spread li.hop')].map(li => [li.dataset.agent, li.dataset.from]))"
+    return sorted(map(tuple, json.loads(page.evaluate(js))))
+
+
+def pick_party(page) -> None:
+    page.evaluate(
+        "const p = document.getElementById('probe'); p.value = 'party'; p.dispatchEvent(new Event('change')); 1"
+    )
+
+
 @contextmanager
 def serving(runs):
     """`smallville serve` over `runs` as a user starts it, on a free port: its address."""
@@ -103,27 +129,13 @@ def serving(runs):
 def test_a_probes_spread_is_a_tree_beside_the_map_and_grows_over_the_town_with_the_clock(trio, tmp_path):
     assert CHROMIUM, "no chromium on PATH: the page's browser test must run, not skip"
     run, log = trio
-    memories = {(e["agent"], e["data"]["id"]): e["data"] for e in log if e["kind"] == "memory"}
-    learned = [e for e in log if e["kind"] == "learned" and e["data"]["probe"] == "party"]
-    told = {  # who told each listener, from the chat memory that made it know
-        e["agent"]: memories[e["agent"], e["data"]["memory"]].get("speaker", "")
-        for e in learned
-        if memories[e["agent"], e["data"]["memory"]]["kind"] == "chat"
-    }
-    assert told, "nobody was told of the party in 14 hours of cafe_trio"
+    learned, told = party(log)
     with serving(run.parent) as url, Browser(tmp_path / "profile") as page:
         page.open(f"{url}run?id={run.name}")
         page.wait_for("drawn && document.body.dataset.caught", what="the page and the whole log")
-        page.evaluate(
-            "const p = document.getElementById('probe'); p.value = 'party'; p.dispatchEvent(new Event('change')); 1"
-        )
+        pick_party(page)
         page.wait_for("document.body.dataset.spread === 'party'", what="the party's spread")
-        edges = json.loads(
-            page.evaluate(
-                "JSON.stringify([...document.querySelectorAll('#spread li.hop')].map(li => [li.dataset.agent, li.dataset.from]))"
-            )
-        )
-        assert sorted(map(tuple, edges)) == sorted((e["agent"], told.get(e["agent"], "")) for e in learned)
+        assert edges(page) == sorted((e["agent"], told.get(e["agent"], "")) for e in learned)
         first = min(e["t"] for e in learned if e["agent"] in told)  # the first telling
         drawn = []
         for t in (first - 60, first):
@@ -139,4 +151,43 @@ def test_a_probes_spread_is_a_tree_beside_the_map_and_grows_over_the_town_with_t
         page.wait_for(
             f"drawn.t === {last_hop['t']} && drawn.spread === {len(learned)}", what="the whole tree at its last telling"
         )
+        assert page.errors == []
+
+
+def test_the_replay_page_has_why_built_in_for_each_line_and_plan(trio, tmp_path):
+    """No server: `smallville replay --html` writes each line's and plan's account into the
+    page; a cited moment moves the page's clock."""
+    assert CHROMIUM, "no chromium on PATH: the page's browser test must run, not skip"
+    run, log = trio
+    say = next(e for e in log if e["kind"] == "say" and e["t"] > 3600)
+    html = tmp_path / "replay.html"
+    env = {"PATH": os.environ["PATH"], "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    result = subprocess.run(
+        [sys.executable, "-m", "smallville", "replay", str(run), "--html", str(html)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    with Browser(tmp_path / "profile") as page:
+        page.open(f"{html.as_uri()}#t={say['t']}&agent={say['agent']}")
+        page.wait_for("document.body.dataset.time", what="the replay page")
+        assert asked(page, "#said-lines a.why", "say") == last(log, say["agent"], "say", say["t"])
+        shown = json.loads(
+            page.evaluate(
+                "JSON.stringify([...document.querySelectorAll('#why li.recalled')].map(li => li.textContent))"
+            )
+        )
+        assert shown and not any(li.startswith("? ") for li in shown)  # the memories' texts, from the page's own
+        assert asked(page, "h3 a.why", "plan") == last(log, say["agent"], "plan", say["t"])
+        target = page.evaluate("Number(document.querySelector('#why a.seek').dataset.t)")
+        page.evaluate("document.querySelector('#why a.seek').click(); 1")
+        page.wait_for(f"document.body.dataset.time === '{target}'", what="the clock moved to the cited moment")
+        learned, told = party(log)  # the party's spread, in the page too
+        pick_party(page)
+        assert edges(page) == sorted((e["agent"], told.get(e["agent"], "")) for e in learned)
+        first = min(e["t"] for e in learned if e["agent"] in told)
+        page.evaluate(f"slider.value = {first}; slider.dispatchEvent(new Event('input')); 1")
+        assert page.evaluate("document.body.dataset.spreadDrawn") == str(sum(e["t"] <= first for e in learned))
         assert page.errors == []

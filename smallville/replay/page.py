@@ -102,13 +102,12 @@ def town_data(scenario) -> dict:
     return {"rows": list(spec.grid), "legend": spec.legend, "objects": [[o.name, *o.at] for o in spec.objects]}
 
 
-def accounts(run: RunRecord) -> dict[str, dict] | None:
+def accounts(run: RunRecord, trail) -> dict[str, dict] | None:
     """The account (`smallville why`'s, one step deep) of every line said and plan made, by
     "agent kind t", for the page's "why" without a server; each query keeps its best
     `SHOWN` memories and counts the rest. None for a run that did not record recall."""
-    from smallville.why import Accounts, Trail
+    from smallville.why import Accounts
 
-    trail = Trail.of(run.events)
     if not trail.records_recall:
         return None
     weights = (run.manifest.config or {}).get("weights") or (1.0, 1.0, 1.0)
@@ -143,11 +142,21 @@ def slim(memory: dict) -> dict:
     return {k: memory[k] for k in SLIM if k in memory}
 
 
+def spreads(run: RunRecord, trail) -> dict[str, dict]:
+    """Each probe's spread (`smallville.why.probe_tree`), for the page's tree of who told whom."""
+    from smallville.why import probe_tree
+
+    return {p.name: probe_tree(run, p.name, trail) for p in run.scenario.probes}
+
+
 def page_data(run: RunRecord) -> dict:
     """Everything the page shows, as plain JSON: map, agents, their tracks and what they did."""
     if run.scenario is None:
         raise RunError(f"cannot draw {run.path}: {run.scenario_note}")
+    from smallville.why import Trail
+
     names = run.agents
+    trail = Trail.of(run.events)
     drawing = Drawing(run.scenario, names)
     for e in run.events:
         drawing.add(e)
@@ -169,7 +178,8 @@ def page_data(run: RunRecord) -> dict:
         "memories": drawing.memories,
         "speech": drawing.speech,
         "note": run.scenario_note,
-        "why": accounts(run),
+        "why": accounts(run, trail),
+        "spreads": spreads(run, trail),
     }
 
 
