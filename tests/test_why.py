@@ -79,13 +79,19 @@ def test_every_decision_names_its_request_and_every_recall_is_of_memories_alread
     assert thoughts and all("req" in e["data"] for e in thoughts)
 
 
-def test_why_at_a_learned_event_names_the_teller_and_the_conversation_and_reaches_the_source_seed(ville):
-    log = log_of(ville)
+def told_account(run_dir) -> tuple[list[dict], int, dict, dict]:
+    """The log, the first `learned` event of someone told a probe's news (its line and itself),
+    and the account `smallville why --json` gives of it."""
+    log = log_of(run_dir)
     line, learned = told(log)
-    agent = learned["agent"]
-    result = smallville("why", ville, "--agent", agent, "--event", line, "--json")
+    result = smallville("why", run_dir, "--agent", learned["agent"], "--event", line, "--json")
     assert result.returncode == 0, result.stderr
-    account = json.loads(result.stdout)
+    return log, line, learned, json.loads(result.stdout)
+
+
+def test_why_at_a_learned_event_names_the_teller_and_the_conversation_and_reaches_the_source_seed(ville):
+    log, line, learned, account = told_account(ville)
+    agent = learned["agent"]
     origin = account["memory"]["origin"]
     chat = next(
         e
@@ -247,12 +253,8 @@ def test_why_in_a_models_run_lists_what_each_line_and_plan_was_shown(model_run):
 def test_why_in_a_models_run_follows_news_back_through_the_teller_to_the_source_seed(model_run):
     """A model passed on the party's news: `why` at the listener's `learned` event names who
     told it and in which conversation, and its chain reaches the seed memory of the source."""
-    log = log_of(model_run)
-    line, learned = told(log)
+    log, line, learned, account = told_account(model_run)
     agent = learned["agent"]
-    result = smallville("why", model_run, "--agent", agent, "--event", line, "--json")
-    assert result.returncode == 0, result.stderr
-    account = json.loads(result.stdout)
     origin = account["memory"]["origin"]
     assert origin["how"] == "told" and origin["by"] != agent
     said = log[origin["said"]["line"] - 1]

@@ -12,14 +12,13 @@ from pathlib import Path
 
 from smallville import events
 from smallville.errors import RunError
+from smallville.replay.accounts import accounts, spreads
 from smallville.replay.initials import initials
 from smallville.replay.record import RunRecord
 from smallville.world import Grid
 
 _HERE = Path(__file__).parent
 _TEMPLATE = _HERE / "page.html"
-SHOWN = 3  # memories per query in the page's accounts (`smallville why` lists them all)
-SLIM = ("id", "score", "recency", "importance", "relevance", "t", "time", "origin")  # what the page shows of one
 TOWN_JS, WHY_JS, CONTROLS = _HERE / "town.js", _HERE / "why.js", _HERE / "controls.html"
 
 
@@ -100,53 +99,6 @@ def town_data(scenario) -> dict:
     """The map as the page draws it."""
     spec = scenario.map
     return {"rows": list(spec.grid), "legend": spec.legend, "objects": [[o.name, *o.at] for o in spec.objects]}
-
-
-def accounts(run: RunRecord, trail) -> dict[str, dict] | None:
-    """The account (`smallville why`'s, one step deep) of every line said and plan made, by
-    "agent kind t", for the page's "why" without a server; each query keeps its best
-    `SHOWN` memories and counts the rest. None for a run that did not record recall."""
-    from smallville.why import Accounts
-
-    if not trail.records_recall:
-        return None
-    weights = (run.manifest.config or {}).get("weights") or (1.0, 1.0, 1.0)
-    told = Accounts(trail, weights=weights)
-    out = {}
-    for line, e in enumerate(run.events, 1):
-        if e["kind"] in (events.SAY, events.PLAN) and "req" in e["data"]:
-            a = told.why(e["agent"], line, depth=0)
-            data = {k: v for k, v in e["data"].items() if k != "blocks"}  # (the page has the plan)
-            out[f"{e['agent']} {e['kind']} {seconds(e['t'])}"] = {**a, "data": data, "request": trimmed(a["request"])}
-    return out
-
-
-def trimmed(request: dict | None) -> dict | None:
-    """A request's account with each query's best `SHOWN` memories, and how many more it had;
-    a memory without its text, which the page has among the agent's memories (by id)."""
-    if not request or not request.get("kind"):
-        return request
-    queries = [
-        {"query": q["query"], "memories": [slim(m) for m in q["memories"][:SHOWN]], "more": len(q["memories"][SHOWN:])}
-        for q in request["queries"]
-    ]
-    return {"req": request["req"], "kind": request["kind"], "queries": queries}
-
-
-def seconds(t: float) -> str:
-    """A time as the page's script writes it (3540, not 3540.0)."""
-    return str(int(t)) if t == int(t) else repr(t)
-
-
-def slim(memory: dict) -> dict:
-    return {k: memory[k] for k in SLIM if k in memory}
-
-
-def spreads(run: RunRecord, trail) -> dict[str, dict]:
-    """Each probe's spread (`smallville.why.probe_tree`), for the page's tree of who told whom."""
-    from smallville.why import probe_tree
-
-    return {p.name: probe_tree(run, p.name, trail) for p in run.scenario.probes}
 
 
 def page_data(run: RunRecord) -> dict:

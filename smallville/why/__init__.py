@@ -18,7 +18,7 @@ from smallville.why.account import Accounts
 from smallville.why.spread import chain, probe_words, spread
 from smallville.why.trail import Trail
 
-__all__ = ["Accounts", "Trail", "explain", "probe_chain", "probe_tree", "spread"]
+__all__ = ["Accounts", "Trail", "explain", "probe_chain", "probe_tree", "spread", "weights"]
 
 
 def explain(
@@ -45,8 +45,7 @@ def explain(
         if event is None:
             what = f"{kind} decision" if kind else "decision"
             raise UsageError(f"{agent} made no {what} by {run.when(at)}")
-    weights = (run.manifest.config or {}).get("weights") or (1.0, 1.0, 1.0)
-    out = Accounts(trail, Requests(run.path / "answers.jsonl").texts, weights).why(agent, event, depth)
+    out = Accounts(trail, Requests(run.path / "answers.jsonl").texts, weights(run.manifest)).why(agent, event, depth)
     if out["kind"] == LEARNED:  # the news followed back to its source, teller by teller
         probe = out["data"]["probe"]
         out["chain"] = chain(trail, probe, probe_words(run.scenario, probe), agent)
@@ -74,6 +73,11 @@ def probe_tree(run, probe: str, trail: Trail | None = None) -> dict:
     told = spread(trail or Trail.read(run.path), probe, words)
     hops = sorted((c[-1] for c in told["chains"].values() if c), key=lambda h: (h["t"], h["line"]))
     return {"probe": probe, "depth": told["depth"], "recalled_share": told["recalled_share"], "hops": hops}
+
+
+def weights(manifest) -> tuple[float, float, float]:
+    """The retrieval weights (recency, importance, relevance) a run's manifest says it used."""
+    return tuple((manifest.config or {}).get("weights") or (1.0, 1.0, 1.0))
 
 
 def known(run, agent: str) -> None:
