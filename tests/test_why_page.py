@@ -9,11 +9,13 @@ import os
 import select
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from contextlib import contextmanager
 
 import pytest
 
-from smallville.run import run_scenario
+from smallville.run import Run, run_scenario
 from smallville.scenario import load_scenario
 
 from browser import CHROMIUM, Browser
@@ -191,3 +193,28 @@ def test_the_replay_page_has_why_built_in_for_each_line_and_plan(trio, tmp_path)
         page.evaluate(f"slider.value = {first}; slider.dispatchEvent(new Event('input')); 1")
         assert page.evaluate("document.body.dataset.spreadDrawn") == str(sum(e["t"] <= first for e in learned))
         assert page.errors == []
+
+
+def test_the_servers_why_and_spread_answer_bad_questions_in_one_line(trio):
+    """/api/why's kind and /api/spread's probe: what the pages ask, and their refusals."""
+    run, log = trio
+
+    def get(path: str) -> tuple[int, dict]:
+        try:
+            with urllib.request.urlopen(f"{url}{path}", timeout=60) as reply:
+                return reply.status, json.loads(reply.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    with serving(run.parent) as url:
+        status, tree = get(f"api/spread?run={run.name}&probe=party")
+        assert status == 200 and tree == json.loads(json.dumps(Run.open(run).probe_tree("party")))
+        status, body = get(f"api/spread?run={run.name}&probe=rumour")
+        assert status == 200 and body["error"].startswith("no probe 'rumour'")
+        status, body = get(f"api/why?run={run.name}&agent=klaus_mueller&t=3600&kind=dance")
+        assert status == 400 and "kind must be one of" in body["error"] and "\n" not in body["error"]
+        status, body = get(f"api/why?run={run.name}&agent=klaus_mueller&t=0&kind=say")
+        assert status == 200 and body["error"] == "klaus_mueller made no say decision by 2023-02-13 07:00:00"
+        t = next(e["t"] for e in log if e["kind"] == "say" and e["agent"] == "klaus_mueller")
+        status, body = get(f"api/why?run={run.name}&agent=klaus_mueller&t={t}&kind=say")
+        assert status == 200 and body["line"] == last(log, "klaus_mueller", "say", t)
