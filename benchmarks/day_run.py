@@ -2,12 +2,13 @@
 
     python benchmarks/day_run.py [--scenario scenarios/the_ville.yaml] [--for 1d] [--seed N] [--before DIR]
 
-Prints simulated minutes per wall second, the run's CPU time, memories per agent and brain
-requests per agent per game hour, for the default embedder and, as the baseline measured in
+Prints simulated minutes per wall second, the run's CPU time, the size of its run folder,
+memories per agent and brain requests per agent per game hour, for the default embedder and, as the baseline measured in
 the same run, for the lexical embedder (no model at all), with the ratio between the two.
 Each run is a fresh process. `--before DIR` runs both again with the smallville in DIR (a
 checkout of an earlier version: `git archive COMMIT | tar -x -C DIR`) and prints the ratio of
-its CPU time to this version's (on a shared machine the CPU time is the steadier figure).
+its wall time, CPU time and disk to this version's (on a shared machine the CPU time is the
+steadier figure).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def measure(scenario_path: str, duration: float, seed: int | None, embedder: str
         began, began_cpu = time.perf_counter(), time.process_time()
         result = run_scenario(scenario, runs_dir=runs, seed=seed, duration=duration, embedder=embedder)
         wall, cpu = time.perf_counter() - began, time.process_time() - began_cpu
+        disk = sum(p.stat().st_size for p in Path(result.path).rglob("*") if p.is_file())
     agents = len(scenario.agents)
     m = result.manifest
     requests = sum(m.requests.values())
@@ -40,6 +42,7 @@ def measure(scenario_path: str, duration: float, seed: int | None, embedder: str
         "embedder": m.embedder["name"],
         "wall": wall,
         "cpu": cpu,
+        "disk_mb": disk / 1e6,
         "sim_min_per_s": duration / 60 / wall,
         "memories_per_agent": m.counts["memories"] / agents,
         "requests_per_agent_hour": requests / agents / (duration / 3600),
@@ -78,12 +81,12 @@ def main() -> None:
     rows = {(v, e): child(args, e, code) for v, code in versions.items() for e in ("use", "lexical")}
     print(f"{Path(args.scenario).stem}: {args.duration} simulated, offline brain")
     print(
-        f"{'version':<8}{'embedder':<22}{'wall s':>8}{'CPU s':>8}{'sim min/s':>11}{'memories/agent':>16}"
+        f"{'version':<8}{'embedder':<22}{'wall s':>8}{'CPU s':>8}{'disk MB':>9}{'sim min/s':>11}{'memories/agent':>16}"
         f"{'requests/agent/h':>18}{'talks':>7}{'reflections':>13}{'peak MiB':>10}"
     )
     for (v, _), r in rows.items():
         print(
-            f"{v:<8}{r['embedder']:<22}{r['wall']:>8.1f}{r['cpu']:>8.1f}{r['sim_min_per_s']:>11.0f}"
+            f"{v:<8}{r['embedder']:<22}{r['wall']:>8.1f}{r['cpu']:>8.1f}{r['disk_mb']:>9.1f}{r['sim_min_per_s']:>11.0f}"
             f"{r['memories_per_agent']:>16.0f}{r['requests_per_agent_hour']:>18.1f}{r['conversations']:>7}"
             f"{r['reflections']:>13}{r['peak_mib']:>10.0f}"
         )
@@ -94,9 +97,10 @@ def main() -> None:
         )
     if args.before:
         for e in ("use", "lexical"):
+            this, before = rows["this", e], rows["before", e]
             print(
-                f"{e}: CPU before / this version {rows['before', e]['cpu'] / rows['this', e]['cpu']:.2f}x, "
-                f"wall {rows['before', e]['wall'] / rows['this', e]['wall']:.2f}x"
+                f"{e}: this version / before: wall {this['wall'] / before['wall']:.3f}x, "
+                f"CPU {this['cpu'] / before['cpu']:.3f}x, disk {this['disk_mb'] / before['disk_mb']:.3f}x"
             )
 
 

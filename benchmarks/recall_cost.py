@@ -4,10 +4,11 @@ another (an older smallville, before recall was recorded), in turns, in fresh pr
     python benchmarks/recall_cost.py --before DIR [--for 1d] [--rounds 2] [--embedder use]
     python benchmarks/recall_cost.py --switch [--for 6h] [--rounds 3] [--embedder lexical]
 
-Prints each run's wall time and the size of its run folder (and of its event log), and the
-ratios of this checkout's to the other's (the medians of the rounds). `--switch` compares in
-one process, in turns, this checkout with its recording of recall switched off (retrievals
-noted nowhere, no `recall` events): the cost of recording alone, less exposed to a busy machine.
+Prints each run's wall time (with `--switch`, its CPU time too) and the size of its run folder
+(and of its event log), and the ratios of this checkout's to the other's (the medians of the
+rounds). `--switch` compares in one process, in turns, this checkout with its recording of
+recall switched off (retrievals noted nowhere, no `recall` events): the cost of recording
+alone, less exposed to a busy machine.
 """
 
 from __future__ import annotations
@@ -69,13 +70,14 @@ def switched(duration: str, embedder: str, rounds: int) -> None:
         for name, (note, take) in (("off", off), ("on", recording)):
             RecallNotes.note, RecallNotes.take = note, take
             with tempfile.TemporaryDirectory() as runs:
-                began = time.perf_counter()
+                began, began_cpu = time.perf_counter(), time.process_time()
                 result = run_scenario(scenario, runs_dir=runs, duration=parse_duration(duration), embedder=embedder)
-                wall = time.perf_counter() - began
+                wall, cpu = time.perf_counter() - began, time.process_time() - began_cpu
                 files = [p for p in Path(result.path).rglob("*") if p.is_file()]
                 rows[name].append(
                     {
                         "wall": wall,
+                        "cpu": cpu,
                         "disk": sum(p.stat().st_size for p in files),
                         "events": (Path(result.path) / "events.jsonl").stat().st_size,
                     }
@@ -83,7 +85,7 @@ def switched(duration: str, embedder: str, rounds: int) -> None:
             print(name, rows[name][-1], flush=True)
     RecallNotes.note, RecallNotes.take = recording
     med = {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in rows.items()}
-    for k in ("wall", "disk", "events"):
+    for k in ("wall", "cpu", "disk", "events"):
         print(f"{k}: off {med['off'][k]:.6g}, on {med['on'][k]:.6g}, on/off {med['on'][k] / med['off'][k]:.3f}")
 
 

@@ -7,8 +7,9 @@ a `RunMetrics`: plain dicts and lists (JSON-ready), with `.flat()` for one row o
 - diffusion: for each scenario probe, who knew it at the start and at the end, when each agent
   learned it and from whom (the chain of conversations back to the seed holder, from the chat
   memories' recorded speakers), a curve of knowers per simulated hour, the chains' `depth` (the
-  most tellings in one) and `recalled_share`, the share of tellings whose teller was shown the
-  news by retrieval (`smallville.why.spread`; None for a log without recall records);
+  most tellings in one; None for a log whose chat memories do not name their speaker) and
+  `recalled_share`, the share of tellings whose teller was shown the news by retrieval
+  (`smallville.why.spread`; None for a log without recall records);
 - network: who knows of whom (relationships in the scenario) and who has talked with whom,
   as undirected pairs, and the density edges / (n (n - 1) / 2) at the start and at the end;
 - coordination: for each scenario event that happens somewhere (a party), who was told of it
@@ -531,7 +532,7 @@ def print_metrics(m: RunMetrics, console=None) -> None:
             str(len(d["start"])),
             str(len(d["end"])),
             str(n),
-            str(d.get("depth", "")),
+            "-" if d.get("depth") is None else str(d["depth"]),
             f"{share:.0%} of {d['tellings']}" if share is not None else "-",
             " <- ".join(longest) if longest else "",
         )

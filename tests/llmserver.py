@@ -21,6 +21,11 @@ It behaves as the providers users have do, in modes that combine (`modes`):
   answer in the content) or `only` (`reasoning_content` alone, the answer at its end, the
   content null). Reasoning counts in `completion_tokens`
   (`completion_tokens_details.reasoning_tokens`) and against `max_tokens`.
+
+A server given `news` words gossips: each line of dialogue (a `speak` answer) passes on the
+first memory its prompt shows that holds every one of those words and does not name the
+listener, unless the conversation has had it already, so news spreads in a model's run as
+it does between people (`gossip`).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from strictschema import MAX_ENUM, problem
 
 SCHEMA_MARK = "follows this JSON schema:\n"
 PREFLIGHT = "a test of structured output"  # words of the LLM brain's preflight probe
+HEARD = "Did you hear? "  # how a gossiping speaker opens the news it passes on
 
 FAILURES = ("429", "500", "hang", "invalid_json", "schema", "cutoff")
 MODES = ("strict", "capable", "reasoning")
@@ -85,6 +91,7 @@ class LLMServer:
         self.modes, self.reasoning = frozenset(modes), reasoning
         self.seed = seed
         self.prefer = prefer  # property -> preferred values (schemagen.instance)
+        self.news: tuple[str, ...] = ()  # words of the news a speaker passes on (`gossip`)
         self.brain = OfflineBrain(seed)
         self.refuse_modes: set[str] = set()  # response_format types answered with HTTP 500, as llama.cpp does
         self.ignore_modes: set[str] = set()  # response_format types answered as if they were not asked for
@@ -320,6 +327,8 @@ class LLMServer:
             answer = instance(schema, rng, self.prefer)
         else:
             answer = None
+        if self.news and isinstance(answer, dict) and schema is not None and (kind or kind_of(schema)) == "speak":
+            answer = {**answer, "text": gossip(prompt, self.news) or answer["text"]}
         if "capable" in self.modes and isinstance(answer, dict) and schema is not None:
             answer = realistic(
                 kind or kind_of(schema),
@@ -471,3 +480,19 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def gossip(prompt: str, news: tuple[str, ...]) -> str | None:
+    """The line a speaker says to pass on news: the gist of the first memory the speak prompt
+    shows that holds every word of `news` and does not name the listener (a line heard is passed
+    on without who said it); None when there is none, or the conversation so far has it."""
+    listener = prompt.split("Listener: ", 1)[1].split(";", 1)[0]
+    recalled, _, history = prompt.partition("This conversation so far")
+    for line in recalled.splitlines():
+        if not line.startswith("- [") or listener in line:
+            continue
+        gist = line.split("] ", 1)[1].split(": ", 1)[-1] if " said to " in line else line.split("] ", 1)[1]
+        gist = gist.removeprefix(HEARD)
+        if all(w in gist.lower() for w in news):
+            return None if gist in history else HEARD + gist
+    return None

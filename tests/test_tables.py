@@ -187,7 +187,7 @@ hours, status completed
 ┃       ┃ known at ┃ known at ┃    ┃ chain    ┃ told via  ┃                    ┃
 ┃ probe ┃ start    ┃ end      ┃ of ┃ depth    ┃ recall    ┃ longest chain      ┃
 ┡━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━╇━━━━╇━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━┩
-│ party │ 1        │ 2        │ 3  │ 0        │ -         │ klaus_mueller <-   │
+│ party │ 1        │ 2        │ 3  │ -        │ -         │ klaus_mueller <-   │
 │       │          │          │    │          │           │ isabella_rodriguez │
 └───────┴──────────┴──────────┴────┴──────────┴───────────┴────────────────────┘
                   Who learned 'party', when, from whom
@@ -225,6 +225,28 @@ Relationship network: 0 -> 1 pairs, density 0.0 -> 0.3333 (1 pairs talked)
 └────────────────────┴──────────┴─────────┘
 Brain requests: 3 (react 1, speak 2)"""
     )
+
+
+def spoken(events: list[dict]) -> list[dict]:
+    """`events` as a log of this version writes them: the chat memory names its speaker,
+    listener and line, the line is a `say` event, and decisions name their request."""
+    out = []
+    for e in events:
+        if e["kind"] == "memory" and e["data"]["kind"] == "chat":
+            line = "come to my party!"
+            said = {"to": "klaus_mueller", "text": line, "req": 1}
+            out.append(event(e["t"], "say", "isabella_rodriguez", said))
+            data = {**e["data"], "speaker": "isabella_rodriguez", "listener": "klaus_mueller", "line": line}
+            e = {**e, "data": data}
+        out.append(e)
+    return out
+
+
+def test_metrics_say_the_chain_depth_of_a_log_that_names_its_tellers():
+    """A legacy log's chat memory names no speaker, so its depth is unknown ('-', above); a log
+    that names them has a real depth: one telling, Isabella to Klaus."""
+    text = render(lambda c: print_metrics(compute(MANIFEST, spoken(EVENTS)), c))
+    assert "│ party │ 1        │ 2        │ 3  │ 1        │ 0% of 1   │ klaus_mueller <-   │" in text
 
 
 INSPECTION = {

@@ -79,13 +79,19 @@ def test_every_decision_names_its_request_and_every_recall_is_of_memories_alread
     assert thoughts and all("req" in e["data"] for e in thoughts)
 
 
-def test_why_at_a_learned_event_names_the_teller_and_the_conversation_and_reaches_the_source_seed(ville):
-    log = log_of(ville)
+def told_account(run_dir) -> tuple[list[dict], int, dict, dict]:
+    """The log, the first `learned` event of someone told a probe's news (its line and itself),
+    and the account `smallville why --json` gives of it."""
+    log = log_of(run_dir)
     line, learned = told(log)
-    agent = learned["agent"]
-    result = smallville("why", ville, "--agent", agent, "--event", line, "--json")
+    result = smallville("why", run_dir, "--agent", learned["agent"], "--event", line, "--json")
     assert result.returncode == 0, result.stderr
-    account = json.loads(result.stdout)
+    return log, line, learned, json.loads(result.stdout)
+
+
+def test_why_at_a_learned_event_names_the_teller_and_the_conversation_and_reaches_the_source_seed(ville):
+    log, line, learned, account = told_account(ville)
+    agent = learned["agent"]
     origin = account["memory"]["origin"]
     chat = next(
         e
@@ -204,16 +210,19 @@ def test_metrics_report_each_probes_chain_depth_and_share_told_through_recall(vi
 
 @pytest.fixture(scope="module")
 def model_run(tmp_path_factory):
-    """Two hours of cafe_trio answered by the test server, told to send everyone to talk."""
+    """Two hours of cafe_trio answered by the test server, told to send everyone to talk and
+    to pass on the party's news in what they say (its `gossip`)."""
     from smallville.brain import LLMConfig
 
     from llmserver import SOCIABLE, LLMServer
 
-    with LLMServer(seed=load_scenario(CAFE_TRIO).seed, hang=60) as server:
+    scenario = load_scenario(CAFE_TRIO)
+    with LLMServer(seed=scenario.seed, hang=60) as server:
         server.prefer = {**SOCIABLE, "where": "Hobbs Cafe"}
+        server.news = tuple(next(p.match for p in scenario.probes if p.name == "party"))
         brain = LLMConfig(model="openai/test-model", api_base=server.api_base, backoff=0.0, timeout=60, retries=2)
         result = run_scenario(
-            load_scenario(CAFE_TRIO),
+            scenario,
             runs_dir=tmp_path_factory.mktemp("model"),
             duration=2 * 3600,
             brain=brain,
@@ -239,3 +248,30 @@ def test_why_in_a_models_run_lists_what_each_line_and_plan_was_shown(model_run):
         listed = [m for q in account["request"]["queries"] for m in q["memories"]]
         shown = {m["text"] for m in listed if m["shown"]}
         assert shown and shown == {item[1] for item in request["memories"]}
+
+
+def test_why_in_a_models_run_follows_news_back_through_the_teller_to_the_source_seed(model_run):
+    """A model passed on the party's news: `why` at the listener's `learned` event names who
+    told it and in which conversation, and its chain reaches the seed memory of the source."""
+    log, line, learned, account = told_account(model_run)
+    agent = learned["agent"]
+    origin = account["memory"]["origin"]
+    assert origin["how"] == "told" and origin["by"] != agent
+    said = log[origin["said"]["line"] - 1]
+    assert said["kind"] == ev.SAY and said["agent"] == origin["by"] and said["data"]["to"] == agent
+    assert "valentine" in said["data"]["text"].lower()
+    talk = log[origin["conversation"]["line"] - 1]
+    assert talk["kind"] == ev.TALK_START and {talk["agent"], talk["data"]["with"]} == {agent, origin["by"]}
+    assert talk["t"] <= said["t"] <= learned["t"]
+    assert origin["request"]["kind"] == "speak"
+    source, *_, last = account["chain"]
+    assert last["agent"] == agent and last["from"] == origin["by"]
+    assert source["source"] == "seed" and source["agent"] == origin["by"] == "isabella_rodriguez"
+    seed = next(
+        e
+        for e in log
+        if e["kind"] == ev.MEMORY and e["agent"] == source["agent"] and e["data"]["id"] == source["memory"]
+    )
+    assert seed["data"]["kind"] == "seed" and "valentine's day party" in seed["data"]["text"].lower()
+    text = smallville("why", model_run, "--agent", agent, "--event", line).stdout
+    assert f"told by {origin['by']} in the conversation" in text and "knew it from the start" in text

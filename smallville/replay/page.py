@@ -12,13 +12,14 @@ from pathlib import Path
 
 from smallville import events
 from smallville.errors import RunError
+from smallville.replay.accounts import accounts, spreads
 from smallville.replay.initials import initials
 from smallville.replay.record import RunRecord
 from smallville.world import Grid
 
 _HERE = Path(__file__).parent
 _TEMPLATE = _HERE / "page.html"
-TOWN_JS, CONTROLS = _HERE / "town.js", _HERE / "controls.html"
+TOWN_JS, WHY_JS, CONTROLS = _HERE / "town.js", _HERE / "why.js", _HERE / "controls.html"
 
 
 class Drawing:
@@ -104,7 +105,10 @@ def page_data(run: RunRecord) -> dict:
     """Everything the page shows, as plain JSON: map, agents, their tracks and what they did."""
     if run.scenario is None:
         raise RunError(f"cannot draw {run.path}: {run.scenario_note}")
+    from smallville.why import Trail
+
     names = run.agents
+    trail = Trail.of(run.events)
     drawing = Drawing(run.scenario, names)
     for e in run.events:
         drawing.add(e)
@@ -126,13 +130,17 @@ def page_data(run: RunRecord) -> dict:
         "memories": drawing.memories,
         "speech": drawing.speech,
         "note": run.scenario_note,
+        "why": accounts(run, trail),
+        "spreads": spreads(run, trail),
     }
 
 
 def inline(template: str) -> str:
-    """A page's HTML with the shared drawing code and controls put in their places."""
-    return template.replace("/*TOWN_JS*/", TOWN_JS.read_text(encoding="utf-8")).replace(
-        "<!--CONTROLS-->", CONTROLS.read_text(encoding="utf-8").rstrip("\n")
+    """A page's HTML with the shared drawing code, accounts and controls put in their places."""
+    return (
+        template.replace("/*TOWN_JS*/", TOWN_JS.read_text(encoding="utf-8"))
+        .replace("/*WHY_JS*/", WHY_JS.read_text(encoding="utf-8"))
+        .replace("<!--CONTROLS-->", CONTROLS.read_text(encoding="utf-8").rstrip("\n"))
     )
 
 

@@ -213,14 +213,16 @@ class Run:
 
     # ---- provenance -------------------------------------------------------------------
 
-    def why(self, agent: str, at: float | None = None, event: int | None = None, depth: int = 1) -> dict:
+    def why(
+        self, agent: str, at: float | None = None, event: int | None = None, depth: int = 1, kind: str | None = None
+    ) -> dict:
         """Why `agent` did what it did at log line `event` (1-based), or in its last decision at
-        or before `at` seconds: the request, the memories it was shown with their scores, and
-        where each came from, followed back `depth` steps (`smallville.why`). From the run's
-        files alone: nothing is restored or asked."""
+        or before `at` seconds (of `kind`, if given: `say`, `plan`, ...): the request, the
+        memories it was shown with their scores, and where each came from, followed back `depth`
+        steps (`smallville.why`). From the run's files alone: nothing is restored or asked."""
         from smallville.why import explain
 
-        return explain(self, agent, at=at, event=event, depth=depth)
+        return explain(self, agent, at=at, event=event, depth=depth, kind=kind)
 
     def probe_chain(self, probe: str, agent: str) -> dict:
         """How the news of the scenario's probe `probe` reached `agent`: the conversations from
@@ -228,6 +230,13 @@ class Run:
         from smallville.why import probe_chain
 
         return probe_chain(self, probe, agent)
+
+    def probe_tree(self, probe: str) -> dict:
+        """Who told whom the news of the scenario's probe `probe`, and when: every agent who came
+        to know it (`smallville.why.probe_tree`)."""
+        from smallville.why import probe_tree
+
+        return probe_tree(self, probe)
 
     def cut_back(self, t: float) -> None:
         """Cut a run that stopped during the instant `t` back to the instant's start: the

@@ -4,7 +4,9 @@ that only reads run folders under the served one (interviews aside), and the pag
 Routes: `/` the runs; `/run?id=RUN` a run's page; `/api/runs`; `/api/town?run=RUN` its map
 and agents; `/api/feed?run=RUN&offset=N` its events from byte N on, as server-sent events,
 following the log while the run goes; `/api/agent?run=RUN&agent=ID&t=T` the agent panel;
-`/api/why?run=RUN&agent=ID&t=T` why the agent did what it did last by T (`Run.why`);
+`/api/why?run=RUN&agent=ID&t=T[&kind=K]` why the agent did what it did last by T (its last
+line said or plan made, with `kind=say` or `plan`: `Run.why`);
+`/api/spread?run=RUN&probe=P` who told whom the probe's news, when (`Run.probe_tree`);
 `POST /api/interview` `{run, agent, t, question}`.
 """
 
@@ -23,6 +25,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from smallville.errors import BadRequest, Outside, SmallvilleError, Truncated
+from smallville.events import DECISIONS, MEMORY
 from smallville.serve.feed import read_from
 from smallville.serve.minds import Minds
 from smallville.serve.runs import RunsRoot, summary
@@ -31,6 +34,7 @@ _HERE = Path(__file__).parent
 WAIT = 0.5  # seconds between looks at a followed run's log
 HEARTBEAT = 15.0  # seconds between comments on a quiet feed (a closed page is noticed)
 MOST_BODY = 1 << 16  # bytes an interview's request may have
+WHY_KINDS = tuple(k for k in DECISIONS if k != MEMORY)  # what /api/why's `kind` may name
 
 # The pages load nothing from the network and send only to this server.
 POLICY = (
@@ -137,6 +141,7 @@ class Handler(BaseHTTPRequestHandler):
             "/api/feed": lambda: self._feed(query),
             "/api/agent": lambda: self._agent(query),
             "/api/why": lambda: self._why(query),
+            "/api/spread": lambda: self._spread(query),
         }
         self._route(routes.get(url.path))
 
@@ -186,6 +191,7 @@ class Handler(BaseHTTPRequestHandler):
                 "map": town_data(scenario),
                 "agents": agent_list({a.id: a.name for a in scenario.agents}),
                 "starts": start_tiles(scenario),
+                "probes": [p.name for p in scenario.probes],
                 "run": summary(path, self.server.runs.id_of(path)),
             }
         )
@@ -220,7 +226,19 @@ class Handler(BaseHTTPRequestHandler):
         if (at := self._moment(query)) is None:
             return
         try:
-            self._json(Run.open(at[0]).why(query.get("agent") or "", at=at[1]))
+            kind = query.get("kind") or None
+            if kind not in (None, *WHY_KINDS):
+                return self._error(400, f"kind must be one of {', '.join(WHY_KINDS)}, not {kind!r}")
+            self._json(Run.open(at[0]).why(query.get("agent") or "", at=at[1], kind=kind))
+        except SmallvilleError as exc:
+            self._json({"error": str(exc)})
+
+    def _spread(self, query: dict) -> None:
+        """Who told whom a probe's news, and when (`Run.probe_tree`)."""
+        from smallville.run import Run
+
+        try:
+            self._json(Run.open(self._run(query)).probe_tree(query.get("probe") or ""))
         except SmallvilleError as exc:
             self._json({"error": str(exc)})
 

@@ -2,6 +2,7 @@
 
     explain(run, agent, at=T | event=N, depth=K)   the account of a decision (`Accounts.why`)
     probe_chain(run, probe, agent)                 how a probe's news reached `agent` (`spread.chain`)
+    probe_tree(run, probe)                         who told whom, when: the probe's whole spread
 
 `run` is a `smallville.run.Run`; `Run.why` and `Run.probe_chain` call these.
 """
@@ -17,14 +18,21 @@ from smallville.why.account import Accounts
 from smallville.why.spread import chain, probe_words, spread
 from smallville.why.trail import Trail
 
-__all__ = ["Accounts", "Trail", "explain", "probe_chain", "spread"]
+__all__ = ["Accounts", "Trail", "explain", "probe_chain", "probe_tree", "spread", "weights"]
 
 
 def explain(
-    run, agent: str, at: float | None = None, event: int | None = None, depth: int = 1, trail: Trail | None = None
+    run,
+    agent: str,
+    at: float | None = None,
+    event: int | None = None,
+    depth: int = 1,
+    trail: Trail | None = None,
+    kind: str | None = None,
 ) -> dict:
     """The account of the agent's decision at log line `event`, or its last at or before `at`
-    seconds since the start (one of the two)."""
+    seconds since the start (one of the two); with `kind`, its last decision of that kind
+    (`say`, `plan`, ...) by `at`."""
     known(run, agent)
     if (at is None) == (event is None):
         raise UsageError("give one of --at TIME and --event N")
@@ -33,11 +41,11 @@ def explain(
     trail = trail or Trail.read(run.path)
     trail.require_recall()
     if event is None:
-        event = trail.decision_at(agent, at)
+        event = trail.decision_at(agent, at, kind)
         if event is None:
-            raise UsageError(f"{agent} made no decision by {run.when(at)}")
-    weights = (run.manifest.config or {}).get("weights") or (1.0, 1.0, 1.0)
-    out = Accounts(trail, Requests(run.path / "answers.jsonl").texts, weights).why(agent, event, depth)
+            what = f"{kind} decision" if kind else "decision"
+            raise UsageError(f"{agent} made no {what} by {run.when(at)}")
+    out = Accounts(trail, Requests(run.path / "answers.jsonl").texts, weights(run.manifest)).why(agent, event, depth)
     if out["kind"] == LEARNED:  # the news followed back to its source, teller by teller
         probe = out["data"]["probe"]
         out["chain"] = chain(trail, probe, probe_words(run.scenario, probe), agent)
@@ -55,6 +63,21 @@ def probe_chain(run, probe: str, agent: str, trail: Trail | None = None) -> dict
         "chain": chain(trail, probe, words, agent),
         "recorded": trail.records_recall,
     }
+
+
+def probe_tree(run, probe: str, trail: Trail | None = None) -> dict:
+    """The spread of `probe` as a tree: each agent who came to know it, once, by the time it
+    did, with who told it (`from`; none for a source), in which conversation and how the
+    teller had the news in mind (`via`); and the tree's depth."""
+    words = probe_words(run.scenario, probe)
+    told = spread(trail or Trail.read(run.path), probe, words)
+    hops = sorted((c[-1] for c in told["chains"].values() if c), key=lambda h: (h["t"], h["line"]))
+    return {"probe": probe, "depth": told["depth"], "recalled_share": told["recalled_share"], "hops": hops}
+
+
+def weights(manifest) -> tuple[float, float, float]:
+    """The retrieval weights (recency, importance, relevance) a run's manifest says it used."""
+    return tuple((manifest.config or {}).get("weights") or (1.0, 1.0, 1.0))
 
 
 def known(run, agent: str) -> None:

@@ -44,6 +44,9 @@ def step(trail: Trail, agent: str, line: int, words: tuple[str, ...]) -> dict:
         "text": d.get("text"),
     }
     speaker = d.get("speaker")
+    if d.get("kind") == "chat" and "speaker" not in d:
+        hop["source"] = "untold"  # a line heard, in a log written before chat memories named their speaker
+        return hop
     if d.get("kind") != "chat" or speaker in (None, agent) or (agent, mid) not in trail.memories:
         hop["source"] = d.get("kind") or "unknown"
         return hop
@@ -83,8 +86,9 @@ def holds(text: str, words: tuple[str, ...]) -> bool:
 
 
 def spread(trail: Trail, probe: str, words: tuple[str, ...]) -> dict:
-    """Every agent's chain for `probe`, its depth (the most tellings in one chain) and the share
-    of tellings that came through a recalled memory."""
+    """Every agent's chain for `probe`, its depth (the most tellings in one chain; None when a
+    chain holds a line whose teller the log does not name) and the share of tellings that came
+    through a recalled memory."""
     learners = sorted({a for a, p in trail.learned if p == probe})
     chains = {a: chain(trail, probe, words, a) for a in learners}
     tellings = [h for a in learners for h in chains[a][-1:] if "from" in h]
@@ -92,7 +96,9 @@ def spread(trail: Trail, probe: str, words: tuple[str, ...]) -> dict:
     return {
         "probe": probe,
         "chains": chains,
-        "depth": max((sum(1 for h in c if "from" in h) for c in chains.values()), default=0),
+        "depth": None
+        if any(h["source"] == "untold" for c in chains.values() for h in c if "from" not in h)
+        else max((sum(1 for h in c if "from" in h) for c in chains.values()), default=0),
         "tellings": len(tellings),
         "recalled_share": round(sum(h["via"] == "recalled" for h in recorded) / len(recorded), 4) if recorded else None,
     }

@@ -117,7 +117,10 @@ def chain_lines(c: dict) -> list[str]:
     out = [f"How {c['agent']} came to know {c['probe']!r}:"]
     for hop in c["chain"]:
         if "from" not in hop:
-            how = "knew it from the start" if hop["source"] == "seed" else f"had it first ({hop['source']})"
+            how = {
+                "seed": "knew it from the start",
+                "untold": "heard it from someone this log does not name",
+            }.get(hop["source"], f"had it first ({hop['source']})")
             out.append(f"{INDENT}{hop['time']}  {hop['agent']} {how}: memory #{hop['memory']} {hop['text']!r}")
             continue
         talk = f" in the conversation of {hop['conversation']['time']}" if hop.get("conversation") else ""

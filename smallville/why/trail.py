@@ -107,14 +107,16 @@ class Trail:
             i -= 1
         return None
 
-    def decision_at(self, agent: str, t: float) -> int | None:
+    def decision_at(self, agent: str, t: float, kind: str | None = None) -> int | None:
         """The line of the agent's last decision at or before simulated second `t`: an event
         that names its request, or a `learned` (memories, which follow the decision that made
-        them, are reached by their line)."""
+        them, are reached by their line); `kind`: the last of that kind (a line said, a plan)."""
         best = None
         for n, e in enumerate(self.log, 1):
             if e["t"] > t:
                 break
-            if e["agent"] == agent and e["kind"] != ev.MEMORY and ("req" in e["data"] or e["kind"] == ev.LEARNED):
+            if e["agent"] != agent or e["kind"] == ev.MEMORY or kind not in (None, e["kind"]):
+                continue
+            if "req" in e["data"] or e["kind"] == ev.LEARNED:
                 best = n
         return best
