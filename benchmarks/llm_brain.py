@@ -20,8 +20,8 @@ latency, or measured with --sequential), and the CPU per model call beside a bar
 `litellm.completion`'s to the same kind of server, measured first in this process. Lower
 bounds: in order, the rounds of calls the clock sends (rounds x latency); with run-ahead,
 the longest chain of calls that wait for each other (`Chain`: an agent's calls in order,
-and calls of agents sharing an arena), and, looser, the longest chain of calls that certainly wait (an agent's calls in order, and
-a conversation's lines).
+and calls of agents sharing an arena), and, looser, the longest chain of calls that
+certainly wait (an agent's calls in order, and a conversation's lines).
 
 --servers 1,2,4 runs the hour (with run-ahead) once for each number of servers, the model
 a list of that many deployments of at most --cap calls in flight each (litellm's Router
