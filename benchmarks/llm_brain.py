@@ -289,6 +289,7 @@ def measure(
         "wall": wall,
         "cpu": cpu,
         "calls_cpu": calls_cpu,
+        "child": config.calls_in_child(len(scenario.agents)),  # else the calls are made in this process
         "usage": result.manifest.usage,
         "server": stats,
         "batches": result.simulation.dispatch.batches,
@@ -352,12 +353,16 @@ def report(name: str, run: dict, agents: int, hours: float, latency: float, boun
         f"{run['calls_cpu']:.1f} s in its child making model calls (if any; importing litellm included), "
         f"{run['server'].get('cpu_s', 0.0):.1f} s in the server"
     )
-    calls = max(total["calls"], 1)
-    engine = (run["cpu"] + run["calls_cpu"]) / calls
+    calls, child = max(total["calls"], 1), run["calls_cpu"] if run["child"] else 0.0
+    where = (
+        f"{child / calls * 1000:.1f} ms in the calls' child, its start-up included"
+        if run["child"]
+        else "calls made here"
+    )
     print(
-        f"  CPU per model call: {engine * 1000:.1f} ms ({run['cpu'] / calls * 1000:.1f} ms in this process and its "
-        f"copies, {run['calls_cpu'] / calls * 1000:.1f} ms in the calls' child, its start-up included); "
-        f"a bare litellm call {bare * 1000:.1f} ms: {engine / bare:.1f}x"
+        f"  CPU per model call: {(run['cpu'] + child) / calls * 1000:.1f} ms ({run['cpu'] / calls * 1000:.1f} ms in "
+        f"this process and its copies, {where}); a bare litellm call {bare * 1000:.1f} ms: "
+        f"{(run['cpu'] + child) / calls / bare:.1f}x"
     )
     if "run_ahead" in usage:
         ra = usage["run_ahead"]
