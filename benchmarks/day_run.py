@@ -1,6 +1,7 @@
 """Time the default one-day run of the_ville, as a user's first command runs it.
 
-    python benchmarks/day_run.py [--scenario scenarios/the_ville.yaml] [--for 1d] [--seed N] [--before DIR]
+    python benchmarks/day_run.py [--scenario scenarios/the_ville.yaml] [--for 1d] [--seed N]
+        [--before DIR [--before-python PYTHON]]
 
 Prints simulated minutes per wall second, the run's CPU time, the size of its run folder,
 memories per agent and brain requests per agent per game hour, for the default embedder and, as the baseline measured in
@@ -8,12 +9,14 @@ the same run, for the lexical embedder (no model at all), with the ratio between
 Each run is a fresh process. `--before DIR` runs both again with the smallville in DIR (a
 checkout of an earlier version: `git archive COMMIT | tar -x -C DIR`) and prints the ratio of
 its wall time, CPU time and disk to this version's (on a shared machine the CPU time is the
-steadier figure).
+steadier figure), with `--before-python` its own interpreter (an environment with that
+version's dependencies), and whether both versions wrote the same event log and embeddings.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import resource
 import subprocess
@@ -35,6 +38,7 @@ def measure(scenario_path: str, duration: float, seed: int | None, embedder: str
         result = run_scenario(scenario, runs_dir=runs, seed=seed, duration=duration, embedder=embedder)
         wall, cpu = time.perf_counter() - began, time.process_time() - began_cpu
         disk = sum(p.stat().st_size for p in Path(result.path).rglob("*") if p.is_file())
+        digests = {f: _sha256(Path(result.path) / f) for f in ("events.jsonl", "embeddings/vectors.f32")}
     agents = len(scenario.agents)
     m = result.manifest
     requests = sum(m.requests.values())
@@ -50,12 +54,18 @@ def measure(scenario_path: str, duration: float, seed: int | None, embedder: str
         "conversations": m.counts["conversations"],
         "reflections": m.counts["reflections"],
         "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "digests": digests,
     }
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def child(args, embedder: str, code: str | None) -> dict:
-    """One run in a fresh process (with the smallville in `code`, if given)."""
-    command = [sys.executable, __file__, "--one", embedder, "--scenario", args.scenario, "--for", args.duration]
+    """One run in a fresh process (with the smallville in `code` and its interpreter, if given)."""
+    python = args.before_python if code and args.before_python else sys.executable
+    command = [python, __file__, "--one", embedder, "--scenario", args.scenario, "--for", args.duration]
     command += (["--seed", str(args.seed)] if args.seed is not None else []) + (["--code", code] if code else [])
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -67,6 +77,7 @@ def main() -> None:
     parser.add_argument("--for", dest="duration", default="1d")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--before", type=Path, metavar="DIR", help="also run with the smallville in DIR")
+    parser.add_argument("--before-python", metavar="PYTHON", help="the interpreter to run DIR's version with")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the child process: its embedder
     parser.add_argument("--code", help=argparse.SUPPRESS)  # the child's smallville, if not this one
     args = parser.parse_args()
@@ -98,9 +109,11 @@ def main() -> None:
     if args.before:
         for e in ("use", "lexical"):
             this, before = rows["this", e], rows["before", e]
+            same = {f: before["digests"][f] == this["digests"][f] for f in this["digests"]}
             print(
                 f"{e}: this version / before: wall {this['wall'] / before['wall']:.3f}x, "
-                f"CPU {this['cpu'] / before['cpu']:.3f}x, disk {this['disk_mb'] / before['disk_mb']:.3f}x"
+                f"CPU {this['cpu'] / before['cpu']:.3f}x, disk {this['disk_mb'] / before['disk_mb']:.3f}x; "
+                "the same bytes: " + ", ".join(f"{f} {'yes' if ok else 'NO'}" for f, ok in same.items())
             )
 
 

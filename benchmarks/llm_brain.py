@@ -16,11 +16,12 @@ Runs the hour twice, in order (one batch of the clock at a time) and with run-ah
 that both wrote the same event log, and prints for each: requests, model calls and tokens
 per agent per game hour by request kind, the average number of calls in flight, the wall
 time, its lower bounds, and the speed-up over sending the same calls one at a time (calls x
-latency, or measured with --sequential). Lower bounds: in order, the rounds of calls the
-clock sends (rounds x latency); with run-ahead, the longest chain of calls that wait for
-each other (`Chain`: an agent's calls in order, and calls of agents sharing an arena),
-and, looser, the longest chain of calls that certainly wait (an agent's calls in order, and
-a conversation's lines).
+latency, or measured with --sequential), and the CPU per model call beside a bare
+`litellm.completion`'s to the same kind of server, measured first in this process. Lower
+bounds: in order, the rounds of calls the clock sends (rounds x latency); with run-ahead,
+the longest chain of calls that wait for each other (`Chain`: an agent's calls in order,
+and calls of agents sharing an arena), and, looser, the longest chain of calls that
+certainly wait (an agent's calls in order, and a conversation's lines).
 
 --servers 1,2,4 runs the hour (with run-ahead) once for each number of servers, the model
 a list of that many deployments of at most --cap calls in flight each (litellm's Router
@@ -229,6 +230,25 @@ def warm_up() -> None:
         server.close()
 
 
+def bare_call_cpu(calls: int = 200) -> float:
+    """CPU seconds of this process per bare `litellm.completion` to a test server (warm, one
+    at a time, a prompt of about a request's size): the baseline for the engine's CPU per call."""
+    from smallville.brain.calls import import_litellm
+    from smallville.brain.keys import PLACEHOLDER
+
+    litellm, server = import_litellm(), Server(0, 0.0)
+    messages = [{"role": "user", "content": "Isabella is at the cafe counter. " * 60}]
+    try:
+        began = time.process_time()
+        for _ in range(calls):
+            litellm.completion(
+                model="openai/bench", api_base=server.api_base, api_key=PLACEHOLDER, max_tokens=64, messages=messages
+            )
+        return (time.process_time() - began) / calls
+    finally:
+        server.close()
+
+
 def measure(
     scenario,
     duration: float,
@@ -269,6 +289,7 @@ def measure(
         "wall": wall,
         "cpu": cpu,
         "calls_cpu": calls_cpu,
+        "child": config.calls_in_child(len(scenario.agents)),  # else the calls are made in this process
         "usage": result.manifest.usage,
         "server": stats,
         "batches": result.simulation.dispatch.batches,
@@ -313,7 +334,8 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def report(name: str, run: dict, agents: int, hours: float, latency: float, bound: float) -> None:
+def report(name: str, run: dict, agents: int, hours: float, latency: float, bound: float, bare: float) -> None:
+    """`bare`: a bare litellm call's CPU seconds, beside the run's CPU per model call."""
     usage = run["usage"]
     total = usage["total"]
     one_at_a_time = total["calls"] * latency
@@ -331,6 +353,17 @@ def report(name: str, run: dict, agents: int, hours: float, latency: float, boun
         f"  CPU: {run['cpu']:.1f} s in this process (run-ahead's copies included), "
         f"{run['calls_cpu']:.1f} s in its child making model calls (if any; importing litellm included), "
         f"{run['server'].get('cpu_s', 0.0):.1f} s in the server"
+    )
+    calls, child = max(total["calls"], 1), run["calls_cpu"] if run["child"] else 0.0
+    where = (
+        f"{child / calls * 1000:.1f} ms in the calls' child, its start-up included"
+        if run["child"]
+        else "calls made here"
+    )
+    print(
+        f"  CPU per model call: {(run['cpu'] + child) / calls * 1000:.1f} ms ({run['cpu'] / calls * 1000:.1f} ms in "
+        f"this process and its copies, {where}); a bare litellm call {bare * 1000:.1f} ms: "
+        f"{(run['cpu'] + child) / calls / bare:.1f}x"
     )
     if "run_ahead" in usage:
         ra = usage["run_ahead"]
@@ -423,6 +456,7 @@ def main() -> None:
         f"{os.cpu_count()} cores"
     )
     warm_up()
+    bare = bare_call_cpu()
     watched = Hours()
     in_order = measure(scenario, duration, args.latency, args.concurrency, 0.0, watched, args.memory)
     coupled, talk, unrated = watched.longest("coupled"), watched.longest("talk"), watched.longest("unrated")
@@ -443,8 +477,8 @@ def main() -> None:
         f"ratings reused: {usage['total']['reused']}; most calls by one agent: "
         f"{max(a['calls'] for a in usage['by_agent'].values())}"
     )
-    report("in order", in_order, agents, hours, args.latency, in_order["usage"]["rounds"] * args.latency)
-    report("run-ahead", ahead, agents, hours, args.latency, coupled * args.latency)
+    report("in order", in_order, agents, hours, args.latency, in_order["usage"]["rounds"] * args.latency, bare)
+    report("run-ahead", ahead, agents, hours, args.latency, coupled * args.latency, bare)
     print(
         f"  lower bounds for run-ahead: calls linked by an agent's order or a shared arena: {coupled} "
         f"({coupled * args.latency:.1f} s, used above); by an agent's order or a conversation: {talk} "

@@ -146,6 +146,15 @@ def test_use_is_lazy_and_shapes(use):
     assert use.embed([]).shape == (0, 512)
 
 
+def test_use_rows_are_the_same_bits_with_any_number_of_threads(use):
+    # the default keeps to one BLAS thread; a run's vectors must not depend on it
+    two = UseEmbedder(threads=2)
+    assert use.threads == 1
+    for text in TEXTS:
+        assert np.array_equal(use.embed([text]), two.embed([text]))
+    assert np.array_equal(use.embed(TEXTS), two.embed(TEXTS))
+
+
 def test_use_understands_the_question(use):
     q, party, bed, q2, paper = use.embed(
         [

