@@ -45,6 +45,24 @@ def asked(page, link: str, kind: str) -> int:
     return int(page.evaluate("document.body.dataset.why"))
 
 
+def click_bubble(page, target: str, agent: str, scrolled: bool) -> float:
+    """Click the middle of `agent`'s speech bubble on the map (`target`: the element clicked)
+    and wait for the account of a line: the time of the line the bubble showed."""
+    page.evaluate("delete document.body.dataset.why; delete document.body.dataset.whyKind; 1")
+    shift = f"{target}.scrollLeft, {target}.scrollTop" if scrolled else "0, 0"
+    when = page.evaluate(
+        f"""(() => {{
+          const b = town.drawn.bubbles.find(b => b[0] === {json.dumps(agent)}), r = {target}.getBoundingClientRect();
+          const [sx, sy] = [{shift}];
+          {target}.dispatchEvent(new MouseEvent("click", {{clientX: r.left - sx + b[1] + b[3] / 2,
+                                                          clientY: r.top - sy + b[2] + b[4] / 2, bubbles: true}}));
+          return b[5];
+        }})()"""
+    )
+    page.wait_for('document.body.dataset.whyKind === "say"', what="the why of the line in the bubble")
+    return float(when)
+
+
 def test_why_on_the_page_explains_the_last_decision_and_its_links_move_the_clock(trio, tmp_path):
     assert CHROMIUM, "no chromium on PATH: the page's browser test must run, not skip"
     run, log = trio
@@ -79,6 +97,9 @@ def test_why_on_the_page_explains_the_last_decision_and_its_links_move_the_clock
             line = asked(page, "#said-lines a.why", "say")  # the newest line first
             assert line == last(log, say["agent"], "say", say["t"])
             assert asked(page, "#plan a.why", "plan") == last(log, say["agent"], "plan", say["t"])
+            when = click_bubble(page, "scroller", say["agent"], scrolled=True)
+            assert int(page.evaluate("document.body.dataset.why")) == last(log, say["agent"], "say", when)
+            assert page.evaluate("who.value") == say["agent"]
 
 
 def party(log: list[dict]) -> tuple[list[dict], dict[str, str]]:
@@ -183,6 +204,8 @@ def test_the_replay_page_has_why_built_in_for_each_line_and_plan(trio, tmp_path)
         )
         assert shown and not any(li.startswith("? ") for li in shown)  # the memories' texts, from the page's own
         assert asked(page, "h3 a.why", "plan") == last(log, say["agent"], "plan", say["t"])
+        when = click_bubble(page, "canvas", say["agent"], scrolled=False)
+        assert int(page.evaluate("document.body.dataset.why")) == last(log, say["agent"], "say", when)
         target = page.evaluate("Number(document.querySelector('#why a.seek').dataset.t)")
         page.evaluate("document.querySelector('#why a.seek').click(); 1")
         page.wait_for(f"document.body.dataset.time === '{target}'", what="the clock moved to the cited moment")

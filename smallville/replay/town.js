@@ -291,10 +291,10 @@ class Town {
   // out, to its left) clear of the labels and other bubbles, inside the view if it can be.
   bubbles(ctx, view, placed, positions, said) {
     const T = this.T, last = new Map();
-    for (const [, a, , text] of said) if (positions[a]) last.set(a, text);
+    for (const [ts, a, , text] of said) if (positions[a]) last.set(a, [text, ts]);
     ctx.font = `${Math.max(10, T + 2)}px system-ui`;
     const h = T + 8;
-    for (const [a, text] of last) {
+    for (const [a, [text, ts]] of last) {
       const [c, r] = positions[a];
       const said = `${this.byId.get(a).label}: ${text}`;     // (whose, wherever the bubble had room)
       const line = said.length > 64 ? said.slice(0, 61) + "..." : said;
@@ -311,8 +311,13 @@ class Town {
       ctx.fillRect(box.x, box.y, w, h);
       ctx.fillStyle = "#000";
       ctx.fillText(line, box.x + 4, box.y + T + 4);
-      this.drawn.bubbles.push([a, box.x, box.y, w, h]);
+      this.drawn.bubbles.push([a, box.x, box.y, w, h, ts]);
     }
+  }
+  // The speech bubble drawn last under the map pixel (x, y): whose line and its time, or null.
+  bubbleAt(x, y) {
+    const hit = this.drawn.bubbles.find(([, bx, by, w, h]) => x >= bx && x <= bx + w && y >= by && y <= by + h);
+    return hit ? {agent: hit[0], t: hit[5]} : null;
   }
   // The agent nearest the map pixel (x, y), within three tiles.
   nearest(positions, x, y) {
