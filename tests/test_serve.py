@@ -297,7 +297,7 @@ def test_the_ville_page_labels_apart_talks_counted_once_each_memory_said_once(vi
                 drawn = json.loads(page.evaluate(f"slider.value = {t}; frame(); JSON.stringify(town.drawn)"))
                 positions = json.loads(page.evaluate("JSON.stringify(drawn.positions)"))
                 boxes = [[f"{a} label", bx, by, bw, bh] for a, _, bx, by, bw, bh in drawn["labels"]]
-                boxes += [[f"{a} says", bx, by, bw, bh] for a, bx, by, bw, bh in drawn["bubbles"]]
+                boxes += [[f"{a} says", bx, by, bw, bh] for a, bx, by, bw, bh, _ in drawn["bubbles"]]
                 assert overlapping(boxes) == [], t
                 seen = {a for a, (c, r) in positions.items() if x <= c * 10 < x + w and y <= r * 10 < y + h}
                 assert seen <= {a for a, *_ in drawn["labels"]}, t  # everyone in view has a label
