@@ -446,6 +446,59 @@ def test_every_failure_is_one_line_of_json(tmp_path, trio_copy):
     assert "could not answer /api/agent: ValueError" in server.stderr.read()
 
 
+def test_a_big_towns_panel_is_the_checkpoint_before_and_says_so(tmp_path, trio_copy):
+    """A town where going on from a checkpoint costs too much (forced here on three agents):
+    the panel between checkpoints is the checkpoint's, with its time, the time asked and a
+    note in the JSON, and the note on the page; at a checkpoint it is exact."""
+    from smallville.serve import make_server
+
+    runs = tmp_path / "runs"
+    shutil.copytree(trio_copy, runs / "a")
+    server = make_server(runs, port=0, exact_work=1000)  # (3 agents x a first instant of 2400 s: more)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url, agent = server.url, "maria_lopez"
+    try:
+        status, panel = get(f"{url}api/agent?run=a&agent={agent}&t=5400")
+        note = "as of 08:00, the last saved state; the clock is at 08:30"
+        assert status == 200 and (panel["t"], panel["asked"], panel["note"]) == (3600, 5400, note)
+        saved = cli("inspect", runs / "a", "--agent", agent, "--at", "2023-02-13 08:00", "--json")
+        assert (panel["time"], panel["activity"], panel["now"]) == ("2023-02-13 08:00", saved["activity"], saved["now"])
+        status, exact = get(f"{url}api/agent?run=a&agent={agent}&t=3600")
+        assert (exact["t"], exact["asked"], "note" in exact) == (3600, 3600, False)
+        if CHROMIUM is None and not IN_CI:
+            return
+        with Browser(tmp_path / "profile") as page:
+            page.open(f"{url}run?id=a#agent={agent}")
+            page.wait_for("document.body.dataset.caught && drawn", what="the run")
+            page.evaluate("slider.value = 5400; slider.dispatchEvent(new Event('input')); 1")
+            page.wait_for("document.body.dataset.panelTime === '5400' && !!document.getElementById('activity')")
+            assert page.evaluate("document.getElementById('as-of').textContent") == note
+            page.evaluate("slider.value = 3600; slider.dispatchEvent(new Event('input')); 1")
+            page.wait_for("document.body.dataset.panelTime === '3600' && !!document.getElementById('activity')")
+            assert page.evaluate("document.getElementById('as-of')") is None
+            assert page.errors == []
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_villes_panel_is_exact_between_checkpoints(ville):
+    """the_ville's 25 agents: the panel goes on from the checkpoint to the time asked, even the
+    last minute before the next one, and says what `smallville inspect` says then."""
+    server, url = start_server(ville.parent)
+    agent = "isabella_rodriguez"
+    try:
+        for t in (3 * HOUR + 30 * 60, 4 * HOUR - 60):
+            status, panel = get(f"{url}api/agent?run={ville.name}&agent={agent}&t={t}")
+            clock = f"2023-02-13 {7 + t // HOUR:02d}:{t % HOUR // 60:02d}"
+            state = cli("inspect", ville, "--agent", agent, "--at", clock, "--json")
+            assert status == 200 and (panel["t"], panel["asked"], "note" in panel) == (t, t, False)
+            assert (panel["time"], panel["activity"], panel["now"]) == (clock, state["activity"], state["now"])
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def test_the_log_is_followed_by_whole_lines_from_an_offset(tmp_path):
     log = tmp_path / "events.jsonl"
     log.write_text('{"t": 0}\n{"t": 60}\n{"t": 1')  # the last line is still being written

@@ -48,13 +48,14 @@ class Run:
         self._scenario = scenario
 
     @classmethod
-    def open(cls, path: str | Path) -> Run:
-        """The run in folder `path`. Not a run: UsageError; a damaged one: RunError."""
+    def open(cls, path: str | Path, scenario=None) -> Run:
+        """The run in folder `path` (`scenario`: its scenario, if already read: a server keeps
+        it). Not a run: UsageError; a damaged one: RunError."""
         path = Path(path)
         manifest = read_manifest(path)
         if not any((path / "scenario").glob("*.yaml")):
             raise RunError(f"{path} keeps no copy of its scenario (it was written by an older smallville)")
-        return cls(path, manifest)
+        return cls(path, manifest, scenario)
 
     @property
     def scenario(self):

@@ -3,7 +3,8 @@ that only reads run folders under the served one (interviews aside), and the pag
 
 Routes: `/` the runs; `/run?id=RUN` a run's page; `/api/runs`; `/api/town?run=RUN` its map
 and agents; `/api/feed?run=RUN&offset=N` its events from byte N on, as server-sent events,
-following the log while the run goes; `/api/agent?run=RUN&agent=ID&t=T` the agent panel;
+following the log while the run goes; `/api/agent?run=RUN&agent=ID&t=T` the agent panel
+(as of T, or of the checkpoint before it on a big town: `minds.shown_time`);
 `/api/why?run=RUN&agent=ID&t=T[&kind=K]` why the agent did what it did last by T (its last
 line said or plan made, with `kind=say` or `plan`: `Run.why`);
 `/api/spread?run=RUN&probe=P` who told whom the probe's news, when (`Run.probe_tree`);
@@ -27,7 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 from smallville.errors import BadRequest, Outside, SmallvilleError, Truncated
 from smallville.events import DECISIONS, MEMORY
 from smallville.serve.feed import read_from
-from smallville.serve.minds import Minds
+from smallville.serve.minds import EXACT_WORK, Minds
 from smallville.serve.runs import RunsRoot, summary
 
 _HERE = Path(__file__).parent
@@ -53,12 +54,12 @@ def _loopback(host: str) -> bool:
 class Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address, runs: RunsRoot) -> None:
+    def __init__(self, address, runs: RunsRoot, exact_work: float = EXACT_WORK) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, Handler)
         self.runs = runs
-        self.minds = Minds()
+        self.minds = Minds(exact_work=exact_work)
         self.closing = threading.Event()
         self.local = _loopback(address[0])
 
@@ -177,10 +178,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _town(self, query: dict) -> None:
         from smallville.replay.page import agent_list, start_tiles, town_data
-        from smallville.run import Run
 
         path = self._run(query)
-        run = Run.open(path)
+        run = self.server.minds.run(path)
         scenario = run.scenario
         self._json(
             {
@@ -263,14 +263,13 @@ class Handler(BaseHTTPRequestHandler):
         when the log was cut back, `done` when the run is no longer going (the feed goes on
         watching: a run resumed later is followed again), `failed` when the log cannot be read."""
         from smallville.replay.page import Drawing
-        from smallville.run import Run
 
         path = self._run(query)
         try:
             offset = max(0, int(query.get("offset") or 0))
         except ValueError:
             return self._error(400, f"offset must be a byte offset, not {query.get('offset')!r}")
-        run = Run.open(path)
+        run = self.server.minds.run(path)
         drawing = Drawing(
             run.scenario, {a.id: a.name for a in run.scenario.agents}, minds=False, from_start=offset == 0
         )
@@ -327,9 +326,12 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-def make_server(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8000) -> Server:
-    """A server for the runs under `runs_dir` (not yet answering: `serve_forever`)."""
-    return Server((host, port), RunsRoot(runs_dir))
+def make_server(
+    runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, exact_work: float = EXACT_WORK
+) -> Server:
+    """A server for the runs under `runs_dir` (not yet answering: `serve_forever`); `exact_work`:
+    the most agent-seconds an agent panel simulates on from a checkpoint (`minds.shown_time`)."""
+    return Server((host, port), RunsRoot(runs_dir), exact_work)
 
 
 def serve(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, say=print) -> None:
