@@ -144,20 +144,11 @@ def summary(result: RunResult) -> Table:
 
 def usage_table(manifest: Manifest) -> Table:
     """What the brain's requests took, by request kind: calls, retries, fallbacks, tokens, cost."""
+    from smallville.brain.ledger import FIGURES  # (a model's run: the brain is loaded already)
+
     usage = manifest.usage
-    cols = (
-        "requests",
-        "calls",
-        "retries",
-        "fallbacks",
-        "reused",
-        "cached",
-        "prompt_tokens",
-        "completion_tokens",
-        "cost",
-    )
-    if usage["total"].get("reasoning_tokens"):  # a model that reasons: part of its completion tokens
-        cols = cols[:-1] + ("reasoning_tokens", "cost")
+    hidden = {"cut"} | ({"reasoning_tokens"} if not usage["total"].get("reasoning_tokens") else set())
+    cols = tuple(f for f in FIGURES if f not in hidden)  # reasoning tokens: part of the completion tokens
     table = Table(title=f"brain {manifest.brain.get('model', manifest.brain.get('name'))}")
     table.add_column("request")
     for col in cols:
