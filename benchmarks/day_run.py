@@ -136,7 +136,8 @@ def main() -> None:
         use, lexical = rows["this", "use"], rows["this", "lexical"]
         n, one, batched = use["texts"], use["one_at_a_time"], use["batched"]
         print(
-            f"the model alone on the day's {n} texts (CPU): one at a time {one:.1f} s ({one / n * 1000:.2f} ms a text), "
+            f"the model alone on the day's {n} texts (CPU): one at a time {one:.1f} s "
+            f"({one / n * 1000:.2f} ms a text), "
             f"in flat batches {batched:.1f} s ({batched / n * 1000:.2f} ms a text, {one / batched:.2f}x less)"
         )
         print(
