@@ -46,9 +46,7 @@ class Recording(Wrapper):
     (the run's `Texts`), each request's long strings go there once and the request refers
     to them."""
 
-    def __init__(
-        self, inner: Brain, out: IO[str], written: set[str] | None = None, texts: Texts | None = None
-    ) -> None:
+    def __init__(self, inner: Brain, out: IO[str], written: set[str] | None = None, texts: Texts | None = None) -> None:
         super().__init__(inner)
         self.out = out
         self.texts = texts
