@@ -8,13 +8,12 @@ import json
 import shutil
 
 import pytest
+from test_resume import smallville, start
 
 from smallville.brain.kinds import REQUEST_KINDS
 from smallville.brain.record import requests_of
 from smallville.brain.requests import request_key
 from smallville.brain.texts import TEXTS, Texts
-
-from test_resume import smallville, start
 
 RECORD = "answers.jsonl"
 
