@@ -85,10 +85,13 @@ def test_a_run_written_before_the_texts_resumes_forks_replays_verifies_and_says_
     assert (before / "events.jsonl").read_bytes() == (now / "events.jsonl").read_bytes()
     assert requests_of(before) == requests_of(now)  # the new hour's requests refer to texts
     assert (before / TEXTS).exists()
-    forked = smallville("fork", before, "--at", "2023-02-13 08:30", "--for", "30m", "--quiet", "--runs-dir", tmp_path)
-    assert forked.returncode == 0, forked.stderr
-    (fork,) = tmp_path.glob("before-fork*")
+    for run in (before, now):
+        forked = smallville("fork", run, "--at", "2023-02-13 08:30", "--for", "30m", "--quiet", "--runs-dir", tmp_path)
+        assert forked.returncode == 0, forked.stderr
+    (fork,), (other,) = tmp_path.glob("before-fork*"), tmp_path.glob("now-fork*")
     assert smallville("verify", fork).returncode == 0
+    assert (fork / "events.jsonl").read_bytes() == (other / "events.jsonl").read_bytes()
+    assert requests_of(fork) == requests_of(other)
     replayed = smallville(
         "run",
         trio / "scenario" / "cafe_trio.yaml",

@@ -375,6 +375,7 @@ def _new_fork(
     source, offsets = history
     for name in (EVENTS, RECORD):
         copy_prefix(source / name, path / name, offsets.get(name, 0))
-    if (source / TEXTS).exists():  # all of it from a checkpoint from before the texts
-        copy_prefix(source / TEXTS, path / TEXTS, offsets.get(TEXTS, (source / TEXTS).stat().st_size))
+    if (source / TEXTS).exists():  # (all of it under a checkpoint from before the texts)
+        whole = (source / TEXTS).stat().st_size if offsets else 0
+        copy_prefix(source / TEXTS, path / TEXTS, offsets.get(TEXTS, whole))
     return Run(path, manifest, parent.scenario)
