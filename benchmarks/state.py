@@ -15,8 +15,9 @@
   wall time to get there from the start;
 - checkpoint wall time as a share of the AGENTS-agent town's HOURS-hour run (target: 5% at
   most) and checkpoint disk for a DISK-DAYS-day run of the_ville (target: no more than
-  before), for this tree and for BEFORE (default: the last commit writing checkpoint schema
-  2), whose `smallville` is taken out with `git archive`.
+  before), and that run's whole folder by part (target: 40 MB for 2 days), for this tree
+  and for BEFORE (default: the last commit writing checkpoint schema 2), whose `smallville`
+  is taken out with `git archive`.
 
 Each measurement runs in a fresh process; the times of inspect, interview, fork and resume
 leave out its start-up (imports and loading the embedder).
@@ -226,6 +227,31 @@ def disk(path: Path) -> dict:
     return {"run": size(path), "checkpoints": size(checkpoints), "streams": size(checkpoints / "memory") + pieces}
 
 
+def parts(path: Path) -> dict[str, int]:
+    """A run folder's bytes by part: the embeddings record, the answer record (and the requests
+    in it), the requests' texts, the event log (and its recall events), the checkpoints."""
+
+    def size(p: Path) -> int:
+        return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
+
+    record, texts, events = path / "answers.jsonl", path / "answers.texts.jsonl", path / "events.jsonl"
+    requests = sum(
+        len(json.dumps(json.loads(line)["request"], ensure_ascii=False, separators=(",", ":")).encode())
+        for line in record.read_bytes().splitlines()
+        if b'"request":' in line
+    )
+    recalls = sum(len(line) + 1 for line in events.read_bytes().splitlines() if b'"kind":"recall"' in line[:80])
+    return {
+        "embeddings/": size(path / "embeddings"),
+        "answers.jsonl": size(record),
+        "  of which requests": requests,
+        "answers.texts.jsonl": size(texts) if texts.exists() else 0,
+        "events.jsonl": size(events),
+        "  of which recall events": recalls,
+        "checkpoints/": size(path / "checkpoints"),
+    }
+
+
 def mb(n: float) -> str:
     return f"{n / 1e6:.1f} MB"
 
@@ -366,6 +392,8 @@ def main() -> None:
                     f"before: {ref}",
                 )
                 row("  of which checkpoints, state (streams)", on_disk(now), on_disk(was))
+                for (part, this), (_, then) in zip(parts(Path(now["path"])).items(), parts(Path(was["path"])).items()):
+                    row(f"  {part}", mb(this), mb(then))
     print(f"\nembedder {args.embedder}, offline brain\n")
     print("| measurement | this version | baseline | |")
     print("| --- | --- | --- | --- |")

@@ -401,3 +401,21 @@ def test_each_request_kind_gets_its_own_max_tokens_and_temperature(llm):
         config(llm, kinds={"plan": {"max_tokens": 10}})
     with pytest.raises(BrainError, match=r"kinds.speak.top_p: unknown"):
         config(llm, kinds={"speak": {"top_p": 0.9}})
+
+
+def test_a_brain_taking_a_run_over_knows_its_ratings_from_the_record(tmp_path, llm):
+    from smallville.brain.kinds import REQUEST_KINDS
+    from smallville.brain.record import requests_of, teach
+
+    recorded = run(tmp_path, config(llm), hours=1)
+    record = recorded.path / "answers.jsonl"
+    answers = {e["key"]: e["answer"] for e in map(json.loads, record.read_text().splitlines())}
+    ratings = [(k, r) for k, r in requests_of(recorded.path).items() if r["kind"] == "rate_importance"]
+    assert ratings and all(any(len(t) >= 20 for t in r["texts"]) for _, r in ratings)
+    brain = make_brain(config(llm), seed=1)
+    teach(brain, recorded.path, record.stat().st_size)  # as a resume does: the texts read back whole
+    calls = llm.chats
+    got = brain.answer([REQUEST_KINDS["rate_importance"].from_dict(r) for _, r in ratings])
+    assert llm.chats == calls  # each rating came from what the record taught
+    assert [a.to_dict() for a in got] == [answers[k] for k, _ in ratings]
+    brain.close()

@@ -49,10 +49,12 @@ def test_a_killed_run_resumes_to_the_same_bytes(tmp_path, whole, fault):
     assert json.loads((run / "manifest.json").read_text())["status"] == "running"
     with open(run / "events.jsonl", "a") as f:
         f.write('{"t":99999,"kind":"mem')  # a line torn by the crash
+    with open(run / "answers.texts.jsonl", "a") as f:
+        f.write('"Maria is half-way thro')
     resumed = smallville("resume", run, "--quiet")
     assert resumed.returncode == 0, resumed.stderr
-    assert (run / "events.jsonl").read_bytes() == (whole / "events.jsonl").read_bytes()
-    assert (run / "answers.jsonl").read_bytes() == (whole / "answers.jsonl").read_bytes()
+    for name in ("events.jsonl", "answers.jsonl", "answers.texts.jsonl"):
+        assert (run / name).read_bytes() == (whole / name).read_bytes()
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "completed" and manifest["resumed"]
     assert manifest["counts"] == json.loads((whole / "manifest.json").read_text())["counts"]

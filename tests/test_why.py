@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from smallville import events as ev
+from smallville.brain.record import requests_of
 from smallville.run import Run, run_scenario
 from smallville.scenario import load_scenario
 
@@ -138,8 +139,7 @@ def test_why_at_a_plan_lists_what_the_plan_was_shown_as_inspect_scores_it(ville)
     assert account["kind"] == ev.PLAN and account["request"]["kind"] == "plan_day"
     (query,) = account["request"]["queries"]
     shown = [m["text"] for m in query["memories"] if m["shown"]]
-    record = [json.loads(line) for line in (ville / "answers.jsonl").read_text(encoding="utf-8").splitlines()]
-    request = next(r["request"] for r in record if r["key"] == account["request"]["key"] and "request" in r)
+    request = requests_of(ville)[account["request"]["key"]]
     assert shown and sorted(shown) == sorted(text for _, text in request["memories"])
     result = smallville("inspect", ville, "--agent", agent, "--at", time, "--query", query["query"], "--json")
     assert result.returncode == 0, result.stderr
@@ -233,10 +233,7 @@ def model_run(tmp_path_factory):
 
 def test_why_in_a_models_run_lists_what_each_line_and_plan_was_shown(model_run):
     log = log_of(model_run)
-    record = {}
-    for line in (model_run / "answers.jsonl").read_text(encoding="utf-8").splitlines():
-        r = json.loads(line)
-        record.setdefault(r["key"], r.get("request"))
+    record = requests_of(model_run)
     run = Run.open(model_run)
     for kind in (ev.PLAN, ev.SAY):
         n, e = next((n, e) for n, e in enumerate(log, 1) if e["kind"] == kind)

@@ -3,9 +3,10 @@ any brain, keyed by `request_key`.
 
 A run's record, `answers.jsonl`, is append-only, one line per request asked, in the
 order asked: `{"key", "kind", "request", "answer"}` (a request asked again is written
-without `request`), plus `"fallback": error` when the answer was a safe default. Replay
-serves a key's answers in the order they were recorded, so a run with a model that
-answered the same question differently twice replays exactly too.
+without `request`), plus `"fallback": error` when the answer was a safe default. A run's
+requests refer to their long strings in `answers.texts.jsonl` (`Texts`); `requests_of`
+reads them back whole. Replay serves a key's answers in the order they were recorded, so a
+run with a model that answered the same question differently twice replays exactly too.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from smallville.brain.kinds import ANSWER_OF, REQUEST_KINDS
 from smallville.brain.ledger import Ledger
 from smallville.brain.recordfile import RecordFile
 from smallville.brain.recordfile import key_of as _key_of
+from smallville.brain.texts import TEXTS, Texts
 from smallville.errors import BrainError
 
 RECORD = "answers.jsonl"
@@ -40,27 +42,34 @@ def _line(data: dict) -> str:
 
 
 class Recording(Wrapper):
-    """Writes every request of every batch and its answer to `out` as it goes."""
+    """Writes every request of every batch and its answer to `out` as it goes; with `texts`
+    (the run's `Texts`), each request's long strings go there once and the request refers
+    to them."""
 
-    def __init__(self, inner: Brain, out: IO[str], written: set[str] | None = None) -> None:
+    def __init__(self, inner: Brain, out: IO[str], written: set[str] | None = None, texts: Texts | None = None) -> None:
         super().__init__(inner)
         self.out = out
+        self.texts = texts
         self.written: set[str] = set(written or ())  # keys whose request is in the record already
 
     @override
     def answer(self, requests: Sequence[rq.Message]) -> Answers:
         answers = self.inner.answer(requests)
         errors = {f.index: f.error for f in fallbacks_of(answers)}
+        lines = []
         for i, (request, answer) in enumerate(zip(requests, answers)):
             key = rq.request_key(request)
             entry = {"key": key, "kind": request.kind}
             if key not in self.written:
-                entry["request"] = request.to_dict()
+                entry["request"] = self.texts.pack(request.to_dict()) if self.texts else request.to_dict()
                 self.written.add(key)
             entry["answer"] = answer.to_dict()
             if i in errors:
                 entry["fallback"] = errors[i]
-            self.out.write(_line(entry))
+            lines.append(_line(entry))
+        if self.texts:
+            self.texts.flush()  # before the lines that refer to them
+        self.out.write("".join(lines))
         self.out.flush()
         return answers
 
@@ -142,6 +151,7 @@ def teach(brain: Brain, run_dir: str | Path, size: int) -> None:
     if not brain.learns or size == 0:
         return
     learn = brain.learn
+    texts = Texts(Path(run_dir) / TEXTS)
     requests: dict[str, dict] = {}
     with open(Path(run_dir) / RECORD, "rb") as f:
         for line in f.read(size).splitlines():
@@ -150,8 +160,21 @@ def teach(brain: Brain, run_dir: str | Path, size: int) -> None:
             entry = json.loads(line)
             requests.setdefault(entry["key"], entry.get("request"))
             if requests[entry["key"]] is not None:
-                request = REQUEST_KINDS[entry["kind"]].from_dict(requests[entry["key"]])
+                request = REQUEST_KINDS[entry["kind"]].from_dict(texts.unpack(requests[entry["key"]]))
                 learn(request, ANSWER_OF[type(request)].from_dict(entry["answer"]))
+
+
+def requests_of(run_dir: str | Path) -> dict[str, dict]:
+    """Each request in a run's record, by key, whole (as `Message.to_dict` gives it), in the
+    order first asked: of a record written with or without `answers.texts.jsonl`."""
+    texts = Texts(Path(run_dir) / TEXTS)
+    out: dict[str, dict] = {}
+    with open(Path(run_dir) / RECORD, "rb") as f:
+        for line in f:
+            if b'"request":' in line and line.endswith(b"\n"):
+                entry = json.loads(line)
+                out.setdefault(entry["key"], texts.unpack(entry["request"]))
+    return out
 
 
 def recorded_keys(run_dir: str | Path, size: int) -> set[str]:

@@ -9,11 +9,13 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
+from smallville.brain.texts import TEXTS
 from smallville.embed.record import FOLDER
 
 EMBEDDINGS = FOLDER  # a run's embeddings record, named where the record is written
 EVENTS = "events.jsonl"
 RECORD = "answers.jsonl"
+LOGS = (EVENTS, RECORD, TEXTS)  # append-only, their lengths kept by each checkpoint
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
@@ -57,8 +59,8 @@ def keep_scenario(scenario, folder: Path) -> None:
 
 
 def sizes(run_dir: Path) -> dict[str, int]:
-    """The length in bytes of the run's two logs (0 for one not written yet)."""
-    return {name: (run_dir / name).stat().st_size if (run_dir / name).exists() else 0 for name in (EVENTS, RECORD)}
+    """The length in bytes of the run's logs (0 for one not written yet)."""
+    return {name: (run_dir / name).stat().st_size if (run_dir / name).exists() else 0 for name in LOGS}
 
 
 def copy_prefix(source: Path, target: Path, size: int) -> None:

@@ -15,6 +15,7 @@ from smallville.run.folder import (
     EMBEDDINGS,
     EVENTS,
     RECORD,
+    TEXTS,
     copy_prefix,
     keep_scenario,
     new_run_dir,
@@ -192,6 +193,8 @@ def _cut_back(run: Run, start: StartPoint | None) -> dict:
     at = start.t if start else 0.0
     events, torn_event = truncate(run.path / EVENTS, start.offset(EVENTS) if start else 0)
     answers, torn_answer = truncate(run.path / RECORD, start.offset(RECORD) if start else 0)
+    if start is None or TEXTS in start.head.files:  # (a checkpoint from before the texts has all they hold)
+        truncate(run.path / TEXTS, start.offset(TEXTS) if start else 0)
     for folder in (run.path / "checkpoints").glob("*"):
         if folder.name != "memory" and (folder.name.startswith(".") or float(folder.name) > at):
             shutil.rmtree(folder)
@@ -372,4 +375,7 @@ def _new_fork(
     source, offsets = history
     for name in (EVENTS, RECORD):
         copy_prefix(source / name, path / name, offsets.get(name, 0))
+    if (source / TEXTS).exists():  # (all of it under a checkpoint from before the texts)
+        whole = (source / TEXTS).stat().st_size if offsets else 0
+        copy_prefix(source / TEXTS, path / TEXTS, offsets.get(TEXTS, whole))
     return Run(path, manifest, parent.scenario)

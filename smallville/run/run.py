@@ -247,13 +247,13 @@ class Run:
         import json
 
         from smallville.checkpoint import checkpoints, write_checkpoint
-        from smallville.run.folder import EVENTS, offset
+        from smallville.run.folder import EVENTS, TEXTS, offset, truncate
 
         existing = [c for c in checkpoints(self.path) if c.t == t]
         if existing:
             lengths = existing[0].files
         elif t <= 0:
-            lengths = {EVENTS: 0, RECORD: 0}
+            lengths = {EVENTS: 0, RECORD: 0, TEXTS: 0}
         else:
             with self.state_at(t, strict=True) as sim:  # (still readable once closed)
                 used = sim.brain.served
@@ -261,10 +261,10 @@ class Run:
             lengths = {
                 EVENTS: offset(self.path / EVENTS, lambda line: json.loads(line)["t"] >= t),
                 RECORD: offset(self.path / RECORD, lambda line: next(lines) > used),
+                TEXTS: sizes(self.path)[TEXTS],  # (texts the cut lines alone used are kept: unused)
             }  # the first `used` lines
         for name, size in lengths.items():
-            with open(self.path / name, "r+b") as f:
-                f.truncate(size)
+            truncate(self.path / name, size)
         if not existing and t > 0:
             write_checkpoint(sim, self.path, lengths)
 

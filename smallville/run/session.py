@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from smallville import events
+from smallville.brain.texts import Texts
 from smallville.errors import BudgetExhausted, ModelUnusable, Stopped
 from smallville.run.ctrlc import CtrlC
-from smallville.run.folder import EVENTS, RECORD, write_json_atomic
+from smallville.run.folder import EVENTS, RECORD, TEXTS, write_json_atomic
 from smallville.run.fork import Fork, Stops
 from smallville.run.manifest import Manifest
 from smallville.run.run import Run, StartPoint
@@ -74,6 +75,7 @@ class Session:
         self.on_step: Callable[[float], None] | None = None
         self.out = open(run.path / EVENTS, "a", encoding="utf-8")
         self.rec = open(run.path / RECORD, "a", encoding="utf-8")
+        self.texts = Texts(run.path / TEXTS)
         try:
             self.sim = self._simulation(stack, config, ceiling)
         except BaseException:
@@ -94,6 +96,7 @@ class Session:
         """Close the logs (what was written is on disk)."""
         self.out.close()
         self.rec.close()
+        self.texts.close()
 
     # ---- building ------------------------------------------------------------------
 
@@ -109,7 +112,7 @@ class Session:
         written = recorded_keys(self.run.path, self._length(self.rec)) if self.start else set()
         sim = Simulation(
             scenario,
-            Recording(stack.brain, self.rec, written),
+            Recording(stack.brain, self.rec, written, self.texts),
             self.embedder,
             seed=manifest.seed,
             log=EventLog(scenario.start, self.out),
@@ -139,7 +142,7 @@ class Session:
         """Have `stack` answer from now on, recorded in the run; fetching ahead if it does."""
         from smallville.brain.record import Recording
 
-        sim.use_brain(Recording(stack.brain, self.rec, sim.brain.written))
+        sim.use_brain(Recording(stack.brain, self.rec, sim.brain.written, self.texts))
         if stack.ahead is not None:
             from smallville.sim.runahead import RunAheadDispatcher
 
@@ -229,13 +232,15 @@ class Session:
             raise Stopped
 
     def checkpoint(self) -> None:
-        """The state now, with the logs' lengths, once both logs are on disk."""
+        """The state now, with the logs' lengths, once the logs are on disk."""
         from smallville.checkpoint import write_checkpoint
 
-        for f in (self.out, self.rec):
+        for f in (self.texts, self.out, self.rec):  # the texts first: the record refers to them
             f.flush()
-            os.fsync(f.fileno())
-        write_checkpoint(self.sim, self.run.path, {EVENTS: self._length(self.out), RECORD: self._length(self.rec)})
+            if f.fileno() is not None:
+                os.fsync(f.fileno())
+        lengths = {EVENTS: self._length(self.out), RECORD: self._length(self.rec), TEXTS: self.texts.size()}
+        write_checkpoint(self.sim, self.run.path, lengths)
         self.saved = self.sim.env.now
 
     def _ended(self, status: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from smallville.brain.texts import TEXTS, Texts
 from smallville.errors import UsageError
 from smallville.events import LEARNED
 from smallville.why.account import Accounts
@@ -88,11 +89,13 @@ def known(run, agent: str) -> None:
 class Requests:
     """The requests of an answer record (`answers.jsonl`), by key: each as the texts it
     carries (what its prompt showed). The record is indexed on first use (each line begins
-    with its key) and a request parsed only when asked for."""
+    with its key) and a request parsed only when asked for; the strings it refers to in
+    `answers.texts.jsonl` are read with the first."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offsets: dict[str, int] | None = None
+        self.shared = Texts(path.parent / TEXTS)  # the long strings the requests refer to
 
     def texts(self, key: str) -> str | None:
         if self.offsets is None:
@@ -108,7 +111,7 @@ class Requests:
             return None
         with open(self.path, "rb") as f:
             f.seek(self.offsets[key])
-            return "\n".join(strings(json.loads(f.readline()).get("request")))
+            return "\n".join(strings(self.shared.unpack(json.loads(f.readline()).get("request"))))
 
 
 def strings(value) -> list[str]:
