@@ -282,6 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
     interview.add_argument("agent", metavar="AGENT")
     interview.add_argument("question", metavar="QUESTION")
     interview.add_argument("--at", help="the simulated time (YYYY-MM-DD HH:MM; default: the run's end)")
+    interview.add_argument(
+        "--exact",
+        action="store_true",
+        help="the state at --at itself, however long it takes; without it a big town answers from "
+        "its last saved state before --at when going on would take long, and says so",
+    )
     interview.add_argument("--json", action="store_true", help="print JSON")
 
     why = commands.add_parser("why", help="why an agent did what it did, or how news reached it, from a run's files")
@@ -613,7 +619,6 @@ def _ask(args) -> int:
     """`inspect` and `interview`: the state rebuilt in memory from a checkpoint, never a change to the run."""
     import json
 
-    from smallville import mind
     from smallville.run import Run
 
     run = Run.open(args.run_dir)
@@ -621,16 +626,10 @@ def _ask(args) -> int:
     if agent and agent not in run.manifest.agents:
         raise UsageError(f"unknown agent {agent!r} in {run.path}: it has {', '.join(sorted(run.manifest.agents))}")
     at = _seconds_since(run.start, args.at, "--at") if args.at is not None else None
-    with run.state_at(at) as sim:  # it refuses a time outside the run
-        if args.command == "interview":
-            out = mind.interview(sim, args.agent, args.question)
-        elif agent:
-            out = mind.inspect_agent(sim, agent, args.query)
-        else:
-            out = [
-                {k: v for k, v in mind.inspect_agent(sim, a).items() if k in ("agent", "area", "activity")}
-                for a in sim.agents
-            ]
+    if args.command == "interview":
+        out = _interview(run, run.reached() if at is None else at, args)
+    else:
+        out = _inspect(run, at, agent, args.query)
     if args.json:
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return 0
@@ -638,6 +637,31 @@ def _ask(args) -> int:
 
     render.print_inspection(args.command, out)
     return 0
+
+
+def _interview(run, at: float, args) -> dict:
+    """The answer, from the state `smallville.run.shown` chooses (exact with `--exact`), saying which."""
+    import math
+
+    from smallville import mind
+    from smallville.run.shown import shown, state
+
+    choice = shown(run, at, math.inf) if args.exact else shown(run, at)
+    with state(run, choice) as sim:  # it refuses a time outside the run
+        return {**mind.interview(sim, args.agent, args.question), **choice.fields(run)}
+
+
+def _inspect(run, at: float | None, agent: str | None, query: str | None):
+    """One agent's state, or everyone's in brief, at `at` exactly."""
+    from smallville import mind
+
+    with run.state_at(at) as sim:  # it refuses a time outside the run
+        if agent:
+            return mind.inspect_agent(sim, agent, query)
+        return [
+            {k: v for k, v in mind.inspect_agent(sim, a).items() if k in ("agent", "area", "activity")}
+            for a in sim.agents
+        ]
 
 
 def _why(args) -> int:

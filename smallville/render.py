@@ -353,6 +353,8 @@ def print_inspection(command: str, out, console: Console | None = None) -> None:
     console = console or make_console()
     if command == "interview":
         console.print(f"[bold]{escape(out['name'])}[/], {out['time']} ({escape(out['brain'])} brain)")
+        if "note" in out:
+            console.print(f"[dim]{escape(out['note'])}[/]")
         console.print(f"[dim]Q:[/] {escape(out['question'])}")
         console.print(f"[dim]A:[/] {escape(out['answer'])}")
         for m in out["memories"]:

@@ -155,13 +155,8 @@ class Run:
         written or changed. Answers come from the record of the run whose checkpoint it is;
         what that lacks goes to the run's brain or, with `strict`, is an error. Close it
         (`close`, or `with run.state_at(t) as sim:`) to end the threads its brain holds."""
-        reached = self.reached()
-        at = reached if at is None else at
-        if not 0 <= at <= reached:
-            raise UsageError(
-                f"{self.when(at)} is outside the time {self.path} covers: "
-                f"{self.manifest.sim_start} to {self.when(reached)}"
-            )
+        at = self.reached() if at is None else at
+        self._covered(at)
         start = self.start_point(at)
         sim = self._rebuilt(start, strict)
         try:
@@ -174,6 +169,31 @@ class Run:
             sim.close()
             raise
         return sim
+
+    def saved_state(self, at: float):
+        """The run's nearest saved state at or before `at` seconds, as it was saved: a checkpoint
+        restored and not simulated on or, before the first checkpoint, the town at its start
+        (seed memories stored, no one's day begun). Cheap on any town; `smallville.run.shown`
+        says when to use it instead of `state_at`. Close it as `state_at`'s."""
+        self._covered(at)
+        start = self.start_point(at)
+        sim = self._rebuilt(start, strict=False)
+        try:
+            if start is None:
+                sim.seeded()
+        except BaseException:
+            sim.close()
+            raise
+        return sim
+
+    def _covered(self, at: float) -> None:
+        """Refuse a time outside the run (a UsageError that says what it covers)."""
+        reached = self.reached()
+        if not 0 <= at <= reached:
+            raise UsageError(
+                f"{self.when(at)} is outside the time {self.path} covers: "
+                f"{self.manifest.sim_start} to {self.when(reached)}"
+            )
 
     def _rebuilt(self, start: StartPoint | None, strict: bool):
         """A simulation of the run in memory, at `start` (None: its beginning), answering from

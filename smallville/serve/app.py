@@ -4,11 +4,12 @@ that only reads run folders under the served one (interviews aside), and the pag
 Routes: `/` the runs; `/run?id=RUN` a run's page; `/api/runs`; `/api/town?run=RUN` its map
 and agents; `/api/feed?run=RUN&offset=N` its events from byte N on, as server-sent events,
 following the log while the run goes; `/api/agent?run=RUN&agent=ID&t=T` the agent panel
-(as of T, or of the checkpoint before it on a big town: `minds.shown_time`);
+(as of T, or on a big town of the saved state before it: `smallville.run.shown`);
 `/api/why?run=RUN&agent=ID&t=T[&kind=K]` why the agent did what it did last by T (its last
 line said or plan made, with `kind=say` or `plan`: `Run.why`);
 `/api/spread?run=RUN&probe=P` who told whom the probe's news, when (`Run.probe_tree`);
-`POST /api/interview` `{run, agent, t, question}`.
+`POST /api/interview` `{run, agent, t, question[, exact]}` (the same choice of state, unless
+`exact` is true).
 """
 
 from __future__ import annotations
@@ -255,7 +256,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(400, f"not an interview: {exc}")
         if not question:
             return self._error(400, "ask a question")
-        self._json(self.server.minds.interview(path, t, str(asked.get("agent") or ""), question))
+        agent, exact = str(asked.get("agent") or ""), asked.get("exact") is True
+        self._json(self.server.minds.interview(path, t, agent, question, exact))
 
     def _feed(self, query: dict) -> None:
         """Server-sent events: `items` (what the page draws, from the lines after `offset`),
@@ -330,7 +332,8 @@ def make_server(
     runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, exact_work: float = EXACT_WORK
 ) -> Server:
     """A server for the runs under `runs_dir` (not yet answering: `serve_forever`); `exact_work`:
-    the most agent-seconds an agent panel simulates on from a checkpoint (`minds.shown_time`)."""
+    the most agent-seconds a panel or an interview simulates on from a saved state
+    (`smallville.run.shown`)."""
     return Server((host, port), RunsRoot(runs_dir), exact_work)
 
 

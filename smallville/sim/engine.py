@@ -261,10 +261,21 @@ class Simulation:
             yield FirstAtItsTime(self.env, delay)
             callback()
 
-    def _begin(self):
+    def seeded(self) -> None:
+        """Store everyone's seed memories and stop there, before anyone's day begins: the town
+        at its start, as the first instant begins it, without the instant's planning (the view
+        of a big town's first hour, `smallville.run.shown`)."""
+        if not self._started:
+            self._started = True
+            self.env.run(until=self.env.process(self._seed_everyone()))
+
+    def _seed_everyone(self):
         seeding = [self.env.process(self._seed(agent)) for agent in self.agents.values()]
         yield self.env.all_of(seeding)
         self.probe_start = self.probe_knowers()
+
+    def _begin(self):
+        yield from self._seed_everyone()
         for agent in self.agents.values():
             self.emit(
                 events.SPAWN, agent.id, tile=list(self.world.position(agent.id)), area=self.world.area_of(agent.id)
