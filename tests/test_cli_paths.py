@@ -217,6 +217,33 @@ def test_interview_as_text_gives_the_answer_and_the_memories_it_rests_on(trio_ru
         assert memory["text"] in text
 
 
+def test_interview_far_from_a_saved_state_says_which_state_answered(tmp_path):
+    """the_ville checkpointed only where it stops (3 hours in): at 09:30 going on from the start
+    would cost its 25 agents more than the threshold, so the answer comes from the town's start,
+    said in one line of the text and in the JSON; `--exact` answers as of 09:30 itself."""
+    env = clean_env(tmp_path)
+    runs = tmp_path / "runs"
+    smallville(
+        "run", THE_VILLE, "--for", "3h", "--checkpoint-every", "4h", "--embedder", "lexical", "--runs-dir", runs,
+        "--quiet", env=env,
+    )  # fmt: skip
+    run, _ = only_run(runs)
+    assert [p.name for p in (run / "checkpoints").iterdir()] == ["000010800"]
+    asked = ("interview", run, "isabella_rodriguez", "What are you planning?", "--at", "2023-02-13 09:30")
+    text, saved = ask(*asked, home=tmp_path)
+    note = "as of 07:00, the town's start (seed memories, no one's day begun); the clock is at 09:30"
+    assert (saved["state"], saved["t"], saved["asked"], saved["note"]) == ("start", 0, 9000, note)
+    assert saved["time"] == "2023-02-13 07:00" and text.splitlines()[1] == note
+    ville = load_scenario(THE_VILLE)
+    (isabella,) = [a for a in ville.agents if a.id == "isabella_rodriguez"]
+    seeds = len(isabella.memories) + len(ville.memories.get(isabella.id, ()))
+    assert saved["memories"] and all(m["id"] < seeds for m in saved["memories"])  # seed memories only
+    text, exact = ask(*asked, "--exact", home=tmp_path)
+    assert (exact["state"], exact["t"], exact["time"], "note" in exact) == ("exact", 9000, "2023-02-13 09:30", False)
+    assert "as of" not in text
+    assert "--exact" in smallville("interview", "--help", env=env).stdout
+
+
 # ---- on a model: the local test server ------------------------------------------------
 
 

@@ -120,6 +120,21 @@ def tile_at(run, agent: str, t: float) -> list[int]:
     return [p[1:] for p in track if p[0] <= t][-1]
 
 
+def post(url: str, body: dict):
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        return reply.status, json.loads(reply.read())
+
+
+def seeds_of(scenario_path, agent: str) -> int:
+    """How many seed memories `agent` starts with in the scenario."""
+    from smallville.scenario import load_scenario
+
+    scenario = load_scenario(scenario_path)
+    (spec,) = [a for a in scenario.agents if a.id == agent]
+    return len(spec.memories) + len(scenario.memories.get(agent, ()))
+
+
 def cli(*args):
     result = subprocess.run(
         [sys.executable, "-m", "smallville", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=120
@@ -461,10 +476,38 @@ def test_a_big_towns_panel_is_the_checkpoint_before_and_says_so(tmp_path, trio_c
         status, panel = get(f"{url}api/agent?run=a&agent={agent}&t=5400")
         note = "as of 08:00, the last saved state; the clock is at 08:30"
         assert status == 200 and (panel["t"], panel["asked"], panel["note"]) == (3600, 5400, note)
+        assert panel["state"] == "checkpoint"
         saved = cli("inspect", runs / "a", "--agent", agent, "--at", "2023-02-13 08:00", "--json")
         assert (panel["time"], panel["activity"], panel["now"]) == ("2023-02-13 08:00", saved["activity"], saved["now"])
         status, exact = get(f"{url}api/agent?run=a&agent={agent}&t=3600")
-        assert (exact["t"], exact["asked"], "note" in exact) == (3600, 3600, False)
+        assert (exact["t"], exact["asked"], exact["state"], "note" in exact) == (3600, 3600, "exact", False)
+        status, first = get(f"{url}api/agent?run=a&agent={agent}&t=1800")  # before the first checkpoint
+        start = "as of 07:00, the town's start (seed memories, no one's day begun); the clock is at 07:30"
+        assert status == 200 and (first["t"], first["asked"], first["state"], first["note"]) == (
+            0,
+            1800,
+            "start",
+            start,
+        )
+        assert (first["time"], first["plan"], first["memories"]) == ("2023-02-13 07:00", [], seeds_of(CAFE_TRIO, agent))
+        assert {m["kind"] for m in first["recent"]} == {"seed"}
+        question = {"run": "a", "agent": agent, "t": 5400, "question": "What are you working on?"}
+        status, told = post(f"{url}api/interview", question)
+        assert status == 200 and (told["t"], told["asked"], told["state"], told["note"]) == (
+            3600,
+            5400,
+            "checkpoint",
+            note,
+        )
+        then = cli("interview", runs / "a", agent, question["question"], "--at", "2023-02-13 08:00", "--json")
+        assert (told["time"], told["answer"], told["memories"]) == (then["time"], then["answer"], then["memories"])
+        status, exactly = post(f"{url}api/interview", {**question, "exact": True})
+        assert (exactly["t"], exactly["state"], exactly["time"], "note" in exactly) == (
+            5400,
+            "exact",
+            "2023-02-13 08:30",
+            False,
+        )
         if CHROMIUM is None and not IN_CI:
             return
         with Browser(tmp_path / "profile") as page:
@@ -483,17 +526,30 @@ def test_a_big_towns_panel_is_the_checkpoint_before_and_says_so(tmp_path, trio_c
 
 
 def test_the_villes_panel_is_exact_between_checkpoints(ville):
-    """the_ville's 25 agents: the panel goes on from the checkpoint to the time asked, even the
-    last minute before the next one, and says what `smallville inspect` says then."""
+    """the_ville's 25 agents: the panel and an interview go on from the checkpoint to the time
+    asked, even the last minute before the next one and before the first, and say what
+    `smallville inspect` and `interview --exact` say then."""
     server, url = start_server(ville.parent)
     agent = "isabella_rodriguez"
     try:
-        for t in (3 * HOUR + 30 * 60, 4 * HOUR - 60):
+        for t in (30 * 60, 3 * HOUR + 30 * 60, 4 * HOUR - 60):
             status, panel = get(f"{url}api/agent?run={ville.name}&agent={agent}&t={t}")
             clock = f"2023-02-13 {7 + t // HOUR:02d}:{t % HOUR // 60:02d}"
             state = cli("inspect", ville, "--agent", agent, "--at", clock, "--json")
-            assert status == 200 and (panel["t"], panel["asked"], "note" in panel) == (t, t, False)
+            assert status == 200 and (panel["t"], panel["asked"], panel["state"], "note" in panel) == (
+                t,
+                t,
+                "exact",
+                False,
+            )
             assert (panel["time"], panel["activity"], panel["now"]) == (clock, state["activity"], state["now"])
+        question = "What are you planning?"
+        status, told = post(
+            f"{url}api/interview", {"run": ville.name, "agent": agent, "t": 30 * 60, "question": question}
+        )
+        exact = cli("interview", ville, agent, question, "--at", "2023-02-13 07:30", "--exact", "--json")
+        assert (told["state"], told["t"], "note" in told) == ("exact", 30 * 60, False)
+        assert (told["time"], told["answer"], told["memories"]) == (exact["time"], exact["answer"], exact["memories"])
     finally:
         server.terminate()
         server.wait(timeout=30)
