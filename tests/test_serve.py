@@ -483,31 +483,18 @@ def test_a_big_towns_panel_is_the_checkpoint_before_and_says_so(tmp_path, trio_c
         assert (exact["t"], exact["asked"], exact["state"], "note" in exact) == (3600, 3600, "exact", False)
         status, first = get(f"{url}api/agent?run=a&agent={agent}&t=1800")  # before the first checkpoint
         start = "as of 07:00, the town's start (seed memories, no one's day begun); the clock is at 07:30"
-        assert status == 200 and (first["t"], first["asked"], first["state"], first["note"]) == (
-            0,
-            1800,
-            "start",
-            start,
-        )
-        assert (first["time"], first["plan"], first["memories"]) == ("2023-02-13 07:00", [], seeds_of(CAFE_TRIO, agent))
-        assert {m["kind"] for m in first["recent"]} == {"seed"}
+        said = (first["t"], first["asked"], first["state"], first["note"], first["time"], first["plan"])
+        assert status == 200 and said == (0, 1800, "start", start, "2023-02-13 07:00", [])
+        assert first["memories"] == seeds_of(CAFE_TRIO, agent) and {m["kind"] for m in first["recent"]} == {"seed"}
         question = {"run": "a", "agent": agent, "t": 5400, "question": "What are you working on?"}
         status, told = post(f"{url}api/interview", question)
-        assert status == 200 and (told["t"], told["asked"], told["state"], told["note"]) == (
-            3600,
-            5400,
-            "checkpoint",
-            note,
-        )
+        said = (told["t"], told["asked"], told["state"], told["note"])
+        assert status == 200 and said == (3600, 5400, "checkpoint", note)
         then = cli("interview", runs / "a", agent, question["question"], "--at", "2023-02-13 08:00", "--json")
         assert (told["time"], told["answer"], told["memories"]) == (then["time"], then["answer"], then["memories"])
         status, exactly = post(f"{url}api/interview", {**question, "exact": True})
-        assert (exactly["t"], exactly["state"], exactly["time"], "note" in exactly) == (
-            5400,
-            "exact",
-            "2023-02-13 08:30",
-            False,
-        )
+        said = (exactly["t"], exactly["state"], exactly["time"], "note" in exactly)
+        assert said == (5400, "exact", "2023-02-13 08:30", False)
         if CHROMIUM is None and not IN_CI:
             return
         with Browser(tmp_path / "profile") as page:
@@ -516,6 +503,13 @@ def test_a_big_towns_panel_is_the_checkpoint_before_and_says_so(tmp_path, trio_c
             page.evaluate("slider.value = 5400; slider.dispatchEvent(new Event('input')); 1")
             page.wait_for("document.body.dataset.panelTime === '5400' && !!document.getElementById('activity')")
             assert page.evaluate("document.getElementById('as-of').textContent") == note
+            page.evaluate(
+                f"document.getElementById('question').value = {json.dumps(question['question'])}; "
+                "document.getElementById('send').click(); 1"
+            )
+            page.wait_for("document.body.dataset.answered", what="the interview's answer")
+            assert page.evaluate("document.getElementById('said').textContent") == told["answer"]
+            assert page.evaluate("document.getElementById('answer-as-of').textContent") == note
             page.evaluate("slider.value = 3600; slider.dispatchEvent(new Event('input')); 1")
             page.wait_for("document.body.dataset.panelTime === '3600' && !!document.getElementById('activity')")
             assert page.evaluate("document.getElementById('as-of')") is None
