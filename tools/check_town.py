@@ -25,6 +25,7 @@ Checks:
 
 Exit status: 0 when every check passes, 1 otherwise.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -120,7 +121,7 @@ def check_map(scn: dict, rep: Report):
         for i, r in enumerate(rows):
             if len(r) != len(rows[0]):
                 rep.error(f"grid row {i} has width {len(r)}, row 0 has {len(rows[0])}")
-    W, H = max(widths), len(rows)
+    H = len(rows)
 
     legend = {str(k): str(v) for k, v in legend.items()}
     for k in legend:
@@ -196,8 +197,12 @@ def check_map(scn: dict, rep: Report):
 
     # connectivity
     def components(blocked: set) -> list[set]:
-        walk = {(x, y) for y, r in enumerate(rows) for x, ch in enumerate(r)
-                if ch in legend and ch not in walls and (x, y) not in blocked}
+        walk = {
+            (x, y)
+            for y, r in enumerate(rows)
+            for x, ch in enumerate(r)
+            if ch in legend and ch not in walls and (x, y) not in blocked
+        }
         seen: set = set()
         comps = []
         for start in sorted(walk, key=lambda p: (p[1], p[0])):
@@ -221,8 +226,10 @@ def check_map(scn: dict, rep: Report):
         comps.sort(key=len, reverse=True)
         for c in comps[1:]:
             x, y = min(c, key=lambda p: (p[1], p[0]))
-            rep.error(f"{len(c)} walkable tiles around [{x}, {y}] ({area_at(x, y)}) "
-                      f"cannot be reached from the rest of the map")
+            rep.error(
+                f"{len(c)} walkable tiles around [{x}, {y}] ({area_at(x, y)}) "
+                f"cannot be reached from the rest of the map"
+            )
     else:
         rep.info(f"connectivity: all {len(comps[0]) if comps else 0} walkable tiles connected")
     comps_b = components(obj_tiles)
@@ -310,7 +317,7 @@ def check_scenario(path: Path, expect: dict | None, rep: Report) -> None:
                 rep.warn(f"{aid}: first routine step does not mention waking")
             if "sleep" not in str(routine[-1].get("do", "")).lower():
                 rep.warn(f"{aid}: last routine step does not mention sleep")
-        for other in (data.get("relationships") or {}):
+        for other in data.get("relationships") or {}:
             if other == aid:
                 rep.error(f"{aid}: relationship with itself")
 
@@ -359,15 +366,18 @@ def check_scenario(path: Path, expect: dict | None, rep: Report) -> None:
             if hit:
                 rep.info(f"  note: {aid} mentions {hit} (not all probe words)")
 
-    print(f"  summary: map {len(rows[0])} x {len(rows)}, {len(areas)} areas "
-          f"({len(sectors)} sectors), {len(objects)} objects, {len(agents)} agents")
+    print(
+        f"  summary: map {len(rows[0])} x {len(rows)}, {len(areas)} areas "
+        f"({len(sectors)} sectors), {len(objects)} objects, {len(agents)} agents"
+    )
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("scenarios", nargs="*", type=Path)
-    ap.add_argument("--expect", action="append", default=[],
-                    help="PROBE=id1,id2: who should know the probe at the start")
+    ap.add_argument(
+        "--expect", action="append", default=[], help="PROBE=id1,id2: who should know the probe at the start"
+    )
     ap.add_argument("-q", "--quiet", action="store_true", help="only problems and summaries")
     args = ap.parse_args(argv)
     expect = None

@@ -29,8 +29,9 @@ def serve_page(page, runs_dir: Path, run: Path, args) -> None:
     if args.at is not None:
         page.evaluate(f"slider.value = {args.at}; slider.dispatchEvent(new Event('input')); 1")
     page.wait_for("!!document.getElementById('activity')", what="the agent panel")
-    page.evaluate(f"document.getElementById('question').value = {args.question!r}; "
-                  "document.getElementById('send').click(); 1")
+    page.evaluate(
+        f"document.getElementById('question').value = {args.question!r}; document.getElementById('send').click(); 1"
+    )
     page.wait_for("document.body.dataset.answered", what="the answer")
     page.evaluate("document.getElementById('answer').scrollIntoView(); scroller.scrollLeft = 0; 1")
     page.wait_for("drawn && scroller.scrollLeft === 0", what="the map redrawn")
@@ -54,7 +55,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs_dir", type=Path)
     parser.add_argument("--agent", default="isabella_rodriguez")
-    parser.add_argument("--at", type=float, help="seconds since the start (default: the run's end; --replay: its start)")
+    parser.add_argument(
+        "--at", type=float, help="seconds since the start (default: the run's end; --replay: its start)"
+    )
     parser.add_argument("--question", default="What are you planning for Valentine's Day?")
     parser.add_argument("--replay", action="store_true", help="the replay page instead of serve's")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "serve.png")
@@ -70,7 +73,7 @@ def main() -> None:
         else:
             serve_page(page, args.runs_dir, run, args)
         assert not page.errors, page.errors
-    try:                                   # fewer colours, a smaller file (with Pillow, if it is here)
+    try:  # fewer colours, a smaller file (with Pillow, if it is here)
         from PIL import Image
 
         Image.open(args.out).convert("RGB").quantize(128).save(args.out, optimize=True)
