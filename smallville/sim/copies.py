@@ -399,6 +399,7 @@ class _Asking(Dispatcher):
     def __init__(self, copy: Copy, base: Dispatcher) -> None:
         super().__init__(base.env, base.brain, base.on_fallback)
         self.take_over(base)
+        self.share_canned(copy.dispatch)
         self.copy = copy
 
     def answer_batch(self, batch: list) -> None:
