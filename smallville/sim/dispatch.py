@@ -124,11 +124,15 @@ class Dispatcher:
     def take_over(self, base: Dispatcher) -> None:
         """Go on where `base` stands: its runaway guard, its hooks and its counters."""
         self.ceiling, self.on_refused, self.on_repair = base.ceiling, base.on_refused, base.on_repair
-        self._canned = base.canned()
+        self._canned = self._canned or base._canned  # read when first used, not here
         self.requests, self.batches = Counter(base.requests), base.batches
         self._seq, self._asked = Counter(base._seq), Counter(base._asked)
         self.fallbacks, self.over_ceiling = Counter(base.fallbacks), Counter(base.over_ceiling)
         self.repaired = Counter(base.repaired)
+
+    def share_canned(self, other: Dispatcher) -> None:
+        """Use `other`'s canned texts: they are read once for a run, not once a run-ahead copy."""
+        self._canned = other.canned()
 
     def close(self) -> None:
         """End what the dispatcher started (nothing here; run-ahead's has threads)."""
