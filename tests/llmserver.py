@@ -30,6 +30,7 @@ it does between people (`gossip`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
@@ -192,7 +193,14 @@ class LLMServer:
                 super().finish()
 
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                try:
+                    body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                except ValueError:  # a client gone mid-request, or not JSON: a provider's 400
+                    with contextlib.suppress(OSError):
+                        self._send(
+                            400, {"error": {"message": "the request body is not JSON", "type": "invalid_request"}}
+                        )
+                    return
                 with server.lock:
                     server.bodies.append({"path": self.path, **body})
                     server.headers.append({k.lower(): v for k, v in self.headers.items()})
