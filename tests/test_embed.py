@@ -199,6 +199,22 @@ def test_use_rows_are_the_packages_own_bits():
     assert np.array_equal(windowed.encode(texts), package.encode(texts))
 
 
+def test_use_from_several_threads_gives_the_same_rows():
+    # the windowed pass's lookups are shared: threads embedding at once (a server's requests)
+    # must each get the rows one thread alone gets
+    from concurrent.futures import ThreadPoolExecutor
+
+    from smallville.embed.windows import WindowedUse
+
+    texts = town_sentences()
+    one = WindowedUse(kept=40)
+    alone = [one.encode([t]) for t in texts]
+    shared = WindowedUse(kept=40)
+    with ThreadPoolExecutor(4) as pool:
+        rows = list(pool.map(lambda t: shared.encode([t]), texts * 3))
+    assert all(np.array_equal(r, alone[i % len(texts)]) for i, r in enumerate(rows))
+
+
 # -- litellm against a local OpenAI-compatible server ----------------------------------
 
 

