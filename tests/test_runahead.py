@@ -81,6 +81,7 @@ def test_the_town_run_ahead_writes_exactly_the_in_order_run(tmp_path, server, mo
     stats = ahead.manifest.usage["run_ahead"]
     assert "run_ahead" not in in_order.manifest.usage
     assert stats["copies"] > 0 and stats.get("failed_copies", 0) == 0
+    assert stats["copies_cpu_us"] > 0 and stats["snapshots_cpu_us"] > 0  # where run-ahead's CPU went
     assert stats["most_ahead_s"] >= 600
     assert stats["guessed_ratings"] > 0  # agents went on past ratings still to come
     # A copy can guess wrong (in the order agents act within one instant, which a missing
