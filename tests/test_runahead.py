@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from concurrent.futures import FIRST_COMPLETED, wait
 
 import pytest
 
@@ -90,6 +91,61 @@ def test_the_town_run_ahead_writes_exactly_the_in_order_run(tmp_path, server, mo
     calls = ahead.manifest.usage["total"]["calls"]
     assert stats["sent"] - stats["unused"] == in_order.manifest.usage["total"]["requests"]
     assert server.chats - calls_in_order == calls >= calls_in_order
+
+
+def test_copies_go_on_when_the_run_took_their_answers_and_waits_in_the_same_tick(tmp_path, server, monkeypatch):
+    """Answers come in the order worst for run-ahead: a batch's answers land together, and
+    only once no copy can run. The in-order run then takes the answers a copy stopped for
+    before that copy can be made again, and goes on in the same tick (the start, where the
+    town is one group) to a breaking down the server holds. A copy must still be made
+    again and run ahead of the held call: the run never waits with no copy going."""
+    from smallville.sim import runahead
+
+    in_order = town_hour(tmp_path, server, "in_order", lookahead=0)
+    first = len(server.bodies)
+    (prompt, start), *_ = decompositions(server.bodies)
+    held = prompt.split("\n", 1)[0] + "\nIt is "
+    server.hold(held)
+    dispatchers: list = []
+    made = runahead.RunAheadDispatcher.__init__
+
+    def noted(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        dispatchers.append(self)
+
+    collect = runahead.Ahead.collect
+
+    def late(self) -> int:
+        """Nothing lands while a copy can run; then every call not held lands at once."""
+        cap = 2 * self.concurrency
+        copies = dispatchers[-1].copies
+        if self.lookahead > 0 and len(self.flight) < cap and (not copies or any(not c.finished for c in copies)):
+            return 0
+        while sum(not f.done() for f in self.flight.values()) > server.held:
+            wait([f for f in self.flight.values() if not f.done()], timeout=0.05, return_when=FIRST_COMPLETED)
+        return collect(self)
+
+    monkeypatch.setattr(runahead.RunAheadDispatcher, "__init__", noted)
+    monkeypatch.setattr(runahead.Ahead, "collect", late)
+    seen = {}
+
+    def release_once_asked_later():
+        seen["later"] = server.wait_for(
+            lambda s: bool(s.held) and any(minute > start for _, minute in decompositions(s.bodies[first:])),
+            timeout=300,
+        )
+        server.release()
+
+    watcher = threading.Thread(target=release_once_asked_later)
+    watcher.start()
+    try:
+        ahead = town_hour(tmp_path, server, "ahead", lookahead=3600, timeout=600)
+    finally:
+        server.release()
+        watcher.join()
+    assert seen["later"], decompositions(server.bodies[first:])
+    assert server.held == 1
+    assert (ahead.path / "events.jsonl").read_bytes() == (in_order.path / "events.jsonl").read_bytes()
 
 
 def decompositions(bodies) -> list[tuple[str, int]]:

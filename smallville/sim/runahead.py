@@ -13,9 +13,9 @@ the salience model's tags) is missing goes on until its next other request, sinc
 changes nothing others see (`Copy` says why that is safe). Every other agent's requests are
 exactly the ones the in-order run will make, so each is sent to the model as soon as a copy
 makes it, up to `2 x concurrency` in flight (copies pause there). Once a group's copy has
-gone as far as it can and the answers its stopped people wait for have come, its next copy
-starts from the latest snapshot, once it can get past the in-order run (`_renew`); the other
-groups' copies go on.
+gone as far as it can and an answer its stopped people wait for has come, its next copy
+starts from the latest snapshot (`_renew` says when, and why the run never waits with a copy
+that could go further left undone); the other groups' copies go on.
 
 A copy shares nothing with the original: its world and agents are its own, its memory
 streams are branched from the original's at the snapshot (`MemoryStream.branch`), its log
@@ -202,6 +202,7 @@ class RunAheadDispatcher(Dispatcher):
         self.snapshot: Snapshot | None = None
         self.copies: list[Copy] = []  # live copies, of groups that do not overlap
         self.turn = 0  # the copy that runs next
+        self.waiting_since = 0.0  # when the run began to wait for its present batch (wall clock)
         self.worlds: list = []  # worlds of copies gone, to be used again
         if ahead.lookahead > 0:
             self._note()  # made between steps (before the start, or restored)
@@ -239,6 +240,7 @@ class RunAheadDispatcher(Dispatcher):
         asked, _ = self.guard(batch, count=False)  # what the in-order flush will ask
         ahead = self.ahead
         keys = ahead.keys([batch[i][2] for i in asked])
+        self.waiting_since = time.perf_counter()
         for key, i in zip(keys, asked):
             ahead.submit(key, batch[i][2])
         while True:
@@ -267,19 +269,31 @@ class RunAheadDispatcher(Dispatcher):
             ahead.stats["copies_cpu_us"] += int(1e6 * (time.thread_time() - cpu))
 
     def _renew(self, ahead: Ahead, snapshot: Snapshot) -> None:
+        """Make a copy of every group no live copy holds, after dropping the copies that are
+        due. A finished copy goes on (made again) only once it can get further than it did:
+        an answer one of its stopped agents waits for came (all of them, which come back
+        about together, or some a call's time ago). When the in-order run took those answers
+        itself it is usually about to reach a later snapshot, a cheaper start; the copy waits
+        for that while the run's present wait is under a call's time, then is made again
+        from its own snapshot, since the run may wait on in that tick for other people's
+        answers while the copy's people could go far ahead.
+
+        Liveness: a copy that could get further than it did from its snapshot is running,
+        or due once the run has waited a call's time (`_patience` wakes the wait); one that
+        waits for no answer can get further only from a later snapshot, which comes only
+        when the run goes on."""
+
         def due(copy: Copy) -> bool:
-            """Still going but behind the snapshot; or gone as far as it could, and either
-            answers its stopped agents wait for came (all of them, which come back about
-            together, or some a call's time ago) and it would now get past the in-order run
-            (one of them is still to be taken, or the snapshot has moved on), or it waits
-            for none (it stopped at its horizon, or out of patience) and the snapshot has
-            moved on. A copy made again from the snapshot it had, for answers the in-order
-            run has taken, finds only what the run itself asks next."""
+            """Still going but behind the snapshot; or gone as far as it could, and either an
+            answer its stopped agents wait for came, or it waits for none (it stopped at its
+            horizon, or out of patience) and the snapshot has moved on (`_renew` says why)."""
             if not copy.finished:
                 return copy.now < snapshot.t
             if copy.unblocked():
-                ahead_of_run = copy.unblocked_ahead() or snapshot.t > copy.snapshot.t
-                return ahead_of_run and (copy.all_unblocked() or time.perf_counter() - copy.finished_at > ahead.latency)
+                waited = time.perf_counter() - copy.finished_at
+                if copy.unblocked_ahead() or snapshot.t > copy.snapshot.t:
+                    return copy.all_unblocked() or waited > ahead.latency
+                return time.perf_counter() - self.waiting_since > ahead.latency
             return not (copy.waiting and copy.blocked) and snapshot.t >= copy.snapshot.t + REFRESH
 
         gone = [c for c in self.copies if due(c)]
