@@ -54,27 +54,14 @@ def test_the_town_run_ahead_writes_exactly_the_in_order_run(tmp_path, server, mo
     calls_in_order, first = server.chats, len(server.bodies)
     (prompt, _), *_ = decompositions(server.bodies)  # the first breaking down the town asked for
     held = prompt.split("\n", 1)[0] + "\nIt is "  # "NAME (AGE): TRAITS. Currently: ...\nIt is "
-    server.hold(held)
 
     def asked_ten_minutes_later(s) -> bool:
         asked = decompositions(s.bodies[first:])
         mine = [minute for prompt, minute in asked if held in prompt]
         return bool(s.held) and any(minute >= mine[0] + 10 for _, minute in asked)
 
-    seen = {}
-
-    def release_once_asked_later():
-        seen["later"] = server.wait_for(asked_ten_minutes_later, timeout=300)
-        server.release()
-
-    watcher = threading.Thread(target=release_once_asked_later)
-    watcher.start()
-    try:
-        ahead = town_hour(tmp_path, server, "ahead", lookahead=3600, timeout=600)
-    finally:
-        server.release()
-        watcher.join()
-    assert seen["later"], decompositions(server.bodies[first:])
+    ahead, later = hour_holding(tmp_path, server, held, asked_ten_minutes_later)
+    assert later, decompositions(server.bodies[first:])
     assert server.held == 1
     for name in ("events.jsonl", "answers.jsonl"):
         assert (ahead.path / name).read_bytes() == (in_order.path / name).read_bytes(), name
@@ -105,7 +92,6 @@ def test_copies_go_on_when_the_run_took_their_answers_and_waits_in_the_same_tick
     first = len(server.bodies)
     (prompt, start), *_ = decompositions(server.bodies)
     held = prompt.split("\n", 1)[0] + "\nIt is "
-    server.hold(held)
     dispatchers: list = []
     made = runahead.RunAheadDispatcher.__init__
 
@@ -127,13 +113,26 @@ def test_copies_go_on_when_the_run_took_their_answers_and_waits_in_the_same_tick
 
     monkeypatch.setattr(runahead.RunAheadDispatcher, "__init__", noted)
     monkeypatch.setattr(runahead.Ahead, "collect", late)
+    ahead, later = hour_holding(
+        tmp_path,
+        server,
+        held,
+        lambda s: bool(s.held) and any(minute > start for _, minute in decompositions(s.bodies[first:])),
+    )
+    assert later, decompositions(server.bodies[first:])
+    assert server.held == 1
+    assert (ahead.path / "events.jsonl").read_bytes() == (in_order.path / "events.jsonl").read_bytes()
+
+
+def hour_holding(tmp_path, server, held: str, asked_later):
+    """The town's hour with run-ahead while the server holds the answers of prompts that hold
+    `held`, until `asked_later(server)` (for 300 s at most: a bound for a test that fails);
+    the run, and whether that came."""
+    server.hold(held)
     seen = {}
 
     def release_once_asked_later():
-        seen["later"] = server.wait_for(
-            lambda s: bool(s.held) and any(minute > start for _, minute in decompositions(s.bodies[first:])),
-            timeout=300,
-        )
+        seen["later"] = server.wait_for(asked_later, timeout=300)
         server.release()
 
     watcher = threading.Thread(target=release_once_asked_later)
@@ -143,9 +142,7 @@ def test_copies_go_on_when_the_run_took_their_answers_and_waits_in_the_same_tick
     finally:
         server.release()
         watcher.join()
-    assert seen["later"], decompositions(server.bodies[first:])
-    assert server.held == 1
-    assert (ahead.path / "events.jsonl").read_bytes() == (in_order.path / "events.jsonl").read_bytes()
+    return ahead, seen["later"]
 
 
 def decompositions(bodies) -> list[tuple[str, int]]:
