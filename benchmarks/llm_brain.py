@@ -271,7 +271,7 @@ def measure(
                 preflight=False,
                 lookahead=lookahead,
             )
-            began, cpu = time.perf_counter(), time.process_time()
+            began, cpu, own = time.perf_counter(), time.process_time(), time.thread_time()
             result = run_scenario(
                 scenario,
                 runs_dir=runs,
@@ -280,7 +280,7 @@ def measure(
                 embedder="lexical",
                 config=SimConfig(memory=memory),
             )
-            wall, cpu = time.perf_counter() - began, time.process_time() - cpu
+            wall, cpu, own = time.perf_counter() - began, time.process_time() - cpu, time.thread_time() - own
             events = (result.path / "events.jsonl").read_bytes()
     finally:
         stats = server.close()
@@ -288,6 +288,7 @@ def measure(
     return {
         "wall": wall,
         "cpu": cpu,
+        "sim_cpu": own,  # the simulation's thread (copies included); the rest: the threads making calls
         "calls_cpu": calls_cpu,
         "child": config.calls_in_child(len(scenario.agents)),  # else the calls are made in this process
         "usage": result.manifest.usage,
@@ -365,10 +366,18 @@ def report(name: str, run: dict, agents: int, hours: float, latency: float, boun
         f"this process and its copies, {where}); a bare litellm call {bare * 1000:.1f} ms: "
         f"{(run['cpu'] + child) / calls / bare:.1f}x"
     )
+    print(
+        f"  CPU in this process: {run['sim_cpu']:.2f} s in the simulation's thread, "
+        f"{run['cpu'] - run['sim_cpu']:.2f} s in the threads making calls"
+    )
     if "run_ahead" in usage:
         ra = usage["run_ahead"]
         print(
-            f"  run-ahead: {ra.get('copies', 0)} copies ({ra.get('copies_ms', 0) / 1000:.1f} s), "
+            f"  run-ahead's share of the simulation's thread: copies {ra.get('copies_cpu_us', 0) / 1e6:.2f} s of CPU "
+            f"(making and running them), snapshots {ra.get('snapshots_cpu_us', 0) / 1e6:.2f} s"
+        )
+        print(
+            f"  run-ahead: {ra.get('copies', 0)} copies built ({ra.get('copies_ms', 0) / 1000:.1f} s of wall), "
             f"{ra.get('sent', 0)} requests fetched, "
             f"{ra.get('unused', 0)} fetched but never used, {ra.get('failed_copies', 0)} copies failed, "
             f"{ra.get('guessed_ratings', 0)} ratings and {ra.get('guessed_tags', 0)} tag requests guessed; "

@@ -34,7 +34,10 @@ from smallville.sim.dispatch import Dispatcher
 from smallville.sim.log import Counting
 
 if TYPE_CHECKING:
-    from smallville.sim.runahead import RunAheadDispatcher, Snapshot
+    import simpy
+
+    from smallville.sim.engine import Simulation
+    from smallville.sim.runahead import Key, RunAheadDispatcher, Snapshot
 
 PATIENCE = 900.0  # simulated seconds a copy goes on without finding a request to send
 
@@ -208,12 +211,27 @@ class Copy:
     guessing (a text an agent has had rated is not asked again: `RatingMemo`). Others in
     its arena are not stopped by it."""
 
-    def __init__(self, dispatch: RunAheadDispatcher, snapshot: Snapshot, group: frozenset[str], horizon: float) -> None:
-        from smallville.sim.engine import Simulation
+    sim: Simulation  # the rest is there once the copy is built (`build`)
+    asking: _Asking
+    env: simpy.Environment
+    reach: Reach
 
-        original = dispatch.sim
+    def __init__(self, dispatch: RunAheadDispatcher, snapshot: Snapshot, group: frozenset[str], horizon: float) -> None:
+        """A copy to be: it is built when it first runs, since a copy made at a tick is often
+        replaced by one from a later snapshot before its turn comes."""
         self.dispatch, self.ahead, self.arena_map = dispatch, dispatch.ahead, dispatch.arena_map
         self.snapshot, self.group, self.horizon = snapshot, group, horizon
+        self.built = False
+        self.finished = False
+        self.finished_at = 0.0  # when it finished, by the wall clock
+        self.waiting = False  # it finished with every agent stopped for answers
+        self.blocked: set[Key] = set()  # the answers its stopped agents wait for
+
+    def build(self) -> None:
+        """The group's part of the town at the snapshot, with streams branched from the original's."""
+        from smallville.sim.engine import Simulation
+
+        original, snapshot, group = self.dispatch.sim, self.snapshot, self.group
         streams = {a: original.agents[a].stream.branch(snapshot.marks[a]) for a in sorted(group)}
         self.sim = Simulation(
             original.scenario,
@@ -221,7 +239,7 @@ class Copy:
             original.embedder,
             config=original.config,
             log=Counting(original.scenario.start),
-            world=dispatch.spare_world(),
+            world=self.dispatch.spare_world(),
             streams=streams,
         )
         self.sim.set_state(_part(snapshot.state, group), streams)
@@ -229,30 +247,37 @@ class Copy:
         self.asking = _Asking(self, self.sim.dispatch)
         self.sim.use_dispatcher(self.asking)
         self.env = self.sim.env
-        self.landed = self.ahead.landed_for(group)  # answers for the group landed when it was made
         self.used: Counter[str] = Counter()  # occurrences of each key the copy took since the snapshot
         self.stopped: dict[str, float] = {}  # agent -> when it stopped
         self.guessing: dict[str, set[str]] = {}  # agents going on with guessed ratings, and their texts
+        self.guessed: dict[str, list[Key]] = {}  # ... and the keys of those ratings
         self.reach = Reach(self.arena_map, self.sim.world.tile_time)
-        self.finished = False
-        self.finished_at = 0.0  # when it finished, by the wall clock
-        self.waiting = False  # it finished with every agent stopped for answers
-        self.sent: list = []  # the calls it sent
         self.found = self.env.now  # when it last found a request to send
         self._scanned: tuple = ()  # (time, stops) when every agent was last looked at
         self.env.process(self._watch())
+        self.built = True
 
     @property
     def now(self) -> float:
-        return self.env.now
+        return self.env.now if self.built else self.snapshot.t
 
-    def answered_since(self) -> bool:
-        """Whether answers have landed for its people since it was made."""
-        return self.ahead.landed_for(self.group) > self.landed
+    def unblocked(self) -> bool:
+        """Whether an answer one of its stopped agents waits for has come: only then can a
+        copy made again get further than this one did."""
+        return any(self.ahead.fetched(key) is not None for key in self.blocked)
+
+    def unblocked_ahead(self) -> bool:
+        """Whether one of the answers it waits for has come and the in-order run has not taken it."""
+        return any(key in self.ahead.done for key in self.blocked)
+
+    def all_unblocked(self) -> bool:
+        return all(self.ahead.fetched(key) is not None for key in self.blocked)
 
     def run(self, events: int, cap: int) -> None:
         """Run on for at most `events` events of the copy's clock, pausing once `cap` calls
         are in flight."""
+        if not self.built:
+            self.build()
         env = self.env
         for _ in range(events):
             if self.finished or len(self.ahead.flight) >= cap:
@@ -293,6 +318,7 @@ class Copy:
                 not isinstance(request, RATINGS) or not self.guessing[agent].isdisjoint(request.texts)
             ):
                 unsure.append(agent)  # it may rest on a guessed rating: not the run's
+                self.blocked.update(self.guessed[agent])
             else:
                 certain.append((agent, key, request, event))
         missing = []
@@ -300,17 +326,18 @@ class Copy:
             result = ahead.fetched(key)
             if result is None or isinstance(result, BaseException):
                 if result is None:
-                    if ahead.submit(key, request):
-                        self.sent.append(key)
+                    ahead.submit(key, request)
                     self.found = self.env.now
                     ahead.stats["most_ahead_s"] = max(
                         ahead.stats["most_ahead_s"], int(self.env.now - self.dispatch.env.now)
                     )
                     if isinstance(request, RATINGS):
                         self.guessing.setdefault(agent, set()).update(request.texts)
+                        self.guessed.setdefault(agent, []).append(key)
                         ahead.stats["guessed_tags" if isinstance(request, rq.TagMemories) else "guessed_ratings"] += 1
                         event.succeed(self.sim.memory.guess(request))
                         continue
+                    self.blocked.add(key)
                 missing.append(agent)
             else:
                 event.succeed(self.asking.fit(agent, request, result[0]))

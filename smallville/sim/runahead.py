@@ -7,14 +7,15 @@ simulation's state (`Snapshot`: `Simulation.get_state` and a mark of each memory
 When a batch needs an answer that has not come, copies of the town are built from the latest
 snapshot and run on ahead, a slice at a time, while the original waits: one copy for each
 group of people who cannot meet anyone outside it before the copy's horizon
-(`smallville.sim.copies`). In a copy, an agent whose answer is missing stops where it is,
+(`smallville.sim.copies`), each built when it first runs. In a copy, an agent whose answer is missing stops where it is,
 and so does every agent that could have met it since; one whose rating (importance, or
 the salience model's tags) is missing goes on until its next other request, since a rating
 changes nothing others see (`Copy` says why that is safe). Every other agent's requests are
 exactly the ones the in-order run will make, so each is sent to the model as soon as a copy
 makes it, up to `2 x concurrency` in flight (copies pause there). Once a group's copy has
-gone as far as it can and answers have come for its people, its next copy starts from the
-latest snapshot; the other groups' copies go on.
+gone as far as it can and an answer its stopped people wait for has come, its next copy
+starts from the latest snapshot (`_renew` says when, and why the run never waits with a copy
+that could go further left undone); the other groups' copies go on.
 
 A copy shares nothing with the original: its world and agents are its own, its memory
 streams are branched from the original's at the snapshot (`MemoryStream.branch`), its log
@@ -60,8 +61,6 @@ class Ahead:
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="smallville-ahead")
         self.done: dict[Key, Any] = {}  # (answer, error or None), or the exception the call raised
         self.flight: dict[Key, Future] = {}
-        self.asker: dict[Key, str] = {}  # the agent of each call sent and not yet taken
-        self.landed: Counter[str] = Counter()  # answers landed for each agent
         self.sent_at: dict[Key, float] = {}  # when each call in flight was sent (wall clock)
         self.latency = 0.0  # how long a call takes (a moving average)
         self.stats = Counter()
@@ -86,7 +85,6 @@ class Ahead:
         if key in self.done or key in self.flight or key in self.kept:
             return False
         self.flight[key] = self.pool.submit(self.brain.answer_one, request)
-        self.asker[key] = request.agent
         self.sent_at[key] = time.perf_counter()
         self.stats["sent"] += 1
         return True
@@ -114,7 +112,6 @@ class Ahead:
                 self.done[key] = _outcome(self.flight.pop(key))
                 self._landed(key)
             result = self.done.pop(key)
-            self.asker.pop(key, None)
             self.kept[key] = (self.count, result)
             self.at.setdefault(key[0], []).append(self.count)
             self.count += 1
@@ -127,7 +124,6 @@ class Ahead:
         return answers, fallbacks
 
     def _landed(self, key: Key) -> None:
-        self.landed[self.asker.get(key, "")] += 1
         took = time.perf_counter() - self.sent_at.pop(key, time.perf_counter())
         self.latency = took if not self.latency else 0.9 * self.latency + 0.1 * took
 
@@ -142,9 +138,6 @@ class Ahead:
     def used_at(self, key: str, count: int) -> int:
         """Occurrences of `key` among the first `count` answers the in-order run took."""
         return bisect_left(self.at.get(key, ()), count)
-
-    def landed_for(self, agents) -> int:
-        return sum(self.landed[a] for a in agents)
 
     def fetched(self, key: Key):
         """The outcome fetched for `key`, or None."""
@@ -209,6 +202,7 @@ class RunAheadDispatcher(Dispatcher):
         self.snapshot: Snapshot | None = None
         self.copies: list[Copy] = []  # live copies, of groups that do not overlap
         self.turn = 0  # the copy that runs next
+        self.waiting_since = 0.0  # when the run began to wait for its present batch (wall clock)
         self.worlds: list = []  # worlds of copies gone, to be used again
         if ahead.lookahead > 0:
             self._note()  # made between steps (before the start, or restored)
@@ -221,13 +215,14 @@ class RunAheadDispatcher(Dispatcher):
         """The start of a tick: note the state the next copies will start from."""
         if self.ahead.lookahead <= 0:
             return
-        sim = self.sim
+        sim, cpu = self.sim, time.thread_time()
         now = sim.env.now
         horizon = min(getattr(sim, "until", float("inf")), now + min(self.ahead.lookahead, WINDOW))
         self.snapshot = Snapshot(
             now, sim.get_state(), {a: agent.stream.mark() for a, agent in sim.agents.items()}, self.ahead.count, horizon
         )
         self._rebase()
+        self.ahead.stats["snapshots_cpu_us"] += int(1e6 * (time.thread_time() - cpu))
 
     def spare_world(self):
         """A world for a new copy, with no one in it (`set_state` puts its people and the
@@ -245,6 +240,7 @@ class RunAheadDispatcher(Dispatcher):
         asked, _ = self.guard(batch, count=False)  # what the in-order flush will ask
         ahead = self.ahead
         keys = ahead.keys([batch[i][2] for i in asked])
+        self.waiting_since = time.perf_counter()
         for key, i in zip(keys, asked):
             ahead.submit(key, batch[i][2])
         while True:
@@ -256,14 +252,13 @@ class RunAheadDispatcher(Dispatcher):
         super().answer_batch(batch)
 
     def _explore(self) -> bool:
-        """Run a copy on for a slice, after making the copies that are due: of every group
-        no live copy holds, once its people's last copy has gone as far as it could and
-        answers came for them since, or it fell behind the snapshot. False when there is
-        nothing to run."""
+        """Run a copy on for a slice, after making the copies that are due (`_renew`): of
+        every group no live copy holds. False when there is nothing to run. Counts the wall
+        time and this thread's CPU time the copies took."""
         ahead, snapshot = self.ahead, self.snapshot
         if ahead.lookahead <= 0 or snapshot is None:
             return False
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.thread_time()
         try:
             self._renew(ahead, snapshot)
             return self._run_one(ahead)
@@ -271,21 +266,35 @@ class RunAheadDispatcher(Dispatcher):
             return self._failed()
         finally:
             ahead.stats["copies_ms"] += int(1000 * (time.perf_counter() - began))
+            ahead.stats["copies_cpu_us"] += int(1e6 * (time.thread_time() - cpu))
 
     def _renew(self, ahead: Ahead, snapshot: Snapshot) -> None:
+        """Make a copy of every group no live copy holds, after dropping the copies that are
+        due. A finished copy goes on (made again) only once it can get further than it did:
+        an answer one of its stopped agents waits for came (all of them, which come back
+        about together, or some a call's time ago). When the in-order run took those answers
+        itself it is usually about to reach a later snapshot, a cheaper start; the copy waits
+        for that while the run's present wait is under a call's time, then is made again
+        from its own snapshot, since the run may wait on in that tick for other people's
+        answers while the copy's people could go far ahead.
+
+        Liveness: a copy that could get further than it did from its snapshot is running,
+        or due once the run has waited a call's time (`_patience` wakes the wait); one that
+        waits for no answer can get further only from a later snapshot, which comes only
+        when the run goes on."""
+
         def due(copy: Copy) -> bool:
-            """Still going but behind the snapshot; or gone as far as it could, and either
-            answers came for its people since (all it sent for, which come back about
-            together, or some half a call's time ago), or it stopped short of its answers
-            (at its horizon, out of patience) and the snapshot has moved on."""
+            """Still going but behind the snapshot; or gone as far as it could, and either an
+            answer its stopped agents wait for came, or it waits for none (it stopped at its
+            horizon, or out of patience) and the snapshot has moved on (`_renew` says why)."""
             if not copy.finished:
                 return copy.now < snapshot.t
-            if copy.answered_since():
-                return (
-                    not any(key in ahead.flight for key in copy.sent)
-                    or time.perf_counter() - copy.finished_at > ahead.latency / 2
-                )
-            return not copy.waiting and snapshot.t >= copy.snapshot.t + REFRESH
+            if copy.unblocked():
+                waited = time.perf_counter() - copy.finished_at
+                if copy.unblocked_ahead() or snapshot.t > copy.snapshot.t:
+                    return copy.all_unblocked() or waited > ahead.latency
+                return time.perf_counter() - self.waiting_since > ahead.latency
+            return not (copy.waiting and copy.blocked) and snapshot.t >= copy.snapshot.t + REFRESH
 
         gone = [c for c in self.copies if due(c)]
         if not gone and len(self.copies) and all(not c.finished for c in self.copies):
@@ -293,7 +302,7 @@ class RunAheadDispatcher(Dispatcher):
         if len(ahead.flight) >= ahead.concurrency and self.copies:
             return  # enough calls in flight: new copies would only add to the queue
         self.copies = [c for c in self.copies if c not in gone]
-        self.worlds.extend(c.sim.world for c in gone)
+        self.worlds.extend(c.sim.world for c in gone if c.built)
         held = {a for c in self.copies for a in c.group}
         if snapshot.groups is None:
             snapshot.groups = groups(snapshot.state, self.arena_map, snapshot.horizon)
@@ -301,13 +310,12 @@ class RunAheadDispatcher(Dispatcher):
             if not group & held:
                 self.copies.append(Copy(self, snapshot, group, snapshot.horizon))
                 held |= group
-                ahead.stats["copies"] += 1
         self._rebase()
 
     def _patience(self) -> float | None:
         """How long to wait for an answer before looking at the copies again: half a call's
-        time while a finished copy has answers it has not been made again for (see `_renew`)."""
-        if any(c.finished and c.answered_since() for c in self.copies):
+        time while a finished copy has some answers it waits for (see `_renew`)."""
+        if any(c.finished and c.unblocked() for c in self.copies):
             return max(0.01, self.ahead.latency / 2)
         return None
 
@@ -319,6 +327,8 @@ class RunAheadDispatcher(Dispatcher):
             return False
         copy = live[self.turn % len(live)]
         self.turn += 1
+        if not copy.built:
+            ahead.stats["copies"] += 1
         copy.run(SLICE, cap)
         return True
 
