@@ -8,6 +8,7 @@ no model, no network.
     python benchmarks/llm_brain.py --bounds --for 1d
     python benchmarks/llm_brain.py --memory salience   # under the salience memory model
     python benchmarks/llm_brain.py --town 250 --servers 1,2,4 --cap 8   # one model on several servers
+    python benchmarks/llm_brain.py --before DIR [--before-python PYTHON]  # beside an earlier version
 
 Without --concurrency the brain's default settings hold: the calls in flight are found as
 the run goes (from 32, up to 64).
@@ -22,6 +23,11 @@ bounds: in order, the rounds of calls the clock sends (rounds x latency); with r
 the longest chain of calls that wait for each other (`Chain`: an agent's calls in order,
 and calls of agents sharing an arena), and, looser, the longest chain of calls that
 certainly wait (an agent's calls in order, and a conversation's lines).
+
+--before DIR runs the hour (in order and with run-ahead) with this version and with the
+smallville in DIR (an earlier checkout: `git archive COMMIT | tar -x -C DIR`), each in a
+process of its own with this benchmark's code, and prints each figure side by side with the
+ratio, "-" where the earlier version cannot give one.
 
 --servers 1,2,4 runs the hour (with run-ahead) once for each number of servers, the model
 a list of that many deployments of at most --cap calls in flight each (litellm's Router
@@ -49,7 +55,8 @@ from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# a child of --before measures the smallville in its --code DIR with this benchmark's code
+sys.path.insert(0, sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv[:-1] else str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from smallville.brain import LLMConfig  # noqa: E402
@@ -290,12 +297,97 @@ def measure(
         "cpu": cpu,
         "sim_cpu": own,  # the simulation's thread (copies included); the rest: the threads making calls
         "calls_cpu": calls_cpu,
-        "child": config.calls_in_child(len(scenario.agents)),  # else the calls are made in this process
+        "child": _calls_in_child(config, len(scenario.agents)),  # else the calls are made in this process
         "usage": result.manifest.usage,
         "server": stats,
         "batches": result.simulation.dispatch.batches,
         "events": hashlib.sha256(events).hexdigest(),
     }
+
+
+def _calls_in_child(config, agents: int) -> bool:
+    try:
+        return bool(config.calls_in_child(agents))
+    except AttributeError:  # a version before the calls' child: they are made in the run's process
+        return False
+
+
+def one_version(args, scenario) -> dict:
+    """--before's child: the hour in order (its chains watched) and with run-ahead, as figures."""
+    duration, latency = parse_duration(args.duration), args.latency
+    watched = Hours()
+    runs = {
+        "in order": measure(scenario, duration, latency, args.concurrency, 0.0, watched, args.memory),
+        "run-ahead": measure(
+            scenario, duration, latency, args.concurrency, parse_duration(args.lookahead), memory=args.memory
+        ),
+    }
+    bounds = {"in order": runs["in order"]["usage"].get("rounds"), "run-ahead": watched.longest("coupled")}
+    out = {}
+    for name, run in runs.items():
+        usage, calls = run["usage"], max(run["usage"]["total"]["calls"], 1)
+        ra = usage.get("run_ahead", {})
+        out[name] = {
+            "wall": run["wall"],
+            "cpu_per_call": (run["cpu"] + (run["calls_cpu"] if run["child"] else 0.0)) / calls,
+            "calls": calls,
+            "one_at_a_time": calls * latency,
+            "bound": bounds[name] * latency if bounds[name] else None,
+            "in_flight": usage.get("in_flight"),
+            "copies": ra.get("copies") if name == "run-ahead" else None,
+            "events": run["events"],
+        }
+    return out
+
+
+def before_and_this(args, bare: float) -> None:
+    """--before DIR: the hour with this version and with DIR's, each in a process of its own,
+    figure by figure."""
+    versions = {"this": str(ROOT), "before": str(args.before.resolve())}
+    got = {}
+    for name, code in versions.items():
+        command = [args.before_python if name == "before" and args.before_python else sys.executable, __file__]
+        command += ["--scenario", args.scenario, "--for", args.duration, "--latency", str(args.latency)]
+        command += ["--lookahead", args.lookahead, "--one", "--code", code]
+        command += (["--concurrency", str(args.concurrency)] if args.concurrency else []) + (
+            ["--memory", args.memory] if args.memory else []
+        )
+        out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        got[name] = json.loads(out.strip().splitlines()[-1])
+    figures = (
+        ("wall, s", lambda r: r["wall"], "{:.1f}"),
+        ("CPU per model call, ms", lambda r: 1000 * r["cpu_per_call"], "{:.1f}"),
+        ("... over a bare litellm call's", lambda r: r["cpu_per_call"] / bare, "{:.1f}x"),
+        ("speed-up over one call at a time", lambda r: r["one_at_a_time"] / r["wall"], "{:.1f}x"),
+        ("wall over its lower bound", lambda r: r["wall"] / r["bound"] if r["bound"] else None, "{:.2f}"),
+        ("calls in flight on average", lambda r: r["in_flight"], "{:.1f}"),
+        ("model calls", lambda r: r["calls"], "{:.0f}"),
+        ("copies built", lambda r: r["copies"], "{:.0f}"),
+    )
+    print(f"\na bare litellm call: {bare * 1000:.1f} ms of CPU; before: {versions['before']}")
+    print(f"{'':<44}{'this':>10}{'before':>10}{'this/before':>13}")
+    for run in ("in order", "run-ahead"):
+        for label, figure, shape in figures:
+            this, before = (_figure(figure, got[v][run]) for v in ("this", "before"))
+            if this is None and before is None:
+                continue
+            ratio = f"{this / before:.2f}x" if this is not None and before else "-"
+            cells = "".join(f"{shape.format(x) if x is not None else '-':>10}" for x in (this, before))
+            print(f"{run + ': ' + label:<44}{cells}{ratio:>13}")
+    same = {v: got[v]["in order"]["events"] == got[v]["run-ahead"]["events"] for v in versions}
+    alike = got["this"]["in order"]["events"] == got["before"]["in order"]["events"]
+    print(
+        "event logs: in order and run-ahead the same in this version "
+        f"{'yes' if same['this'] else 'NO'}, before {'yes' if same['before'] else 'NO'}; "
+        f"this version's and before's the same: {'yes' if alike else 'no'}"
+    )
+
+
+def _figure(figure, run: dict):
+    try:
+        return figure(run)
+    except (KeyError, TypeError, ZeroDivisionError):
+        return None
 
 
 def spread(scenario, duration: float, latency: float, cap: int, counts: list[int], lookahead: float) -> None:
@@ -428,6 +520,10 @@ def main() -> None:
     )
     parser.add_argument("--servers", metavar="N,N,...", help="one model on so many servers each (e.g. 1,2,4)")
     parser.add_argument("--cap", type=int, default=8, help="with --servers: calls in flight per server")
+    parser.add_argument("--before", type=Path, metavar="DIR", help="also run the hour with the smallville in DIR")
+    parser.add_argument("--before-python", metavar="PYTHON", help="the interpreter to run DIR's version with")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # --before's child
+    parser.add_argument("--code", help=argparse.SUPPRESS)  # the child's smallville
     args = parser.parse_args()
     if args.town:
         from smallville.town import generate_town, write_town
@@ -437,6 +533,10 @@ def main() -> None:
         args.scenario = str(folder / "town.yaml")
     scenario = load_scenario(args.scenario)
     duration = parse_duration(args.duration)
+    if args.one:
+        warm_up()
+        print(json.dumps(one_version(args, scenario)))
+        return
     if args.bounds:
         print(f"{scenario.name}: {len(scenario.agents)} agents, {args.duration} simulated, in order")
         bounds(scenario, duration, args.concurrency, args.memory)
@@ -466,6 +566,9 @@ def main() -> None:
     )
     warm_up()
     bare = bare_call_cpu()
+    if args.before:
+        before_and_this(args, bare)
+        return
     watched = Hours()
     in_order = measure(scenario, duration, args.latency, args.concurrency, 0.0, watched, args.memory)
     coupled, talk, unrated = watched.longest("coupled"), watched.longest("talk"), watched.longest("unrated")
