@@ -272,14 +272,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     inspect = commands.add_parser("inspect", help="an agent's state at a time of a run: place, plan, memories")
     inspect.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    inspect.add_argument("--agent", help="the agent (default: every agent, briefly)")
+    inspect.add_argument("--agent", help="the agent, by id or name (default: every agent, briefly)")
     inspect.add_argument("--at", help="the simulated time (YYYY-MM-DD HH:MM; default: the run's end)")
     inspect.add_argument("--query", help="what to recall (default: what the agent is doing)")
     inspect.add_argument("--json", action="store_true", help="print JSON")
 
     interview = commands.add_parser("interview", help="ask an agent of a run a question, as of a time")
     interview.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    interview.add_argument("agent", metavar="AGENT")
+    interview.add_argument("agent", metavar="AGENT", help='its id (isabella_rodriguez) or name ("Isabella Rodriguez")')
     interview.add_argument("question", metavar="QUESTION")
     interview.add_argument("--at", help="the simulated time (YYYY-MM-DD HH:MM; default: the run's end)")
     interview.add_argument(
@@ -292,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     why = commands.add_parser("why", help="why an agent did what it did, or how news reached it, from a run's files")
     why.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    why.add_argument("--agent", required=True, help="the agent")
+    why.add_argument("--agent", required=True, help="the agent, by id or name")
     when = why.add_mutually_exclusive_group()
     when.add_argument("--at", help="its last decision at or before this simulated time (YYYY-MM-DD HH:MM)")
     when.add_argument("--event", type=int, metavar="N", help="the event on line N of events.jsonl (from 1)")
@@ -622,9 +622,7 @@ def _ask(args) -> int:
     from smallville.run import Run
 
     run = Run.open(args.run_dir)
-    agent = getattr(args, "agent", None)
-    if agent and agent not in run.manifest.agents:
-        raise UsageError(f"unknown agent {agent!r} in {run.path}: it has {', '.join(sorted(run.manifest.agents))}")
+    agent = args.agent = run.agent_id(args.agent) if getattr(args, "agent", None) else None
     at = _seconds_since(run.start, args.at, "--at") if args.at is not None else None
     if args.command == "interview":
         out = _interview(run, run.reached() if at is None else at, args)
@@ -672,6 +670,7 @@ def _why(args) -> int:
     from smallville.why import text
 
     run = Run.open(args.run_dir)
+    args.agent = run.agent_id(args.agent)
     if args.probe is not None:
         out = run.probe_chain(args.probe, args.agent)
         lines = text.chain_lines(out)

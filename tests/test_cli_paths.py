@@ -217,6 +217,23 @@ def test_interview_as_text_gives_the_answer_and_the_memories_it_rests_on(trio_ru
         assert memory["text"] in text
 
 
+def test_an_agent_can_be_named_as_the_run_shows_it(trio_run, tmp_path):
+    # the run's tables show names; interview, inspect and why take a name as well as an id
+    env = clean_env(tmp_path)
+    question = ("What are you working on these days?", "--at", "2023-02-13 16:00", "--json")
+    by_id = json.loads(smallville("interview", trio_run, "klaus_mueller", *question, env=env).stdout)
+    by_name = json.loads(smallville("interview", trio_run, "Klaus Mueller", *question, env=env).stdout)
+    assert by_name == by_id and by_id["agent"] == "klaus_mueller"
+    state = json.loads(
+        smallville("inspect", trio_run, "--agent", "MARIA LOPEZ", "--at", "2023-02-13 15:00", "--json", env=env).stdout
+    )
+    assert state["agent"] == "maria_lopez"
+    why = smallville("why", trio_run, "--agent", "Maria Lopez", "--at", "2023-02-13 15:00", env=env, check=False)
+    assert why.returncode == 0, why.stderr
+    nobody = smallville("interview", trio_run, "Klaus", "hi?", env=env, check=False)
+    assert nobody.returncode == 2 and "unknown agent 'Klaus'" in nobody.stderr and "klaus_mueller" in nobody.stderr
+
+
 def test_interview_far_from_a_saved_state_says_which_state_answered(tmp_path):
     """the_ville checkpointed only where it stops (3 hours in): at 09:30 going on from the start
     would cost its 25 agents more than the threshold, so the answer comes from the town's start,

@@ -65,6 +65,19 @@ class Run:
             self._scenario = load_scenario(str(sorted((self.path / "scenario").glob("*.yaml"))[0]))
         return self._scenario
 
+    def agent_id(self, given: str) -> str:
+        """The id of the agent `given` names: its id, or its name as the run's tables show it
+        ("Isabella Rodriguez"), in any case; a UsageError listing the ids if none is named so."""
+        ids = self.manifest.agents
+        if given in ids:
+            return given
+        folded = given.strip().casefold()
+        found = [a for a in ids if a.casefold() == folded]
+        found = found or [spec.id for spec in self.scenario.agents if spec.name.casefold() == folded]
+        if not found:
+            raise UsageError(f"unknown agent {given!r} in {self.path}: it has {', '.join(sorted(ids))}")
+        return found[0]
+
     @classmethod
     def open_for(cls, path: str | Path, flag: str) -> Run:
         """`open`, with `flag` (such as `--replay-from`) named in its errors."""
