@@ -305,6 +305,11 @@ def measure(
     }
 
 
+def cpu_per_call(run: dict) -> float:
+    """CPU seconds per model call: the run's process (copies included) and the calls' child, if any."""
+    return (run["cpu"] + (run["calls_cpu"] if run["child"] else 0.0)) / max(run["usage"]["total"]["calls"], 1)
+
+
 def _calls_in_child(config, agents: int) -> bool:
     try:
         return bool(config.calls_in_child(agents))
@@ -329,7 +334,7 @@ def one_version(args, scenario) -> dict:
         ra = usage.get("run_ahead", {})
         out[name] = {
             "wall": run["wall"],
-            "cpu_per_call": (run["cpu"] + (run["calls_cpu"] if run["child"] else 0.0)) / calls,
+            "cpu_per_call": cpu_per_call(run),
             "calls": calls,
             "one_at_a_time": calls * latency,
             "bound": bounds[name] * latency if bounds[name] else None,
@@ -448,15 +453,16 @@ def report(name: str, run: dict, agents: int, hours: float, latency: float, boun
         f"{run['server'].get('cpu_s', 0.0):.1f} s in the server"
     )
     calls, child = max(total["calls"], 1), run["calls_cpu"] if run["child"] else 0.0
+    per_call = cpu_per_call(run)
     where = (
         f"{child / calls * 1000:.1f} ms in the calls' child, its start-up included"
         if run["child"]
         else "calls made here"
     )
     print(
-        f"  CPU per model call: {(run['cpu'] + child) / calls * 1000:.1f} ms ({run['cpu'] / calls * 1000:.1f} ms in "
+        f"  CPU per model call: {per_call * 1000:.1f} ms ({run['cpu'] / calls * 1000:.1f} ms in "
         f"this process and its copies, {where}); a bare litellm call {bare * 1000:.1f} ms: "
-        f"{(run['cpu'] + child) / calls / bare:.1f}x"
+        f"{per_call / bare:.1f}x"
     )
     print(
         f"  CPU in this process: {run['sim_cpu']:.2f} s in the simulation's thread, "

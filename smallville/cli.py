@@ -670,7 +670,6 @@ def _why(args) -> int:
     from smallville.why import text
 
     run = Run.open(args.run_dir)
-    args.agent = run.agent_id(args.agent)
     if args.probe is not None:
         out = run.probe_chain(args.probe, args.agent)
         lines = text.chain_lines(out)

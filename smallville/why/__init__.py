@@ -34,7 +34,7 @@ def explain(
     """The account of the agent's decision at log line `event`, or its last at or before `at`
     seconds since the start (one of the two); with `kind`, its last decision of that kind
     (`say`, `plan`, ...) by `at`."""
-    known(run, agent)
+    agent = run.agent_id(agent)
     if (at is None) == (event is None):
         raise UsageError("give one of --at TIME and --event N")
     if depth < 0:
@@ -55,7 +55,7 @@ def explain(
 
 def probe_chain(run, probe: str, agent: str, trail: Trail | None = None) -> dict:
     """How `probe`'s news reached `agent`: the hops from its source (empty: it never learned)."""
-    known(run, agent)
+    agent = run.agent_id(agent)
     words = probe_words(run.scenario, probe)
     trail = trail or Trail.read(run.path)
     return {
@@ -79,11 +79,6 @@ def probe_tree(run, probe: str, trail: Trail | None = None) -> dict:
 def weights(manifest) -> tuple[float, float, float]:
     """The retrieval weights (recency, importance, relevance) a run's manifest says it used."""
     return tuple((manifest.config or {}).get("weights") or (1.0, 1.0, 1.0))
-
-
-def known(run, agent: str) -> None:
-    if agent not in run.manifest.agents:
-        raise UsageError(f"unknown agent {agent!r} in {run.path}: it has {', '.join(sorted(run.manifest.agents))}")
 
 
 class Requests:
