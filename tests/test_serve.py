@@ -395,7 +395,7 @@ def test_only_runs_under_the_folder_are_served(tmp_path, trio_copy):
         status, listed = get(f"{url}api/runs")
         assert [r["id"] for r in listed] == ["a"]  # the link is not listed
         status, body = get(f"{url}api/agent?run=a&agent=nobody&t=3600")
-        assert status == 409 and "unknown agent 'nobody'" in body["error"]
+        assert status == 404 and "unknown agent 'nobody'" in body["error"]
         status, body = get(f"{url}api/agent?run=a&agent=maria_lopez&t=99999999")
         assert status == 409 and "outside the time" in body["error"]
         form = urllib.request.Request(
