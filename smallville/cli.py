@@ -694,6 +694,8 @@ def _at(run, text: str | None, flag: str) -> float | None:
     run covers its start to where it got to."""
     from smallville.timefmt import sim_datetime
 
+    if text is None:
+        return None
     return _moment(text, flag, run.start, sim_datetime(run.start, run.reached()))
 
 
