@@ -19,6 +19,7 @@ from smallville.errors import (
 )
 
 DEFAULT_TOWN = "scenarios/the_ville.yaml"
+WHEN = "YYYY-MM-DD HH:MM, or HH:MM alone when one day of the run has that time"  # (timefmt.parse_moment)
 
 
 def _duration(text: str) -> float:
@@ -248,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     fork = commands.add_parser("fork", help="start a new run from a run's state at a time, and change history")
     fork.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    fork.add_argument("--at", required=True, help="the simulated time to fork at (YYYY-MM-DD HH:MM)")
+    fork.add_argument("--at", required=True, help=f"the simulated time to fork at ({WHEN})")
     fork.add_argument("--seed", type=int, help="a new seed for everything after the fork")
     fork.add_argument(
         "--inject",
@@ -273,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = commands.add_parser("inspect", help="an agent's state at a time of a run: place, plan, memories")
     inspect.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     inspect.add_argument("--agent", help="the agent, by id or name (default: every agent, briefly)")
-    inspect.add_argument("--at", help="the simulated time (YYYY-MM-DD HH:MM; default: the run's end)")
+    inspect.add_argument("--at", help=f"the simulated time ({WHEN}; default: the run's end)")
     inspect.add_argument("--query", help="what to recall (default: what the agent is doing)")
     inspect.add_argument("--json", action="store_true", help="print JSON")
 
@@ -281,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     interview.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     interview.add_argument("agent", metavar="AGENT", help='its id (isabella_rodriguez) or name ("Isabella Rodriguez")')
     interview.add_argument("question", metavar="QUESTION")
-    interview.add_argument("--at", help="the simulated time (YYYY-MM-DD HH:MM; default: the run's end)")
+    interview.add_argument("--at", help=f"the simulated time ({WHEN}; default: the run's end)")
     interview.add_argument(
         "--exact",
         action="store_true",
@@ -294,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     why.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     why.add_argument("--agent", required=True, help="the agent, by id or name")
     when = why.add_mutually_exclusive_group()
-    when.add_argument("--at", help="its last decision at or before this simulated time (YYYY-MM-DD HH:MM)")
+    when.add_argument("--at", help=f"its last decision at or before this simulated time ({WHEN})")
     when.add_argument("--event", type=int, metavar="N", help="the event on line N of events.jsonl (from 1)")
     when.add_argument("--probe", help="how the news of this scenario probe reached the agent")
     why.add_argument(
@@ -328,9 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="live: simulated time per real second (default 10m)",
     )
     replay.add_argument("--paused", action="store_true", help="live: start paused, to step with the arrow keys")
-    replay.add_argument("--agent", help="only what this agent did, said or heard")
-    replay.add_argument("--at", help="start at this simulated time (YYYY-MM-DD HH:MM)")
-    replay.add_argument("--until", help="stop at this simulated time (YYYY-MM-DD HH:MM)")
+    replay.add_argument("--agent", help="only what this agent did, said or heard (by id or name)")
+    replay.add_argument("--at", help=f"start at this simulated time ({WHEN})")
+    replay.add_argument("--until", help=f"stop at this simulated time ({WHEN})")
     replay.add_argument("--all", action="store_true", help="every event, observations and objects included")
     replay.add_argument(
         "--html", type=Path, metavar="OUT.html", help="write a self-contained page that animates the run instead"
@@ -430,7 +431,7 @@ def _evaluate_parser(commands) -> None:
         metavar="RUN_DIR",
         help="run folders, or an experiment's output folder (runs/experiments/NAME)",
     )
-    evaluate.add_argument("--at", help="the simulated time of the interviews (YYYY-MM-DD HH:MM; default: the end)")
+    evaluate.add_argument("--at", help=f"the simulated time of the interviews ({WHEN}; default: the end)")
     evaluate.add_argument(
         "--questions",
         type=Path,
@@ -532,6 +533,7 @@ def _validate(args) -> int:
 def _replay(args) -> int:
     from smallville.replay import load_run
     from smallville.replay.timeline import timeline
+    from smallville.timefmt import parse_datetime
 
     run = load_run(args.run_dir)
     if args.html:
@@ -540,9 +542,13 @@ def _replay(args) -> int:
         args.html.write_text(render_page(run), encoding="utf-8")
         print(f"wrote {args.html}")
         return 0
-    _known_agent(run, args.agent)
-    since = _sim_time(run, args.at, "--at", within=True) or 0.0
-    until = _sim_time(run, args.until, "--until")
+    agent = run.agent_id(args.agent) if args.agent else None
+    first = run.manifest.start
+    last = parse_datetime(run.manifest.sim_reached or (run.events[-1]["time"] if run.events else first))
+    since = _moment(args.at, "--at", first, last) or 0.0
+    if not 0 <= since <= (last - first).total_seconds():
+        raise UsageError(f"--at {args.at}: {run.path} covers {run.manifest.sim_start} to {last:%Y-%m-%d %H:%M:%S}")
+    until = _moment(args.until, "--until", first, last)
     if until is not None and until < since:
         raise UsageError(f"--until {args.until} comes before the start of the replay")
     live = args.format == "live" or (args.format is None and sys.stdout.isatty() and sys.stdin.isatty())
@@ -551,10 +557,10 @@ def _replay(args) -> int:
             raise UsageError("--format live needs a terminal; use --format text in pipes and scripts")
         from smallville.replay.live import play
 
-        play(run, since, args.agent, args.speed, args.paused)
+        play(run, since, agent, args.speed, args.paused)
         return 0
     try:
-        for line in timeline(run, args.agent, since, until, args.all):
+        for line in timeline(run, agent, since, until, args.all):
             print(line)
     except BrokenPipeError:  # `| head` closed the pipe: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -564,7 +570,7 @@ def _replay(args) -> int:
 def _continue(args) -> int:
     """`resume` and `fork`."""
     from smallville import render
-    from smallville.run import fork_run, resume_run
+    from smallville.run import Run, fork_run, resume_run
     from smallville.run.manifest import read_manifest
 
     manifest = read_manifest(args.run_dir)
@@ -578,7 +584,7 @@ def _continue(args) -> int:
                 args.run_dir, extend=args.duration, on_start=on_start, on_step=on_step, budget=_budget(args), **brain
             )
     else:
-        at = _seconds_since(start, args.at, "--at")
+        at = _at(Run(args.run_dir, manifest), args.at, "--at")
         until = at + args.duration if args.duration else manifest.duration_s
 
         def launch(on_start, on_step):
@@ -623,7 +629,7 @@ def _ask(args) -> int:
 
     run = Run.open(args.run_dir)
     agent = args.agent = run.agent_id(args.agent) if getattr(args, "agent", None) else None
-    at = _seconds_since(run.start, args.at, "--at") if args.at is not None else None
+    at = _at(run, args.at, "--at")
     if args.command == "interview":
         out = _interview(run, run.reached() if at is None else at, args)
     else:
@@ -676,38 +682,32 @@ def _why(args) -> int:
     else:
         if args.at is None and args.event is None:
             raise UsageError("why: give --at TIME, --event N or --probe NAME")
-        at = _seconds_since(run.start, args.at, "--at") if args.at is not None else None
+        at = _at(run, args.at, "--at")
         out = run.why(args.agent, at=at, event=args.event, depth=args.depth)
         lines = text.account_lines(out)
     print(json.dumps(out, indent=2, ensure_ascii=False) if args.json else "\n".join(lines))
     return 0
 
 
-def _known_agent(run, agent: str | None) -> None:
-    if agent and agent not in run.agents:
-        raise UsageError(f"unknown agent {agent!r} in {run.path}: it has {', '.join(sorted(run.agents))}")
+def _at(run, text: str | None, flag: str) -> float | None:
+    """Seconds since the start of `run` (a `Run`) of a time given on the command line; the
+    run covers its start to where it got to."""
+    from smallville.timefmt import sim_datetime
 
-
-def _sim_time(run, text: str | None, flag: str, within: bool = False) -> float | None:
-    """Seconds since the run's start of a `YYYY-MM-DD HH:MM` given on the command line;
-    `within`: it must lie in the time the run covers."""
     if text is None:
         return None
-    from smallville.timefmt import parse_datetime
-
-    first = run.manifest.sim_start
-    last = run.manifest.sim_reached or (run.events[-1]["time"] if run.events else first)
-    seconds = _seconds_since(parse_datetime(first), text, flag)
-    if within and not parse_datetime(first) <= parse_datetime(text) <= parse_datetime(last):
-        raise UsageError(f"{flag} {text}: {run.path} covers {first} to {last}")
-    return seconds
+    return _moment(text, flag, run.start, sim_datetime(run.start, run.reached()))
 
 
-def _seconds_since(start, text: str, flag: str) -> float:
-    from smallville.timefmt import parse_datetime
+def _moment(text: str | None, flag: str, first, last) -> float | None:
+    """Seconds since `first` of a time given on the command line about a run that covers
+    `first` to `last`, in any form `timefmt.parse_moment` takes; None when not given."""
+    if text is None:
+        return None
+    from smallville.timefmt import parse_moment
 
     try:
-        return (parse_datetime(text) - start).total_seconds()
+        return (parse_moment(text, first, last) - first).total_seconds()
     except ValueError as exc:
         raise UsageError(f"{flag}: {exc}") from None
 

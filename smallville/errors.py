@@ -4,6 +4,8 @@
      |
      +-- UsageError              bad input: an unknown agent, a malformed time or one
      |    |                      outside the run, a path that is not a run, ...   (exit 2)
+     |    +-- UnknownAgent       an agent id or name the run does not have (on
+     |    |                      `serve`'s pages: HTTP 404)                       (exit 2)
      |    +-- ScenarioError      a scenario or agent file breaks the format, one
      |    |                      line per problem                                 (exit 2)
      |    +-- ExperimentError    an experiment file or its flags cannot be run     (exit 2)
@@ -58,6 +60,10 @@ class UsageError(SmallvilleError):
     """The user asked for something that cannot be: fix the command line and try again."""
 
     exit_code = 2
+
+
+class UnknownAgent(UsageError):
+    """An agent id or name the run does not have: the message lists the ids it has."""
 
 
 class ScenarioError(UsageError):

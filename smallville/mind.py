@@ -8,13 +8,13 @@ Both work on the run's state rebuilt in memory from its nearest checkpoint
 from __future__ import annotations
 
 from smallville.brain import requests as rq
-from smallville.errors import UsageError
+from smallville.errors import UnknownAgent
 from smallville.sim.recall import cleaned, dated
 
 
 def _agent(sim, agent_id: str):
     if agent_id not in sim.agents:
-        raise UsageError(f"unknown agent {agent_id!r}; the run has {', '.join(sorted(sim.agents))}")
+        raise UnknownAgent(f"unknown agent {agent_id!r}; the run has {', '.join(sorted(sim.agents))}")
     return sim.agents[agent_id]
 
 

@@ -6,7 +6,7 @@ Simulated time inside the engine is seconds (a float) since the scenario's `star
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
@@ -32,6 +32,30 @@ def parse_datetime(text: str | datetime) -> datetime:
         except ValueError:
             continue
     raise ValueError(f"bad date-time {text!r}: expected YYYY-MM-DD HH:MM")
+
+
+def parse_moment(text: str, first: datetime, last: datetime) -> datetime:
+    """A time a user typed about a run that covers `first` to `last`: `YYYY-MM-DD HH:MM[:SS]`,
+    or `HH:MM` alone, meaning that time on the one day of the run it falls in (else on the
+    first day). ValueError if malformed, or if `HH:MM` falls in the run on several days."""
+    try:
+        return parse_datetime(text)
+    except ValueError:
+        pass
+    try:
+        minute = parse_clock(text)
+    except ValueError:
+        raise ValueError(f"bad date-time {text!r}: expected YYYY-MM-DD HH:MM, or HH:MM on a day of the run") from None
+    days = range(max(0, (last.date() - first.date()).days) + 1)
+    moments = [datetime.combine(first.date(), time()) + timedelta(days=d, minutes=minute) for d in days]
+    within = [m for m in moments if first <= m <= last]
+    if len(within) > 1:
+        dates = ", ".join(f"{m:%Y-%m-%d}" for m in within)
+        raise ValueError(
+            f"{text.strip()} falls on {len(within)} days of the run ({dates}): "
+            f"give the day too, e.g. '{within[-1]:%Y-%m-%d %H:%M}'"
+        )
+    return (within or moments)[0]
 
 
 def parse_clock(text: str) -> int:

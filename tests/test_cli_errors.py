@@ -77,6 +77,7 @@ BAD_INPUT = [
         ["fork", "RUN", "--at", "2023-02-14 09:00"],
         "smallville: error: cannot fork RUN at 2023-02-14 09:00:00: it covers",
     ),
+    (["fork", "RUN", "--at", "10:00"], "smallville: error: cannot fork RUN at 2023-02-13 10:00:00: it covers"),
     (
         ["fork", "RUN", "--at", "2023-02-13 08:00", "--inject", "nobody", "hi"],
         "smallville: error: --inject: unknown agent 'nobody'; the run has ann_lee, bob_ray",

@@ -234,6 +234,61 @@ def test_an_agent_can_be_named_as_the_run_shows_it(trio_run, tmp_path):
     assert nobody.returncode == 2 and "unknown agent 'Klaus'" in nobody.stderr and "klaus_mueller" in nobody.stderr
 
 
+def test_replay_takes_a_name_and_times_of_the_runs_one_day_as_hh_mm(trio_run, tmp_path):
+    # trio_run covers 2023-02-13 07:00 to 17:00: "09:00" can only be that day's
+    env = clean_env(tmp_path)
+    replay = ("replay", trio_run, "--format", "text", "--agent")
+    by_id = smallville(*replay, "klaus_mueller", "--at", "2023-02-13 09:00", "--until", "2023-02-13 11:00", env=env)
+    by_name = smallville(*replay, "KLAUS mueller", "--at", "9:00", "--until", "11:00", env=env)
+    by_id, by_name = by_id.stdout, by_name.stdout
+    assert by_name == by_id and "Klaus Mueller" in by_id
+    stamps = [line[:16] for line in by_id.splitlines()]
+    assert stamps and min(stamps) >= "2023-02-13 09:00" and max(stamps) <= "2023-02-13 11:00"
+    everyone = smallville("replay", trio_run, "--format", "text", "--at", "09:00", "--until", "11:00", env=env).stdout
+    assert len(everyone.splitlines()) > len(stamps)  # (the agent's filter took)
+    nobody = smallville("replay", trio_run, "--agent", "Klaus", env=env, check=False)
+    assert nobody.returncode == 2 and nobody.stdout == ""
+    assert nobody.stderr == (
+        f"smallville: error: unknown agent 'Klaus' in {trio_run}: it has isabella_rodriguez, klaus_mueller, maria_lopez\n"
+    )
+
+
+def test_inspect_interview_and_why_take_hh_mm_on_the_runs_one_day(trio_run, tmp_path):
+    env = clean_env(tmp_path)
+    state = json.loads(
+        smallville("inspect", trio_run, "--agent", "Maria Lopez", "--at", "15:00", "--json", env=env).stdout
+    )
+    assert (state["agent"], state["time"]) == ("maria_lopez", "2023-02-13 15:00")
+    question = ("What are you working on these days?", "--json")
+    short = smallville("interview", trio_run, "klaus mueller", *question, "--at", "16:00", env=env).stdout
+    full = smallville("interview", trio_run, "klaus_mueller", *question, "--at", "2023-02-13 16:00", env=env).stdout
+    assert short == full and json.loads(short)["time"] == "2023-02-13 16:00"
+    why = smallville("why", trio_run, "--agent", "Isabella Rodriguez", "--at", "12:30", env=env).stdout
+    assert (
+        why == smallville("why", trio_run, "--agent", "isabella_rodriguez", "--at", "2023-02-13 12:30", env=env).stdout
+    )
+    assert why.startswith("isabella_rodriguez at 2023-02-13 12:")
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (
+            ["replay", "RUN", "--at", "25:00"],
+            "--at: bad date-time '25:00': expected YYYY-MM-DD HH:MM, or HH:MM on a day",
+        ),
+        (["replay", "RUN", "--at", "18:00"], "--at 18:00: RUN covers 2023-02-13 07:00:00 to 2023-02-13 17:00:00"),
+        (["replay", "RUN", "--at", "12:00", "--until", "11:00"], "--until 11:00 comes before the start of the replay"),
+        (["why", "RUN", "--agent", "maria_lopez", "--at", "noon"], "--at: bad date-time 'noon'"),
+        (["inspect", "RUN", "--at", "06:00"], "2023-02-13 06:00:00 is outside the time RUN covers"),
+    ],
+)
+def test_a_bad_time_is_one_line_saying_what_and_where(trio_run, tmp_path, args, line):
+    out = smallville(*[str(trio_run) if a == "RUN" else a for a in args], env=clean_env(tmp_path), check=False)
+    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1
+    assert out.stderr.startswith("smallville: error: " + line.replace("RUN", str(trio_run))), out.stderr
+
+
 def test_interview_far_from_a_saved_state_says_which_state_answered(tmp_path):
     """the_ville checkpointed only where it stops (3 hours in): at 09:30 going on from the start
     would cost its 25 agents more than the threshold, so the answer comes from the town's start,

@@ -195,6 +195,9 @@ def test_an_earlier_time_is_the_same_for_every_run_and_a_time_outside_them_is_re
     done = smallville("evaluate", experiment, "--at", "2023-02-13 08:30", "--out", tmp_path / "ev", "--quiet")
     assert done.returncode == 0, done.stderr
     assert {r["time"] for r in jsonl(tmp_path / "ev" / "interviews.jsonl")} == {"2023-02-13 08:30"}
+    done = smallville("evaluate", experiment, "--at", "8:30", "--out", tmp_path / "clock", "--quiet")  # the one day's
+    assert done.returncode == 0, done.stderr
+    assert jsonl(tmp_path / "clock" / "interviews.jsonl") == jsonl(tmp_path / "ev" / "interviews.jsonl")
     done = smallville("evaluate", experiment, "--at", "2023-02-14 08:30", "--out", tmp_path / "ev2")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "covers 2023-02-13 07:00" in done.stderr
     assert not (tmp_path / "ev2").exists()

@@ -395,7 +395,7 @@ def test_only_runs_under_the_folder_are_served(tmp_path, trio_copy):
         status, listed = get(f"{url}api/runs")
         assert [r["id"] for r in listed] == ["a"]  # the link is not listed
         status, body = get(f"{url}api/agent?run=a&agent=nobody&t=3600")
-        assert status == 409 and "unknown agent 'nobody'" in body["error"]
+        assert status == 404 and "unknown agent 'nobody'" in body["error"]
         status, body = get(f"{url}api/agent?run=a&agent=maria_lopez&t=99999999")
         assert status == 409 and "outside the time" in body["error"]
         form = urllib.request.Request(
@@ -418,6 +418,31 @@ def trio_copy(tmp_path_factory):
 
     runs = tmp_path_factory.mktemp("trio")
     return run_scenario(load_scenario(CAFE_TRIO), runs_dir=runs, duration=2 * HOUR, embedder="lexical").path
+
+
+def test_the_panel_why_and_interview_take_a_name_and_refuse_an_unknown_agent_with_404(tmp_path, trio_copy):
+    """An agent is named as `smallville interview` takes it: its id, or its name in any case."""
+    runs = tmp_path / "runs"
+    shutil.copytree(trio_copy, runs / "a")
+    server, url = start_server(runs)
+    unknown = ": it has isabella_rodriguez, klaus_mueller, maria_lopez"
+    try:
+        for asked in (f"{url}api/agent?run=a&t=3600&agent=", f"{url}api/why?run=a&t=3600&agent="):
+            by_id, by_name = get(asked + "maria_lopez"), get(asked + "MARIA%20Lopez")
+            assert by_id[0] == 200 and by_name == by_id and by_id[1]["agent"] == "maria_lopez"
+            status, body = get(asked + "Maria")
+            assert status == 404 and body["error"].startswith("unknown agent 'Maria' in ")
+            assert body["error"].endswith(unknown)
+        question = {"run": "a", "t": 3600, "question": "What are you doing today?"}
+        by_name = post(f"{url}api/interview", {**question, "agent": "maria lopez"})
+        assert by_name == post(f"{url}api/interview", {**question, "agent": "maria_lopez"})
+        assert by_name[1]["agent"] == "maria_lopez" and by_name[1]["answer"]
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            post(f"{url}api/interview", {**question, "agent": "Maria"})
+        assert refused.value.code == 404 and json.loads(refused.value.read())["error"].endswith(unknown)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def test_every_failure_is_one_line_of_json(tmp_path, trio_copy):

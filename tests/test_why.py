@@ -186,6 +186,22 @@ def test_bad_input_is_one_line_and_exit_2(ville, args, says):
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
 
 
+def test_a_clock_time_alone_is_the_one_day_of_the_run_that_has_it(ville):
+    """The run covers 2023-02-13 07:00 to 2023-02-14 08:00: 12:00 is the first day's, 06:00
+    the second's, and 07:30 either: said in one line naming both days."""
+    for short, full in (("12:00", "2023-02-13 12:00"), ("06:00", "2023-02-14 06:00")):
+        by_clock = smallville("why", ville, "--agent", "Maria Lopez", "--at", short, "--json")
+        assert by_clock.returncode == 0, by_clock.stderr
+        assert by_clock.stdout == smallville("why", ville, "--agent", "maria_lopez", "--at", full, "--json").stdout
+        assert json.loads(by_clock.stdout)["agent"] == "maria_lopez"
+    both = smallville("why", ville, "--agent", "maria_lopez", "--at", "07:30")
+    assert (both.returncode, both.stdout) == (2, "")
+    assert both.stderr == (
+        "smallville: error: --at: 07:30 falls on 2 days of the run (2023-02-13, 2023-02-14): "
+        "give the day too, e.g. '2023-02-14 07:30'\n"
+    )
+
+
 def test_why_of_another_agents_event_is_refused(ville):
     log = log_of(ville)
     n = next(i for i, e in enumerate(log, 1) if e["agent"] not in (None, "maria_lopez"))

@@ -119,10 +119,11 @@ def _time(subjects, at: str | None) -> float:
     ends = [s.run.reached() for s in subjects]
     if at is None:
         return min(ends)
-    from smallville.timefmt import parse_datetime
+    from smallville.timefmt import parse_moment, sim_datetime
 
+    start = subjects[0].run.start
     try:
-        t = (parse_datetime(at) - subjects[0].run.start).total_seconds()
+        t = (parse_moment(at, start, sim_datetime(start, min(ends))) - start).total_seconds()
     except ValueError as exc:
         raise UsageError(f"--at: {exc}") from None
     if not 0 <= t <= min(ends):

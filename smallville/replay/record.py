@@ -8,6 +8,7 @@ from pathlib import Path
 
 from smallville.errors import RunError, ScenarioError
 from smallville.run.manifest import Manifest, read_manifest
+from smallville.run.run import agent_named
 
 
 @dataclass
@@ -24,6 +25,10 @@ class RunRecord:
         if self.scenario is not None:
             return {a.id: a.name for a in self.scenario.agents}
         return {a: a for a in self.manifest.agents}
+
+    def agent_id(self, given: str) -> str:
+        """The id of the agent `given` names: its id, or its name as `agents` has it, in any case."""
+        return agent_named(given, self.agents, self.path)
 
 
 def load_run(path: str | Path) -> RunRecord:

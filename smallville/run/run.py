@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from smallville.checkpoint.head import Head
-from smallville.errors import RunError, SmallvilleError, UsageError
+from smallville.errors import RunError, SmallvilleError, UnknownAgent, UsageError
 from smallville.run.folder import EMBEDDINGS, RECORD, sizes
 from smallville.run.fork import Fork, Stops
 from smallville.run.manifest import Manifest, read_manifest
@@ -66,17 +66,11 @@ class Run:
         return self._scenario
 
     def agent_id(self, given: str) -> str:
-        """The id of the agent `given` names: its id, or its name as the run's tables show it
-        ("Isabella Rodriguez"), in any case; a UsageError listing the ids if none is named so."""
-        ids = self.manifest.agents
-        if given in ids:
+        """The id of the agent `given` names (`agent_named`), reading the scenario only when
+        `given` is not an id."""
+        if given in self.manifest.agents:
             return given
-        folded = given.strip().casefold()
-        found = [a for a in ids if a.casefold() == folded]
-        found = found or [spec.id for spec in self.scenario.agents if spec.name.casefold() == folded]
-        if not found:
-            raise UsageError(f"unknown agent {given!r} in {self.path}: it has {', '.join(sorted(ids))}")
-        return found[0]
+        return agent_named(given, {spec.id: spec.name for spec in self.scenario.agents}, self.path)
 
     @classmethod
     def open_for(cls, path: str | Path, flag: str) -> Run:
@@ -300,6 +294,18 @@ class Run:
             truncate(self.path / name, size)
         if not existing and t > 0:
             write_checkpoint(sim, self.path, lengths)
+
+
+def agent_named(given: str, names: dict[str, str], where: Path) -> str:
+    """The id of the agent `given` names among `names` (id -> name, as the run's tables show
+    them): its id, or its id or name in any case; UnknownAgent, listing the ids, if none is."""
+    if given in names:
+        return given
+    folded = given.strip().casefold()
+    found = [a for a in names if a.casefold() == folded] or [a for a, n in names.items() if n.casefold() == folded]
+    if not found:
+        raise UnknownAgent(f"unknown agent {given!r} in {where}: it has {', '.join(sorted(names))}")
+    return found[0]
 
 
 def embedder_spec(recorded: dict) -> tuple[str, str | None]:

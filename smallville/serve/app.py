@@ -9,7 +9,8 @@ following the log while the run goes; `/api/agent?run=RUN&agent=ID&t=T` the agen
 line said or plan made, with `kind=say` or `plan`: `Run.why`);
 `/api/spread?run=RUN&probe=P` who told whom the probe's news, when (`Run.probe_tree`);
 `POST /api/interview` `{run, agent, t, question[, exact]}` (the same choice of state, unless
-`exact` is true).
+`exact` is true). An agent is named by its id or its name, in any case (`Run.agent_id`); one
+the run does not have is a 404.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from smallville.errors import BadRequest, Outside, SmallvilleError, Truncated
+from smallville.errors import BadRequest, Outside, SmallvilleError, Truncated, UnknownAgent
 from smallville.events import DECISIONS, MEMORY
 from smallville.serve.feed import read_from
 from smallville.serve.minds import EXACT_WORK, Minds
@@ -161,6 +162,8 @@ class Handler(BaseHTTPRequestHandler):
             answer()
         except Outside as exc:
             self._error(403 if "leaves" in str(exc) else 404, str(exc))
+        except UnknownAgent as exc:
+            self._error(404, str(exc))
         except SmallvilleError as exc:
             self._error(409 if exc.exit_code == 2 else 500, str(exc))
         except (BrokenPipeError, ConnectionResetError):
@@ -215,23 +218,26 @@ class Handler(BaseHTTPRequestHandler):
             self._error(400, str(exc))
             return None
 
+    def _agent_id(self, path: Path, given) -> str:
+        """The id of the agent a request names, by id or name as `smallville interview` takes
+        it (`Run.agent_id`); UnknownAgent (HTTP 404) if the run has none such."""
+        return self.server.minds.run(path).agent_id(str(given or ""))
+
     def _agent(self, query: dict) -> None:
         if (at := self._moment(query)) is not None:
-            self._json(self.server.minds.panel(*at, query.get("agent") or ""))
+            self._json(self.server.minds.panel(*at, self._agent_id(at[0], query.get("agent"))))
 
     def _why(self, query: dict) -> None:
         """Why the agent did what it did last, as of `t` (`Run.why`): read from the run's files."""
-        from smallville.errors import SmallvilleError
-        from smallville.run import Run
-
         if (at := self._moment(query)) is None:
             return
+        kind = query.get("kind") or None
+        if kind not in (None, *WHY_KINDS):
+            return self._error(400, f"kind must be one of {', '.join(WHY_KINDS)}, not {kind!r}")
+        agent = self._agent_id(at[0], query.get("agent"))
         try:
-            kind = query.get("kind") or None
-            if kind not in (None, *WHY_KINDS):
-                return self._error(400, f"kind must be one of {', '.join(WHY_KINDS)}, not {kind!r}")
-            self._json(Run.open(at[0]).why(query.get("agent") or "", at=at[1], kind=kind))
-        except SmallvilleError as exc:
+            self._json(self.server.minds.run(at[0]).why(agent, at=at[1], kind=kind))
+        except SmallvilleError as exc:  # (no decision yet: the page shows it as the answer)
             self._json({"error": str(exc)})
 
     def _spread(self, query: dict) -> None:
@@ -256,7 +262,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(400, f"not an interview: {exc}")
         if not question:
             return self._error(400, "ask a question")
-        agent, exact = str(asked.get("agent") or ""), asked.get("exact") is True
+        agent, exact = self._agent_id(path, asked.get("agent")), asked.get("exact") is True
         self._json(self.server.minds.interview(path, t, agent, question, exact))
 
     def _feed(self, query: dict) -> None:
