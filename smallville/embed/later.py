@@ -71,6 +71,9 @@ class Coming:
 
     def ask(self, texts: list[str], later: Later) -> None:
         """`texts` (none of them known or coming) were asked for, their rows `later`."""
+        if not self.queue and later.ready:  # computed at once: nothing to keep in order
+            self.keep(texts, later())
+            return
         self.queue.append((texts, later))
         self.where.update((text, (later, i)) for i, text in enumerate(texts))
         self.take()
