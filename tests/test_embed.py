@@ -19,6 +19,7 @@ from smallville.embed import (
     UseEmbedder,
     make_embedder,
 )
+from smallville.embed.later import Base
 from smallville.errors import BrainError
 
 TEXTS = ["The bed is idle", "Isabella is throwing a party at the cafe", "", "Hello, world!"]
@@ -84,7 +85,7 @@ def test_lexical_word_pairs_count():
 # -- cache -----------------------------------------------------------------------------
 
 
-class CountingEmbedder:
+class CountingEmbedder(Base):
     """A test double: lexical rows, recording every batch it was asked for."""
 
     name = "counting"

@@ -341,7 +341,7 @@ class Elsewhere(LexicalEmbedder):
         super().__init__()
         self.waited = 0
 
-    def submit(self, texts):
+    def submit(self, texts, soon=False):
         def get():
             self.waited += 1
             return self.embed(texts)

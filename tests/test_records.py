@@ -110,24 +110,24 @@ def test_the_record_of_embeddings_reads_a_row_when_its_text_is_asked_for(tmp_pat
 
 
 def test_the_record_of_embeddings_keeps_the_order_texts_were_asked_in(tmp_path):
-    # A run's memories are embedded in another process while its queries are embedded at
-    # once: a text asked for later may be read first, but the record is written in the order
-    # asked, so it is the same file with or without the process.
+    # A run's texts are embedded in another process and read when needed: a text asked for
+    # later (a query) may be read first, but the record is written in the order asked, so it
+    # is the same file with or without the process.
     from smallville.embed import Later
 
     inner, waiting = LexicalEmbedder(16), []
 
     class Elsewhere(LexicalEmbedder):
-        def submit(self, texts):
+        def submit(self, texts, soon=False):
             waiting.append(texts)
             return Later(lambda: inner.embed(texts), lambda: False)
 
     written = RecordedEmbedder(Elsewhere(16), tmp_path)
     first = written.submit(["a memory"])
     second = written.submit(["another memory", "a memory"])
-    query = written.embed(["a query"])  # computed here, at once
+    query = written.embed(["a query"])  # read at once: the memories are still coming
     assert np.array_equal(query, inner.embed(["a query"]))
-    assert waiting == [["a memory"], ["another memory"]]  # a text still coming is not asked again
+    assert waiting == [["a memory"], ["another memory"], ["a query"]]  # a text coming is not asked again
     assert not (tmp_path / "texts.jsonl").exists() or not (tmp_path / "texts.jsonl").read_text()
     assert np.array_equal(second(), inner.embed(["another memory", "a memory"]))
     assert np.array_equal(first(), inner.embed(["a memory"]))

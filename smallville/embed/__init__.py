@@ -41,7 +41,7 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
-    def submit(self, texts: Sequence[str]) -> Later: ...
+    def submit(self, texts: Sequence[str], soon: bool = False) -> Later: ...
 
     def close(self) -> None: ...
 
@@ -71,13 +71,13 @@ class CachedEmbedder(Base):
         return self.inner.dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return self.submit(texts, now=True)()
+        return self.submit(texts, soon=True)()
 
-    def submit(self, texts: Sequence[str], now: bool = False) -> Later:
+    def submit(self, texts: Sequence[str], soon: bool = False) -> Later:
         texts, coming = list(texts), self._coming
         todo = list(dict.fromkeys(t for t in texts if t not in self._rows and t not in coming))
         if todo:
-            coming.ask(todo, Later.of(self.inner.embed(todo)) if now else self.inner.submit(todo))
+            coming.ask(todo, self.inner.submit(todo, soon))
         self.misses += len(todo)
         self.hits += len(texts) - len(todo)
         return coming.later(texts, lambda: self._stack(texts))

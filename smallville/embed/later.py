@@ -49,7 +49,8 @@ class Base:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         raise NotImplementedError
 
-    def submit(self, texts: Sequence[str]) -> Later:
+    def submit(self, texts: Sequence[str], soon: bool = False) -> Later:
+        """`texts`' rows, later; `soon`: the caller is about to wait for them."""
         return Later.of(self.embed(texts))
 
     def close(self) -> None:

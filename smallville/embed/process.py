@@ -60,7 +60,9 @@ class EmbeddingProcess:
             os.close(from_child)
         self.send, self.receive = Connection(from_parent, readable=False), Connection(to_parent, writable=False)
 
-    def submit(self, texts: list[str]) -> int:
+    def submit(self, texts: list[str], soon: bool = False) -> int:
+        """A ticket for `texts`' rows; `soon`: they are computed before calls not `soon`
+        that are waiting with them (the caller is about to wait)."""
         ticket, self.next = self.next, self.next + 1
         here = self.here
         if here is None:
@@ -71,7 +73,7 @@ class EmbeddingProcess:
                     self._take(wait=True)
                 self.asked[ticket] = (texts, size)
                 self.in_flight += size
-                self.send.send((ticket, texts))
+                self.send.send((ticket, texts, soon))
                 return ticket
             except (OSError, EOFError):
                 here = self._fail()
@@ -132,7 +134,8 @@ class EmbeddingProcess:
 
 
 def serve(receive: Connection, send: Connection, threads: int) -> None:
-    """The process's loop: every call waiting, encoded together, answered together."""
+    """The process's loop: every call waiting, encoded together (those awaited first),
+    answered together."""
     model = WindowedUse(threads)
     while True:
         try:
@@ -141,8 +144,10 @@ def serve(receive: Connection, send: Connection, threads: int) -> None:
                 calls.append(receive.recv())
         except EOFError:
             return
-        rows = model.encode_many([texts for _, texts in calls])
-        send.send([(ticket, r) for (ticket, _), r in zip(calls, rows)])
+        for part in ([c for c in calls if c[2]], [c for c in calls if not c[2]]):  # what is awaited first
+            if part:
+                rows = model.encode_many([texts for _, texts, _ in part])
+                send.send([(ticket, r) for (ticket, _, _), r in zip(part, rows)])
 
 
 if __name__ == "__main__":

@@ -184,9 +184,9 @@ class RecordedEmbedder(Base):
         return row
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return self.submit(texts, now=True)()
+        return self.submit(texts, soon=True)()
 
-    def submit(self, texts: Sequence[str], now: bool = False) -> Later:
+    def submit(self, texts: Sequence[str], soon: bool = False) -> Later:
         texts, coming = list(texts), self._coming
         if len(texts) == 1 and texts[0] not in coming:  # the usual call: one memory stored
             row = self._known(texts[0])
@@ -194,7 +194,7 @@ class RecordedEmbedder(Base):
                 return Later.of(row[None, :])
         todo = list(dict.fromkeys(t for t in texts if t not in coming and self._known(t) is None))
         if todo:
-            coming.ask(todo, Later.of(self.inner.embed(todo)) if now else self.inner.submit(todo))
+            coming.ask(todo, self.inner.submit(todo, soon))
         return coming.later(texts, lambda: self._stack(texts))
 
     def _stack(self, texts: list[str]) -> np.ndarray:

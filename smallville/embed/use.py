@@ -46,20 +46,16 @@ class UseEmbedder(Base):
         return self._model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """The rows of `texts`, computed here (`submit` may compute them elsewhere)."""
-        texts = list(texts)
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return _unit(self._load().encode(texts))
+        return self.submit(texts, soon=True)()
 
-    def submit(self, texts: Sequence[str]) -> Later:
+    def submit(self, texts: Sequence[str], soon: bool = False) -> Later:
         texts = list(texts)
         if not texts:
             return Later.of(np.zeros((0, self.dim), dtype=np.float32))
         process = self._process
         if process is None:
-            return Later.of(self.embed(texts))
-        ticket = process.submit(texts)
+            return Later.of(_unit(self._load().encode(texts)))
+        ticket = process.submit(texts, soon)
         return Later(lambda: _unit(process.rows(ticket)), lambda: process.ready(ticket))
 
     def close(self) -> None:
