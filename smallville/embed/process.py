@@ -37,7 +37,7 @@ class EmbeddingProcess:
         self.child: subprocess.Popen[bytes] | None = None
         try:
             self._start()
-        except OSError:
+        except (OSError, ValueError):  # no pipes to hand over (pass_fds is POSIX)
             self._fail()
 
     def _start(self) -> None:
