@@ -3,9 +3,10 @@
     python benchmarks/day_run.py [--scenario scenarios/the_ville.yaml] [--for 1d] [--seed N]
         [--before DIR [--before-python PYTHON]]
 
-Prints simulated minutes per wall second, the run's CPU time, the size of its run folder,
-memories per agent and brain requests per agent per game hour, for the default embedder and, as the baseline measured in
-the same run, for the lexical embedder (no model at all), with the ratio between the two.
+Prints simulated minutes per wall second, the run's CPU time and peak memory (each with its
+embedding process's), the size of its run folder, memories per agent and brain requests per
+agent per game hour, for the default embedder and, as the baseline measured in the same run,
+for the lexical embedder (no model at all), with the ratio between the two.
 Each run is a fresh process. `--before DIR` runs both again with the smallville in DIR (a
 checkout of an earlier version: `git archive COMMIT | tar -x -C DIR`) and prints the ratio of
 its wall time, CPU time and disk to this version's (on a shared machine the CPU time is the
@@ -40,9 +41,9 @@ def measure(scenario_path: str, duration: float, seed: int | None, embedder: str
 
     scenario = load_scenario(scenario_path)
     with tempfile.TemporaryDirectory() as runs:
-        began, began_cpu = time.perf_counter(), time.process_time()
+        began, began_cpu = time.perf_counter(), time.process_time() + _children_cpu()
         result = run_scenario(scenario, runs_dir=runs, seed=seed, duration=duration, embedder=embedder)
-        wall, cpu = time.perf_counter() - began, time.process_time() - began_cpu
+        wall, cpu = time.perf_counter() - began, time.process_time() + _children_cpu() - began_cpu
         disk = sum(p.stat().st_size for p in Path(result.path).rglob("*") if p.is_file())
         digests = {f: _sha256(Path(result.path) / f) for f in ("events.jsonl", "embeddings/vectors.f32")}
         texts = Path(result.path, "embeddings", "texts.jsonl").read_text(encoding="utf-8").splitlines()
@@ -61,7 +62,7 @@ def measure(scenario_path: str, duration: float, seed: int | None, embedder: str
         "events": m.counts["events"],
         "conversations": m.counts["conversations"],
         "reflections": m.counts["reflections"],
-        "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_mib": (_peak(resource.RUSAGE_SELF) + _peak(resource.RUSAGE_CHILDREN)) / 1024,
         "digests": digests,
         **(embedding_floor(texts) if floor and embedder == "use" else {}),
     }
@@ -86,6 +87,17 @@ def embedding_floor(texts: list[str]) -> dict:
     began = time.process_time()
     model.encode(texts)
     return {"texts": len(texts), **times, "batched": time.process_time() - began}
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's ended children (the run's embedding process)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _peak(who: int) -> int:
+    """KiB at the peak of this process, or of its largest ended child."""
+    return resource.getrusage(who).ru_maxrss
 
 
 def _sha256(path: Path) -> str:

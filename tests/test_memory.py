@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 
-from smallville.embed import CachedEmbedder, LexicalEmbedder
+from smallville.embed import CachedEmbedder, Later, LexicalEmbedder
 from smallville.errors import RunError
 from smallville.memory import CONSTANT_TERM, Hit, Memory, MemoryStream
 
@@ -331,6 +331,47 @@ def test_text_queries_through_an_embedder():
         h.memory.id for h in twin.retrieve(vec, k=4, now=10.0)
     ]
     assert (embedder.misses, embedder.hits) == (5, 1)  # 3 distinct memories, 2 queries
+
+
+class Elsewhere(LexicalEmbedder):
+    """Lexical rows computed "elsewhere": `submit` returns before they are in, and they
+    come only when waited for; `waited` counts the calls waited for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waited = 0
+
+    def submit(self, texts, soon=False):
+        def get():
+            self.waited += 1
+            return self.embed(texts)
+
+        return Later(get, lambda: False)
+
+
+def test_memories_whose_embeddings_are_still_coming_are_the_stream_it_would_have_been(tmp_path):
+    # A run's memories are embedded in another process: the stream takes a memory at once
+    # and its row when first read. Everything read must be as if each row had come at once:
+    # ids, the table's order (memories repeat a text; one is given its embedding), hits.
+    texts = ["Isabella is throwing a party", "the bed is idle", "Klaus is writing a paper", "the bed is idle"]
+    given = LexicalEmbedder().embed(["a cafe opens"])[0]
+    embedder = CachedEmbedder(Elsewhere())
+    late, now = MemoryStream(embedder=embedder), MemoryStream(embedder=CachedEmbedder(LexicalEmbedder()))
+    for stream in (late, now):
+        ids = [stream.add(t, importance=i + 1, created=float(i)) for i, t in enumerate(texts)]
+        assert ids == [0, 1, 2, 3] and stream[2].text == texts[2] and len(stream) == 4
+    assert embedder.inner.waited == 0  # nothing read a row yet
+    for stream in (late, now):
+        stream.add("a cafe opens", given, importance=3, created=5.0)  # after the others, in the table too
+        stream.add("the party is at five", importance=9, created=6.0)
+    assert np.array_equal(late.distinct_rows(), now.distinct_rows())
+    assert embedder.inner.waited == 4  # each distinct text's call, once
+    query = ["who is throwing a party?", "the bed"]
+    assert [[(h.memory.id, h.score) for h in hits] for hits in late.retrieve_many(query, k=4, now=9.0)] == [
+        [(h.memory.id, h.score) for h in hits] for hits in now.retrieve_many(query, k=4, now=9.0)
+    ]
+    late.save(str(tmp_path / "late"))
+    assert np.array_equal(MemoryStream.load(str(tmp_path / "late")).embeddings(), now.embeddings())
 
 
 def test_text_without_embedder_is_refused():

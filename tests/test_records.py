@@ -109,6 +109,34 @@ def test_the_record_of_embeddings_reads_a_row_when_its_text_is_asked_for(tmp_pat
     assert (tmp_path / "vectors.f32").stat().st_size == len(lines) * 16 * 4
 
 
+def test_the_record_of_embeddings_keeps_the_order_texts_were_asked_in(tmp_path):
+    # A run's texts are embedded in another process and read when needed: a text asked for
+    # later (a query) may be read first, but the record is written in the order asked, so it
+    # is the same file with or without the process.
+    from smallville.embed import Later
+
+    inner, waiting = LexicalEmbedder(16), []
+
+    class Elsewhere(LexicalEmbedder):
+        def submit(self, texts, soon=False):
+            waiting.append(texts)
+            return Later(lambda: inner.embed(texts), lambda: False)
+
+    written = RecordedEmbedder(Elsewhere(16), tmp_path)
+    first = written.submit(["a memory"])
+    second = written.submit(["another memory", "a memory"])
+    query = written.embed(["a query"])  # read at once: the memories are still coming
+    assert np.array_equal(query, inner.embed(["a query"]))
+    assert waiting == [["a memory"], ["another memory"], ["a query"]]  # a text coming is not asked again
+    assert not (tmp_path / "texts.jsonl").exists() or not (tmp_path / "texts.jsonl").read_text()
+    assert np.array_equal(second(), inner.embed(["another memory", "a memory"]))
+    assert np.array_equal(first(), inner.embed(["a memory"]))
+    written.sync()  # a checkpoint: everything asked is in the record first
+    lines = (tmp_path / "texts.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in lines] == ["a memory", "another memory", "a query"]
+    written.close()
+
+
 def test_a_torn_record_of_embeddings_is_read_as_far_as_both_files_go(tmp_path):
     inner = LexicalEmbedder(16)
     written = RecordedEmbedder(inner, tmp_path)

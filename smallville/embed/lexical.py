@@ -8,6 +8,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from smallville.embed.later import Base
+
 _WORD = re.compile(r"[^\W_]+")
 
 
@@ -16,7 +18,7 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower().replace("'", "").replace("\u2019", ""))
 
 
-class LexicalEmbedder:
+class LexicalEmbedder(Base):
     """Counts of hashed words and adjacent word pairs, L2-normalised.
 
     Deterministic across processes and machines (crc32, never Python's `hash`). It knows

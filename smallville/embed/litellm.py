@@ -8,10 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from smallville.embed.later import Base
 from smallville.errors import BrainError
 
 
-class LiteLLMEmbedder:
+class LiteLLMEmbedder(Base):
     """Calls `litellm.embedding` in batches of `batch_size` texts.
 
     `dim` is learned from the first answer (reading it before any `embed` sends one probe

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from smallville.embed.later import Base, Coming, Later
+
 FOLDER, TEXTS, VECTORS = "embeddings", "texts.jsonl", "vectors.f32"  # RUN_DIR/FOLDER/TEXTS, ...
 
 
@@ -134,7 +136,7 @@ class EmbeddingRecord:
         self._files = None
 
 
-class RecordedEmbedder:
+class RecordedEmbedder(Base):
     """An embedder that answers from a run's record first (and its parent's, `base`), asks
     `inner` only for texts the record lacks, and records those (with `write` off: keeps them
     in memory only). So it is a per-text cache too, in place of `CachedEmbedder`. Its `dim`
@@ -145,6 +147,7 @@ class RecordedEmbedder:
         self.write = write
         self.bases = [EmbeddingRecord(Path(b)) for b in base]
         self.record = EmbeddingRecord(folder, next((b.dim for b in self.bases if b.dim), None))
+        self._coming = Coming(self.record.add if write else self.record.keep)  # recorded in the order asked
 
     @property
     def name(self) -> str:
@@ -159,6 +162,7 @@ class RecordedEmbedder:
         """Where the run's own record holds each text's embedding: its line (-1: not there),
         and the rows at those lines (zeros for -1). A checkpoint refers to these lines rather
         than write the embeddings again; what it refers to is put on disk first (`sync`)."""
+        self._coming.take(wait=True)
         lines = np.full(len(texts), -1, dtype=np.int64)
         rows = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, text in enumerate(texts):
@@ -168,6 +172,7 @@ class RecordedEmbedder:
         return lines, rows
 
     def sync(self) -> None:
+        self._coming.take(wait=True)
         self.record.sync()
 
     def _known(self, text: str) -> np.ndarray | None:
@@ -179,24 +184,31 @@ class RecordedEmbedder:
         return row
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
-        if len(texts) == 1:  # the usual call: one memory stored
+        return self.submit(texts, soon=True)()
+
+    def submit(self, texts: Sequence[str], soon: bool = False) -> Later:
+        texts, coming = list(texts), self._coming
+        if len(texts) == 1 and texts[0] not in coming:  # the usual call: one memory stored
             row = self._known(texts[0])
             if row is not None:
-                return row[None, :]
-        rows = [self._known(t) for t in texts]
-        todo = list(dict.fromkeys(t for t, r in zip(texts, rows) if r is None))
+                return Later.of(row[None, :])
+        todo = list(dict.fromkeys(t for t in texts if t not in coming and self._known(t) is None))
         if todo:
-            fresh = self.inner.embed(todo)
-            (self.record.add if self.write else self.record.keep)(todo, fresh)
-            made = dict(zip(todo, fresh))
-            rows = [r if r is not None else made[t] for t, r in zip(texts, rows)]
+            coming.ask(todo, self.inner.submit(todo, soon))
+        return coming.later(texts, lambda: self._stack(texts))
+
+    def _stack(self, texts: list[str]) -> np.ndarray:
+        rows = [self._coming.row(t) if t in self._coming else self._known(t) for t in texts]
         if not rows:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack(rows).astype(np.float32, copy=False)
 
     def close(self) -> None:
+        """Keep what has come and end the embedder (what has not come is asked again if
+        needed: a checkpoint waited for everything it refers to, `sync`)."""
+        self._coming.take()
         self.record.close()
+        self.inner.close()
 
 
 def _canonical(line: bytes) -> bytes:

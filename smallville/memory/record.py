@@ -3,6 +3,7 @@ store, score and index it, its `Columns`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,17 +19,31 @@ class Columns:
     what the retrievers and the salience model score, what a `Memory` views. Only the stream
     changes it (loaders add through `MemoryStream.append_loaded`, after the distinct
     embeddings into `table`). The arrays have room to grow: their first `count` entries
-    are the memories."""
+    are the memories. A memory's embedding may still be coming (`smallville.embed.later`):
+    reading `table` or `rows` waits for it; the other columns are there at once."""
 
-    table: Any  # the distinct embeddings (a VectorTable, or an HNSW graph's)
+    stored: Any  # the distinct embeddings (a VectorTable, or an HNSW graph's) as they are: see `table`
     count: int = 0
     texts: list[str] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)
     links: list[tuple[int, ...]] = field(default_factory=list)
-    rows: np.ndarray = field(default_factory=lambda: np.zeros(16, dtype=np.int64))  # memory -> its row in `table`
+    stored_rows: np.ndarray = field(default_factory=lambda: np.zeros(16, dtype=np.int64))  # -1: still coming
     created: np.ndarray = field(default_factory=lambda: np.zeros(16, dtype=np.float64))
     accessed: np.ndarray = field(default_factory=lambda: np.zeros(16, dtype=np.float64))
     importance: np.ndarray = field(default_factory=lambda: np.zeros(16, dtype=np.int64))
+    settle: Callable[[], None] = lambda: None  # the stream's: takes in the embeddings still coming
+
+    @property
+    def table(self) -> Any:
+        """The distinct embeddings, with every memory's (those still coming taken in first)."""
+        self.settle()
+        return self.stored
+
+    @property
+    def rows(self) -> np.ndarray:
+        """Each memory's row in `table` (those still coming taken in first)."""
+        self.settle()
+        return self.stored_rows
 
 
 class Memory:

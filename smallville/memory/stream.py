@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
-from smallville.embed import Embedder
+from smallville.embed import Embedder, Later
 from smallville.memory import storage
 from smallville.memory.record import Columns, Hit, Memory
 from smallville.memory.retriever import NORMALIZE, make_retriever
@@ -87,7 +88,8 @@ class MemoryStream:
             index, self.dim, ws, hnsw_m=hnsw_m, ef_construction=ef_construction, ef_search=ef_search
         )
         self.index_kind = self._retriever.kind
-        self.columns = Columns(self._retriever.table)
+        self.columns = Columns(self._retriever.table, settle=self._settle)
+        self._coming: deque[tuple[int, Later]] = deque()  # memories whose embeddings are still coming
         self.on_disk: dict | None = None  # what the last save or load wrote where (`storage` keeps it)
         self.helpers = helpers if helpers is not None else Helpers()
 
@@ -128,38 +130,49 @@ class MemoryStream:
         bad = [x for x in links if not isinstance(x, numbers.Integral) or isinstance(x, bool) or not 0 <= x < n]
         if bad:
             raise ValueError(f"links {bad!r} of memory {text!r} are not ids of existing memories (0..{n - 1})")
+        links = tuple(int(x) for x in links)
         if embedding is None:
             if self.embedder is None:
                 raise ValueError(f"memory {text!r} has no embedding and the stream has no embedder")
-            embedding = self.embedder.embed([text])[0]
+            later = self.embedder.submit([text])
+            if self._coming or not later.ready:  # taken in when its row is first read (`_settle`)
+                i = self._append(text, -1, int(importance), float(created), kind, links, float(created))
+                self._coming.append((i, later))
+                return i
+            embedding = later()[0]
         vector = self._unit(embedding, f"embedding of memory {text!r}")
-        return self._append(
-            text,
-            self.columns.table.add(vector),
-            int(importance),
-            float(created),
-            kind,
-            tuple(int(x) for x in links),
-            float(created),
-        )
+        row = self.columns.table.add(vector)
+        return self._append(text, row, int(importance), float(created), kind, links, float(created))
 
     def _append(
         self, text: str, row: int, importance: int, created: float, kind: str, links: tuple[int, ...], accessed: float
     ) -> int:
-        """Append a validated memory whose embedding is already row `row`."""
+        """Append a validated memory whose embedding is already row `row` (-1: still coming)."""
         c = self.columns
         self._reserve(c.count + 1)
         i = c.count
-        c.rows[i] = row
+        c.stored_rows[i] = row
         c.created[i] = created
         c.accessed[i] = accessed
         c.importance[i] = importance
         c.texts.append(text)
         c.kinds.append(kind)
         c.links.append(links)
-        self._retriever.add(i, row, importance, accessed)
+        if row >= 0:
+            self._retriever.add(i, row, importance, accessed)
         c.count += 1
         return i
+
+    def _settle(self) -> None:
+        """Take in the embeddings still coming, in the order their memories were added (so
+        the table is the one the stream would have had with every embedding at once)."""
+        c = self.columns
+        while self._coming:
+            i, later = self._coming[0]
+            row = c.stored.add(self._unit(later()[0], f"embedding of memory {c.texts[i]!r}"))
+            c.stored_rows[i] = row
+            self._retriever.add(i, row, int(c.importance[i]), float(c.accessed[i]))
+            self._coming.popleft()
 
     def append_loaded(self, records: list[dict], accessed: np.ndarray) -> None:
         """Append memories read back from disk at once (ids in order, each record's `row`
@@ -197,7 +210,7 @@ class MemoryStream:
         if size <= len(c.created):
             return
         cap = max(size, 2 * len(c.created))
-        for name in ("rows", "created", "accessed", "importance"):
+        for name in ("stored_rows", "created", "accessed", "importance"):
             old = getattr(c, name)
             new = np.zeros(cap, dtype=old.dtype)
             new[: c.count] = old[: c.count]
@@ -238,6 +251,7 @@ class MemoryStream:
         if isinstance(queries, str) or (isinstance(queries, np.ndarray) and queries.ndim == 1):
             queries = [queries]
         qs = self.embed_queries(list(queries))
+        self._settle()
         if self.columns.count == 0 or k == 0:
             return [[] for _ in range(len(qs))]
         found = self._retriever.search(self, qs, int(k), float(now))
@@ -354,7 +368,7 @@ class MemoryStream:
         mine, theirs = self.columns, other.columns
         theirs.table.extend_from(mine.table, u)
         other._reserve(n)
-        for name in ("rows", "created", "importance"):
+        for name in ("stored_rows", "created", "importance"):
             getattr(theirs, name)[:n] = getattr(mine, name)[:n]
         theirs.accessed[:n] = mark.accessed
         theirs.texts, theirs.kinds, theirs.links = mine.texts[:n], mine.kinds[:n], mine.links[:n]

@@ -89,7 +89,7 @@ def _embedder(options: RunOptions, replayed: Run | None):
     from smallville.embed.record import record_dim
 
     try:
-        plain = make_embedder(options.embedder, api_base=options.embedder_api_base)
+        plain = make_embedder(options.embedder, api_base=options.embedder_api_base, process=True)
     except ValueError as exc:  # an unknown --embedder
         raise UsageError(str(exc)) from None
     bases = [replayed.path / EMBEDDINGS] if replayed else []
@@ -169,7 +169,7 @@ def resume_run(
     if switch is not None:
         run.manifest.switch_brain(start.t if start else 0.0, stack.brain.describe())
     _note_resume(run, until, start, cut)
-    with Session(run, stack, run.embedder(), start=start) as session:
+    with Session(run, stack, run.embedder(process=True), start=start) as session:
         if run.fork:
             session.fork(run.fork)
         return session.go_to(until, checkpoint_every=checkpoint_every, on_start=on_start, on_step=on_step)
@@ -309,7 +309,7 @@ def fork_run(
     run = _new_fork(parent, fork, (source, offsets), until, _fork_dir(parent, fork, runs_dir, folder), experiment)
     if switch is not None:
         run.manifest.switch_brain(at, own.brain.describe())
-    with Session(run, history, run.embedder(), start=start) as session:
+    with Session(run, history, run.embedder(process=True), start=start) as session:
         session.fork(fork, own)
         return session.go_to(until, checkpoint_every=checkpoint_every, on_start=on_start, on_step=on_step)
 

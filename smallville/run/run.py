@@ -145,16 +145,19 @@ class Run:
             )
         return None
 
-    def embedder(self, write: bool = True):
+    def embedder(self, write: bool = True, process: bool = False):
         """The run's embedder, answering from the run's record of embeddings (and its
-        parents') first; `write`: add what it computes to the record."""
+        parents') first; `write`: add what it computes to the record; `process`: a model
+        that runs here runs in a process of its own (`smallville.embed.process`)."""
         from smallville.embed import make_embedder
 
         spec, api_base = embedder_spec(self.manifest.embedder)
         bases, run = [], self
         while (run := run.parent()) is not None:
             bases.append(run.path / EMBEDDINGS)
-        return make_embedder(spec, api_base=api_base, record=self.path / EMBEDDINGS, base=bases, write=write)
+        return make_embedder(
+            spec, api_base=api_base, record=self.path / EMBEDDINGS, base=bases, write=write, process=process
+        )
 
     def state_at(self, at: float | None = None, strict: bool = False):
         """The run's `Simulation` at `at` seconds since its start (default: where it got

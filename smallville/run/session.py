@@ -93,10 +93,11 @@ class Session:
         self.close()
 
     def close(self) -> None:
-        """Close the logs (what was written is on disk)."""
+        """Close the logs (what was written is on disk) and end the embedder's process."""
         self.out.close()
         self.rec.close()
         self.texts.close()
+        self.embedder.close()
 
     # ---- building ------------------------------------------------------------------
 
