@@ -472,39 +472,49 @@ def _evaluate_parser(commands) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "validate":
-            return _validate(args)
-        if args.command == "replay":
-            return _replay(args)
-        if args.command in ("resume", "fork"):
-            return _continue(args)
-        if args.command in ("inspect", "interview"):
-            return _ask(args)
-        if args.command == "town":
-            return _town(args)
-        if args.command == "verify":
-            return _verify(args)
-        if args.command == "why":
-            return _why(args)
-        if args.command == "metrics":
-            return _metrics(args)
-        if args.command == "experiment":
-            return _experiment(args)
-        if args.command == "estimate":
-            return _estimate(args)
-        if args.command == "check-model":
-            return _check_model(args)
-        if args.command == "serve":
-            return _serve(args)
-        if args.command == "evaluate":
-            from smallville.evaluate.command import main as evaluate
-
-            return evaluate(args, _budget(args))
-        return _run(args)
+        code = _command(args)
+        sys.stdout.flush()  # (a closed pipe is found here, not at exit)
+        return code
+    except BrokenPipeError:  # what reads the output went away (`| head`): stop quietly, as `cat` does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (the flush at exit too)
+        return 1
     except (SmallvilleError, OSError) as exc:  # (OSError: a runs folder that cannot be written, a full disk, ...)
         error = as_error(exc)
         print(error.report(), file=sys.stderr)
         return error.exit_code
+
+
+def _command(args) -> int:
+    """Run the command `args` name; its exit code."""
+    if args.command == "validate":
+        return _validate(args)
+    if args.command == "replay":
+        return _replay(args)
+    if args.command in ("resume", "fork"):
+        return _continue(args)
+    if args.command in ("inspect", "interview"):
+        return _ask(args)
+    if args.command == "town":
+        return _town(args)
+    if args.command == "verify":
+        return _verify(args)
+    if args.command == "why":
+        return _why(args)
+    if args.command == "metrics":
+        return _metrics(args)
+    if args.command == "experiment":
+        return _experiment(args)
+    if args.command == "estimate":
+        return _estimate(args)
+    if args.command == "check-model":
+        return _check_model(args)
+    if args.command == "serve":
+        return _serve(args)
+    if args.command == "evaluate":
+        from smallville.evaluate.command import main as evaluate
+
+        return evaluate(args, _budget(args))
+    return _run(args)
 
 
 def _verify(args) -> int:
@@ -559,11 +569,8 @@ def _replay(args) -> int:
 
         play(run, since, agent, args.speed, args.paused)
         return 0
-    try:
-        for line in timeline(run, agent, since, until, args.all):
-            print(line)
-    except BrokenPipeError:  # `| head` closed the pipe: not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    for line in timeline(run, agent, since, until, args.all):
+        print(line)
     return 0
 
 

@@ -253,6 +253,30 @@ def test_replay_takes_a_name_and_times_of_the_runs_one_day_as_hh_mm(trio_run, tm
     )
 
 
+@pytest.mark.parametrize(
+    "command", [("replay", "--format", "text"), ("why", "--agent", "klaus_mueller", "--at", "12:00"), ("inspect",)]
+)
+def test_output_piped_to_a_reader_that_stops_ends_quietly(trio_run, tmp_path, command):
+    # `smallville why RUN ... | head`: the reader goes away, and every command stops without
+    # an error line, as `cat` does (why said "smallville: error: Broken pipe")
+    read, write = os.pipe()
+    os.close(read)  # gone before the command writes anything
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "smallville", command[0], str(trio_run), *command[1:]],
+            cwd=ROOT,
+            env=clean_env(tmp_path),
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=600,
+        )
+    finally:
+        os.close(write)
+    assert out.stderr == ""
+    assert out.returncode == 1
+
+
 def test_inspect_interview_and_why_take_hh_mm_on_the_runs_one_day(trio_run, tmp_path):
     env = clean_env(tmp_path)
     state = json.loads(
