@@ -66,7 +66,7 @@ class EmbeddingProcess:
         ticket, self.next = self.next, self.next + 1
         here = self.here
         if here is None:
-            size = sum(map(len, texts)) + 64
+            size = 4 * sum(map(len, texts)) + 64  # (at most, as UTF-8 in a pickle)
             try:
                 self._take(wait=False)
                 while self.asked and self.in_flight + size > IN_FLIGHT:
