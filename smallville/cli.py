@@ -257,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar=("AGENT", "THOUGHT"),
-        help="put a thought into an agent's head at the fork (repeatable)",
+        help="put a thought into an agent's head (its id or name) at the fork (repeatable)",
     )
     fork.add_argument(
         "--for",

@@ -80,7 +80,7 @@ BAD_INPUT = [
     (["fork", "RUN", "--at", "10:00"], "smallville: error: cannot fork RUN at 2023-02-13 10:00:00: it covers"),
     (
         ["fork", "RUN", "--at", "2023-02-13 08:00", "--inject", "nobody", "hi"],
-        "smallville: error: --inject: unknown agent 'nobody'; the run has ann_lee, bob_ray",
+        "smallville: error: --inject: unknown agent 'nobody' in RUN: it has ann_lee, bob_ray",
     ),
     (
         ["inspect", "RUN", "--agent", "nobody"],

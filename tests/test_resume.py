@@ -132,7 +132,7 @@ def test_a_fork_shares_the_past_and_changes_the_future(tmp_path, whole):
         "--at",
         "2023-02-13 10:00",
         "--inject",
-        "klaus_mueller",
+        "klaus MUELLER",  # an agent by its name, as the run's tables show it (any case), or its id
         thought,
         "--runs-dir",
         tmp_path,
@@ -145,7 +145,8 @@ def test_a_fork_shares_the_past_and_changes_the_future(tmp_path, whole):
     before = [line for line in parent_lines if json.loads(line)["t"] < 3 * 3600]
     assert fork_lines[: len(before)] == before
     assert fork_lines != parent_lines
-    assert any(thought in line and '"injected":true' in line for line in fork_lines)
+    (injected,) = [json.loads(line) for line in fork_lines if thought in line and '"injected":true' in line]
+    assert injected["agent"] == "klaus_mueller"
     manifest = json.loads((fork / "manifest.json").read_text())
     assert manifest["fork"]["at"] == "2023-02-13 10:00:00"
     assert manifest["fork"]["parent"]["run_id"] == whole.name and manifest["status"] == "completed"

@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from smallville.errors import RunError, UsageError
+from smallville.errors import RunError, UnknownAgent, UsageError
 from smallville.run.folder import (
     EMBEDDINGS,
     EVENTS,
@@ -297,7 +297,7 @@ def fork_run(
     it goes to `folder` or a new one in `runs_dir` (default: beside the parent)."""
     from smallville.brain.assembly import assemble, settings_of
 
-    _check_fork(parent := Run.open(run_dir), at, inject)
+    inject = _check_fork(parent := Run.open(run_dir), at, inject)
     start = parent.start_point(at)
     source, offsets = (start.run, start.head.files) if start else (parent.path, {})
     switch = brain_switch(parent, brain, brain_config, api_base)
@@ -323,18 +323,19 @@ def _fork_brain(parent: Run, at: float, switch, seed: int | None, budget: dict |
     return _going(assemble(settings, seed, agents=len(parent.manifest.agents)), switch is not None)
 
 
-def _check_fork(parent: Run, at: float, inject) -> None:
-    """A fork's time within what the parent covers, and its thoughts for agents it has."""
+def _check_fork(parent: Run, at: float, inject) -> list[tuple[str, str]]:
+    """A fork's time within what the parent covers, and its thoughts for agents it has: each
+    (the agent's id, the thought), the agent given by id or name."""
     reached = parent.reached()
     if not 0 < at <= reached:
         raise UsageError(
             f"cannot fork {parent.path} at {parent.when(at)}: it covers "
             f"{parent.manifest.sim_start} to {parent.when(reached)}"
         )
-    ids = {a.id for a in parent.scenario.agents}
-    for agent_id, _ in inject:
-        if agent_id not in ids:
-            raise UsageError(f"--inject: unknown agent {agent_id!r}; the run has {', '.join(sorted(ids))}")
+    try:
+        return [(parent.agent_id(agent), thought) for agent, thought in inject]
+    except UnknownAgent as exc:
+        raise UnknownAgent(f"--inject: {exc}") from None
 
 
 def _fork_dir(parent: Run, fork: Fork, runs_dir, folder) -> Path:
