@@ -257,6 +257,22 @@ def test_use_in_a_process_of_its_own_gives_the_same_rows_and_goes_on_if_it_dies(
         process.close()
 
 
+def test_use_in_a_process_of_its_own_from_several_threads_gives_each_its_rows():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from smallville.embed.process import EmbeddingProcess
+    from smallville.embed.windows import WindowedUse
+
+    texts, here = town_sentences(), WindowedUse()
+    process = EmbeddingProcess()
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            rows = list(pool.map(lambda t: process.rows(process.submit([t], soon=True)), texts * 2))
+    finally:
+        process.close()
+    assert all(np.array_equal(r, here.encode([texts[i % len(texts)]])) for i, r in enumerate(rows))
+
+
 def test_use_submitted_to_its_process_is_read_later():
     use, here = UseEmbedder(process=True), UseEmbedder()
     try:

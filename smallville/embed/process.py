@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from multiprocessing.connection import Connection
 
 import numpy as np
@@ -35,6 +36,7 @@ class EmbeddingProcess:
         self.done: dict[int, np.ndarray] = {}
         self.in_flight = self.next = 0
         self.child: subprocess.Popen[bytes] | None = None
+        self.lock = threading.RLock()
         try:
             self._start()
         except (OSError, ValueError):  # no pipes to hand over (pass_fds is POSIX)
@@ -63,39 +65,42 @@ class EmbeddingProcess:
     def submit(self, texts: list[str], soon: bool = False) -> int:
         """A ticket for `texts`' rows; `soon`: they are computed before calls not `soon`
         that are waiting with them (the caller is about to wait)."""
-        ticket, self.next = self.next, self.next + 1
-        here = self.here
-        if here is None:
-            size = 4 * sum(map(len, texts)) + 64  # (at most, as UTF-8 in a pickle)
-            try:
-                self._take(wait=False)
-                while self.asked and self.in_flight + size > IN_FLIGHT:
-                    self._take(wait=True)
-                self.asked[ticket] = (texts, size)
-                self.in_flight += size
-                self.send.send((ticket, texts, soon))
-                return ticket
-            except (OSError, EOFError):
-                here = self._fail()
-        if ticket not in self.done:
-            self.done[ticket] = here.encode(texts)
-        return ticket
+        with self.lock:  # (one call at a time: the pipes are shared)
+            ticket, self.next = self.next, self.next + 1
+            here = self.here
+            if here is None:
+                size = 4 * sum(map(len, texts)) + 64  # (at most, as UTF-8 in a pickle)
+                try:
+                    self._take(wait=False)
+                    while self.asked and self.in_flight + size > IN_FLIGHT:
+                        self._take(wait=True)
+                    self.asked[ticket] = (texts, size)
+                    self.in_flight += size
+                    self.send.send((ticket, texts, soon))
+                    return ticket
+                except (OSError, EOFError):
+                    here = self._fail()
+            if ticket not in self.done:
+                self.done[ticket] = here.encode(texts)
+            return ticket
 
     def ready(self, ticket: int) -> bool:
-        if ticket not in self.done and self.here is None:
-            try:
-                self._take(wait=False)
-            except (OSError, EOFError):
-                self._fail()
-        return ticket in self.done
+        with self.lock:  # (one call at a time: the pipes are shared)
+            if ticket not in self.done and self.here is None:
+                try:
+                    self._take(wait=False)
+                except (OSError, EOFError):
+                    self._fail()
+            return ticket in self.done
 
     def rows(self, ticket: int) -> np.ndarray:
-        while ticket in self.asked:
-            try:
-                self._take(wait=True)
-            except (OSError, EOFError):
-                self._fail()
-        return self.done.pop(ticket)
+        with self.lock:  # (one call at a time: the pipes are shared)
+            while ticket in self.asked:
+                try:
+                    self._take(wait=True)
+                except (OSError, EOFError):
+                    self._fail()
+            return self.done.pop(ticket)
 
     def _take(self, wait: bool) -> None:
         """Take in what the process has answered (with `wait`, at least one answer)."""
