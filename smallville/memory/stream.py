@@ -40,7 +40,9 @@ class MemoryStream:
     `weights` are (recency, importance, relevance); `decay` is per game hour; `normalize`
     is how the terms are scaled before they are weighted: "minmax" (each over the stream,
     the paper's) or "fixed" (importance / 10, raw cosine, raw recency; exact index only). With an
-    `embedder`, `dim` may be left out and texts may stand for embeddings. `index` is
+    `embedder`, `dim` may be left out and texts may stand for embeddings; one that embeds
+    elsewhere (`smallville.embed.later`) lets `add` return before the row is in: the memory is
+    there at once, its row is taken in when the table or rows are first read. `index` is
     "exact" (default: every memory scored, one pass over the embeddings) or "hnsw"
     (approximate, for huge streams: see `smallville.memory.approx`; needs non-negative
     weights; `hnsw_m`, `ef_construction` and `ef_search` tune its graph): the retriever
