@@ -486,35 +486,30 @@ def main(argv: list[str] | None = None) -> int:
 
 def _command(args) -> int:
     """Run the command `args` name; its exit code."""
-    if args.command == "validate":
-        return _validate(args)
-    if args.command == "replay":
-        return _replay(args)
-    if args.command in ("resume", "fork"):
-        return _continue(args)
-    if args.command in ("inspect", "interview"):
-        return _ask(args)
-    if args.command == "town":
-        return _town(args)
-    if args.command == "verify":
-        return _verify(args)
-    if args.command == "why":
-        return _why(args)
-    if args.command == "metrics":
-        return _metrics(args)
-    if args.command == "experiment":
-        return _experiment(args)
-    if args.command == "estimate":
-        return _estimate(args)
-    if args.command == "check-model":
-        return _check_model(args)
-    if args.command == "serve":
-        return _serve(args)
-    if args.command == "evaluate":
-        from smallville.evaluate.command import main as evaluate
+    commands = {
+        "validate": _validate,
+        "replay": _replay,
+        "resume": _continue,
+        "fork": _continue,
+        "inspect": _ask,
+        "interview": _ask,
+        "town": _town,
+        "verify": _verify,
+        "why": _why,
+        "metrics": _metrics,
+        "experiment": _experiment,
+        "estimate": _estimate,
+        "check-model": _check_model,
+        "serve": _serve,
+        "evaluate": _evaluate,
+    }
+    return commands.get(args.command, _run)(args)
 
-        return evaluate(args, _budget(args))
-    return _run(args)
+
+def _evaluate(args) -> int:
+    from smallville.evaluate.command import main as evaluate
+
+    return evaluate(args, _budget(args))
 
 
 def _verify(args) -> int:
