@@ -31,7 +31,7 @@ def server(monkeypatch):
         yield s
 
 
-def town_hour(tmp_path, server, name, config=None, duration=3600, **settings):
+def town_hour(tmp_path, server, name, config=None, duration=3600, embedder="lexical", **settings):
     brain = LLMConfig(
         model="openai/test-model", api_base=server.api_base, preflight=False, max_concurrency=16, **settings
     )
@@ -40,7 +40,7 @@ def town_hour(tmp_path, server, name, config=None, duration=3600, **settings):
         runs_dir=tmp_path / name,
         duration=duration,
         brain=brain,
-        embedder="lexical",
+        embedder=embedder,
         config=config,
     )
 
@@ -196,6 +196,23 @@ def test_run_ahead_needs_no_fork(tmp_path, server, monkeypatch):
     assert (ahead.path / "events.jsonl").read_bytes() == (in_order.path / "events.jsonl").read_bytes()
     stats = ahead.manifest.usage["run_ahead"]
     assert stats["copies"] > 0 and stats["most_ahead_s"] > 0 and stats.get("failed_copies", 0) == 0
+
+
+def test_run_ahead_with_the_use_embedder_in_its_process_writes_the_in_order_run(tmp_path, server):
+    """USE embeds in a process of its own beside the run: the copies' memories go there too
+    and are read when their searches need them. The run writes the in-order run's events, and
+    every text's embedding is the same bits (the copies ask for texts ahead of the run, so the
+    record holds them in another order)."""
+    from smallville.embed.record import EmbeddingRecord
+
+    in_order = town_hour(tmp_path, server, "in_order", duration=1800, embedder="use", lookahead=0)
+    ahead = town_hour(tmp_path, server, "ahead", duration=1800, embedder="use")
+    assert ahead.manifest.usage["run_ahead"]["copies"] > 0
+    assert ahead.manifest.embedder["name"] == "use-multilingual-v3"
+    assert (ahead.path / "events.jsonl").read_bytes() == (in_order.path / "events.jsonl").read_bytes()
+    texts = [json.loads(line) for line in (in_order.path / "embeddings" / "texts.jsonl").read_text().splitlines()]
+    mine, theirs = EmbeddingRecord(ahead.path / "embeddings"), EmbeddingRecord(in_order.path / "embeddings")
+    assert texts and all(mine.get(t) is not None and (mine.get(t) == theirs.get(t)).all() for t in texts)
 
 
 def test_resumed_and_forked_model_runs_fetch_ahead_and_write_the_in_order_run(tmp_path, server):
