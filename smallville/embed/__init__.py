@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from smallville.embed.later import Base, Coming, Later
+from smallville.embed.later import Later, TextCache
 from smallville.embed.lexical import LexicalEmbedder
 from smallville.embed.litellm import LiteLLMEmbedder
 from smallville.embed.use import UseEmbedder
@@ -46,57 +46,20 @@ class Embedder(Protocol):
     def close(self) -> None: ...
 
 
-class CachedEmbedder(Base):
-    """Embeds each distinct text once: a dict text -> row in front of `inner`.
-
-    The misses of one call go to `inner` in one batch. `misses` counts the texts sent to
-    `inner`, `hits` the texts answered without it (a repeat within one call is a hit, and
-    so is a text submitted before and still coming). The cache is unbounded: a town's
-    distinct observations number in the thousands.
-    """
+class CachedEmbedder(TextCache):
+    """Embeds each distinct text once: a dict text -> row in front of `inner` (`TextCache`).
+    The cache is unbounded: a town's distinct observations number in the thousands."""
 
     def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
-        self.hits = 0
-        self.misses = 0
         self._rows: dict[str, np.ndarray] = {}
-        self._coming = Coming(self._keep)
+        super().__init__(inner, self._keep)
 
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return self.submit(texts, soon=True)()
-
-    def submit(self, texts: Sequence[str], soon: bool = False) -> Later:
-        texts, coming = list(texts), self._coming
-        todo = list(dict.fromkeys(t for t in texts if t not in self._rows and t not in coming))
-        if todo:
-            coming.ask(todo, self.inner.submit(todo, soon))
-        self.misses += len(todo)
-        self.hits += len(texts) - len(todo)
-        return coming.later(texts, lambda: self._stack(texts))
+    def known(self, text: str) -> np.ndarray | None:
+        return self._rows.get(text)
 
     def _keep(self, texts: list[str], rows: np.ndarray) -> None:
         for text, row in zip(texts, rows):
             self._rows[text] = row
-
-    def _stack(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        known, coming = self._rows, self._coming
-        return np.stack([known[t] if t in known else coming.row(t) for t in texts]).astype(np.float32, copy=False)
-
-    def close(self) -> None:
-        """Keep what has come and end the embedder (what has not come is asked again if
-        needed: a checkpoint waited for everything it refers to, `sync`)."""
-        self._coming.take()
-        self.inner.close()
 
     def __len__(self) -> int:
         return len(self._rows)

@@ -3,9 +3,10 @@ are embedded in another process (`smallville.embed.process`).
 
 An embedder's `submit(texts)` returns a `Later`: `ready` says whether the rows are in,
 calling it waits for them. `Base` gives every embedder a `submit` that embeds at once; the
-caches keep what is still coming in `Coming`, so that they take rows in the order the texts
-were asked for, whichever is awaited first (a run's record of embeddings is written in that
-order, the same with or without a process).
+caches (`TextCache`: `CachedEmbedder`, `RecordedEmbedder`) keep what is still coming in
+`Coming`, so that they take rows in the order the texts were asked for, whichever is awaited
+first (a run's record of embeddings is written in that order, the same with or without a
+process).
 """
 
 from __future__ import annotations
@@ -100,3 +101,57 @@ class Coming:
         if not calls:
             return Later.of(rows())
         return Later(rows, lambda: all(call.ready for call in calls))
+
+
+class TextCache(Base):
+    """Embeds each distinct text once: a text it `known`s is answered at once, the others of
+    a call go to `inner` in one call, are read as soon as they are in and kept, through
+    `keep`, in the order asked (`coming`). `misses` counts the texts sent to `inner`, `hits`
+    the texts answered without it (a repeat within one call is a hit, and so is a text
+    submitted before and still coming)."""
+
+    def __init__(self, inner, keep: Callable[[list[str], np.ndarray], None]) -> None:
+        self.inner = inner
+        self.coming = Coming(keep)
+        self.hits = self.misses = 0
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
+    def known(self, text: str) -> np.ndarray | None:
+        """The row of a text already kept, if it is."""
+        raise NotImplementedError
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.submit(texts, soon=True)()
+
+    def submit(self, texts: Sequence[str], soon: bool = False) -> Later:
+        texts, coming = list(texts), self.coming
+        if len(texts) == 1 and texts[0] not in coming:  # the usual call: one memory stored
+            row = self.known(texts[0])
+            if row is not None:
+                self.hits += 1
+                return Later.of(row[None, :])
+        todo = list(dict.fromkeys(t for t in texts if t not in coming and self.known(t) is None))
+        if todo:
+            coming.ask(todo, self.inner.submit(todo, soon))
+        self.misses += len(todo)
+        self.hits += len(texts) - len(todo)
+        return coming.later(texts, lambda: self._stack(texts))
+
+    def _stack(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        coming = self.coming
+        return np.stack([coming.row(t) if t in coming else self.known(t) for t in texts]).astype(np.float32, copy=False)
+
+    def close(self) -> None:
+        """Keep what has come and end the embedder (what has not come is asked again if
+        needed: a checkpoint waited for everything it refers to)."""
+        self.coming.take()
+        self.inner.close()

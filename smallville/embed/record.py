@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from smallville.embed.later import Base, Coming, Later
+from smallville.embed.later import TextCache
 
 FOLDER, TEXTS, VECTORS = "embeddings", "texts.jsonl", "vectors.f32"  # RUN_DIR/FOLDER/TEXTS, ...
 
@@ -136,22 +136,17 @@ class EmbeddingRecord:
         self._files = None
 
 
-class RecordedEmbedder(Base):
+class RecordedEmbedder(TextCache):
     """An embedder that answers from a run's record first (and its parent's, `base`), asks
     `inner` only for texts the record lacks, and records those (with `write` off: keeps them
     in memory only). So it is a per-text cache too, in place of `CachedEmbedder`. Its `dim`
     comes from the record when it has one, so a remote embedder is not reached."""
 
     def __init__(self, inner, folder: str | Path, base: list[str | Path] = (), write: bool = True) -> None:
-        self.inner = inner
         self.write = write
         self.bases = [EmbeddingRecord(Path(b)) for b in base]
         self.record = EmbeddingRecord(folder, next((b.dim for b in self.bases if b.dim), None))
-        self._coming = Coming(self.record.add if write else self.record.keep)  # recorded in the order asked
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
+        super().__init__(inner, self.record.add if write else self.record.keep)  # recorded in the order asked
 
     @property
     def dim(self) -> int:
@@ -162,7 +157,7 @@ class RecordedEmbedder(Base):
         """Where the run's own record holds each text's embedding: its line (-1: not there),
         and the rows at those lines (zeros for -1). A checkpoint refers to these lines rather
         than write the embeddings again; what it refers to is put on disk first (`sync`)."""
-        self._coming.take(wait=True)
+        self.coming.take(wait=True)
         lines = np.full(len(texts), -1, dtype=np.int64)
         rows = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, text in enumerate(texts):
@@ -172,10 +167,10 @@ class RecordedEmbedder(Base):
         return lines, rows
 
     def sync(self) -> None:
-        self._coming.take(wait=True)
+        self.coming.take(wait=True)
         self.record.sync()
 
-    def _known(self, text: str) -> np.ndarray | None:
+    def known(self, text: str) -> np.ndarray | None:
         row = self.record.get(text)
         for base in self.bases:
             if row is not None:
@@ -183,32 +178,9 @@ class RecordedEmbedder(Base):
             row = base.get(text)
         return row
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return self.submit(texts, soon=True)()
-
-    def submit(self, texts: Sequence[str], soon: bool = False) -> Later:
-        texts, coming = list(texts), self._coming
-        if len(texts) == 1 and texts[0] not in coming:  # the usual call: one memory stored
-            row = self._known(texts[0])
-            if row is not None:
-                return Later.of(row[None, :])
-        todo = list(dict.fromkeys(t for t in texts if t not in coming and self._known(t) is None))
-        if todo:
-            coming.ask(todo, self.inner.submit(todo, soon))
-        return coming.later(texts, lambda: self._stack(texts))
-
-    def _stack(self, texts: list[str]) -> np.ndarray:
-        rows = [self._coming.row(t) if t in self._coming else self._known(t) for t in texts]
-        if not rows:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack(rows).astype(np.float32, copy=False)
-
     def close(self) -> None:
-        """Keep what has come and end the embedder (what has not come is asked again if
-        needed: a checkpoint waited for everything it refers to, `sync`)."""
-        self._coming.take()
+        super().close()
         self.record.close()
-        self.inner.close()
 
 
 def _canonical(line: bytes) -> bytes:

