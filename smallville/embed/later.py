@@ -54,6 +54,10 @@ class Base:
         """`texts`' rows, later; `soon`: the caller is about to wait for them."""
         return Later.of(self.embed(texts))
 
+    def expect(self, texts: Sequence[str]) -> None:
+        """`texts` will be embedded soon: an embedder that keeps what it embedded (`TextCache`)
+        asks for them now; here, nothing (they would be embedded twice)."""
+
     def close(self) -> None:
         """End what it holds (a process, open files); it can still embed afterwards."""
 
@@ -143,6 +147,11 @@ class TextCache(Base):
         self.misses += len(todo)
         self.hits += len(texts) - len(todo)
         return coming.later(texts, lambda: self._stack(texts))
+
+    def expect(self, texts: Sequence[str]) -> None:
+        """Ask for `texts` now (in one call), awaited soon: `embed` then finds them known or
+        coming."""
+        self.submit(texts, soon=True)
 
     def _stack(self, texts: list[str]) -> np.ndarray:
         if not texts:

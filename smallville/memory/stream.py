@@ -266,6 +266,13 @@ class MemoryStream:
         self._retriever.touch(touched, float(now))
         return results
 
+    def expect(self, queries: Sequence[Query]) -> None:
+        """The text `queries` of a retrieval to come (or texts to be added): the embedder may
+        start on them now."""
+        texts = [q for q in queries if isinstance(q, str)]
+        if texts and self.embedder is not None:
+            self.embedder.expect(texts)
+
     def embed_queries(self, queries: list) -> np.ndarray:
         """Retrieval queries (texts or embeddings) as a (len(queries), dim) array of unit rows."""
         texts = [q for q in queries if isinstance(q, str)]

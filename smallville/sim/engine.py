@@ -428,6 +428,20 @@ class Simulation:
                 self.emit(events.LEARNED, agent.id, probe=probe.name, memory=mid)
         return mid
 
+    def recalling(self, agent: Agent, queries) -> simpy.Event:
+        """What an agent waits on before it retrieves `queries` (`retrieve`): it goes on after
+        every other agent due at this instant has gone on to its own wait, so the embedder
+        starts on all their queries (and on the memories they just stored) together, in
+        another process, rather than on each as its agent searches. Always a wait, whatever
+        the embedder, so the order of a run's events does not depend on it."""
+        self.expect(agent, queries)
+        return self.env.timeout(0)
+
+    def expect(self, agent: Agent, queries=(), stored=()) -> None:
+        """The `queries` the agent will retrieve with and the texts it will have `stored` soon:
+        their embedding may start now."""
+        self.memory.expect(self, agent, list(queries) if self.config.retrieval else [], list(stored))
+
     def retrieve(self, agent: Agent, query: str, k: int):
         if not self.config.retrieval:
             return []

@@ -75,6 +75,7 @@ def describe(sim, agent: Agent):
         f"{name}'s current daily occupation",
         f"{name}'s feeling about their recent progress in life",
     )
+    yield sim.recalling(agent, queries)
     core, occupation, progress = (recall(sim, agent, q, sim.config.retrieve_k) for q in queries)
     answer = yield sim.ask(
         agent,
@@ -104,7 +105,9 @@ def plan_day(sim, agent: Agent, day: int):
         yield from describe(sim, agent)
     midnight = sim.midnight(day)
     if sim.config.planning:
-        memories = recall(sim, agent, f"{agent.name}'s plans for {date}", sim.config.plan_k)
+        query = f"{agent.name}'s plans for {date}"
+        yield sim.recalling(agent, [query])
+        memories = recall(sim, agent, query, sim.config.plan_k)
         plan = yield sim.ask(
             agent,
             rq.PlanDay(
@@ -125,6 +128,7 @@ def plan_day(sim, agent: Agent, day: int):
     agent.plan = plan_blocks(sim, midnight, plan.blocks)
     agent.plan_day = day
     agent.block = None
+    expect_blocks(sim, agent)
     sim.emit(
         events.PLAN,
         agent.id,
@@ -150,6 +154,7 @@ def replan(sim, agent: Agent, reason: str):
     rest = tuple(
         (int((b.start - day0) // 60), int((b.end - day0) // 60), b.activity, b.where) for b in agent.plan if b.end > now
     )
+    yield sim.recalling(agent, [reason])
     memories = recall(sim, agent, reason, sim.config.plan_k)
     routine = routine_of(agent)
     plan = yield sim.ask(
@@ -173,6 +178,15 @@ def replan(sim, agent: Agent, reason: str):
     new = [b._replace(start=max(now, b.start)) for b in plan_blocks(sim, day0, plan.blocks) if b.end > now]
     agent.plan = [b for b in done if b.end > b.start] + new
     agent.block = None
+    expect_blocks(sim, agent)
+
+
+def expect_blocks(sim, agent: Agent) -> None:
+    """The queries the plan's blocks to come will be broken into actions with (`decompose`
+    recalls by a block's activity), embedded ahead of the hours they start."""
+    if sim.config.planning:
+        now = sim.env.now
+        sim.expect(agent, list(dict.fromkeys(b.activity for b in agent.plan if b.end > now and not b.sleep)))
 
 
 def plan_blocks(sim, midnight: float, blocks) -> list[PlanBlock]:
@@ -230,6 +244,7 @@ def decompose(sim, agent: Agent, block: PlanBlock):
     area = sim.world.area_of(agent.id)
     objects = tuple(t.name for t in sim.world.objects_in(area))
     elsewhere = other_rooms(sim, agent, block.where or area, area)
+    yield sim.recalling(agent, [block.activity])
     memories = recall(sim, agent, block.activity, sim.config.retrieve_k)
     day0 = sim.midnight(agent.plan_day)
 
@@ -506,14 +521,21 @@ def perceive(sim, agent: Agent):
     new = [(key, text) for key, text in seen if agent.seen.get(key) != text]
     agent.seen.update(new)
     alerts, agent.alerts = agent.alerts, []
+    new_keys = {key for key, _ in new}
+    observations = alerts + [text for key, text in new if key != agent.id]
+
+    def free_now() -> list[str]:
+        return [o for o in people if o in new_keys and sim.can_talk(agent, sim.agents[o])]
+
+    likely = free_now() or alerts  # a reaction: its queries embedded with what is seen
+    sim.expect(agent, react_queries(sim, agent, observations, free_now()) if likely else (), [t for _, t in new])
     if new:
         yield from remember(sim, agent, [text for _, text in new], "observation")
     yield from reflect(sim, agent)
-    new_keys = {key for key, _ in new}
-    free = [o for o in people if o in new_keys and sim.can_talk(agent, sim.agents[o])]
+    free = free_now()
     if not free and not alerts:
         return False
-    reaction = yield from react(sim, agent, alerts + [text for key, text in new if key != agent.id], free)
+    reaction = yield from react(sim, agent, observations, free)
     req = sim.asked(agent)
     if reaction.action == "talk" and reaction.target in free and sim.can_talk(agent, sim.agents[reaction.target]):
         yield from converse(sim, agent, sim.agents[reaction.target], req)
@@ -543,9 +565,9 @@ def react(sim, agent: Agent, observations: list[str], free: list[str]):
     """Ask what to do about what was observed, with the paper's context: the agent's summary,
     the time, what it is doing, and what it remembers of whom (or what) it observed and of
     what they are doing (two queries)."""
-    focus = [sim.agents[o].name for o in free] or observations[:1]
-    about = recall(sim, agent, f"{agent.name}'s relationship with " + ", ".join(focus), sim.config.react_k)
-    doing = recall(sim, agent, " ".join(observations[:3]), sim.config.react_k)
+    queries = react_queries(sim, agent, observations, free)
+    yield sim.recalling(agent, queries)
+    about, doing = (recall(sim, agent, q, sim.config.react_k) for q in queries)
     return (
         yield sim.ask(
             agent,
@@ -567,6 +589,13 @@ def react(sim, agent: Agent, observations: list[str], free: list[str]):
             ),
         )
     )
+
+
+def react_queries(sim, agent: Agent, observations: list[str], free: list[str]) -> tuple[str, str]:
+    """A reaction's two queries: the agent's relationship with whom it could talk to (or
+    with what it observed first), and what it observed."""
+    focus = [sim.agents[o].name for o in free] or observations[:1]
+    return f"{agent.name}'s relationship with " + ", ".join(focus), " ".join(observations[:3])
 
 
 def last_talk(sim, agent: Agent, other: str) -> str:
@@ -602,6 +631,7 @@ def remember(
     if unrated:
         ratings = sim.memory.local_ratings(sim, agent, tuple(texts[i] for i in unrated))  # a keyword tagger
         if ratings is None:
+            sim.expect(agent, stored=texts)  # embedded while the rating is asked for
             answer = yield sim.ask(
                 agent, sim.memory.rating_request(agent, tuple(texts[i] for i in unrated), [kinds[i] for i in unrated])
             )
@@ -644,6 +674,7 @@ def reflect(sim, agent: Agent):
     held = [t for t, kind in zip(agent.stream.texts(), agent.stream.kinds()) if kind == "reflection"]
     known = tuple(dict.fromkeys(reversed(held)))[:KNOWN_INSIGHTS][::-1]
     asks, evidence, numbers = [], [], []
+    yield sim.recalling(agent, asked)
     for q in asked:  # each question's evidence retrieved just before its request, which records it
         ev = cleaned(sim, agent, [h.memory for h in sim.retrieve(agent, q, sim.config.evidence_k)])
         asks.append(sim.ask(agent, rq.Insights(agent.id, agent.name, q, dated(sim, ev), known)))
@@ -689,7 +720,11 @@ def talk_on(sim, talk):
     history = talk.lines
     while talk.ending is None and talk.turn < sim.config.max_turns:
         speaker, listener = (a, b) if talk.turn % 2 == 0 else (b, a)
-        recalled = talk_memories(sim, speaker, listener, history) if sim.config.sharing else []
+        recalled = []
+        if sim.config.sharing:
+            queries = talk_queries(speaker, listener, history)
+            yield sim.recalling(speaker, queries)
+            recalled = talk_memories(sim, speaker, queries)
         doing = talk.doing if speaker is a else talk.doing[::-1]
         line = yield sim.ask(
             speaker,
@@ -717,6 +752,8 @@ def talk_on(sim, talk):
                 x.activity = f"talking with {y.name} about {line.topic}"
         talk.turn += 1
         talk.ending = "goodbye" if line.end else "repeat" if repeated else None
+        if talk.ending is None and talk.turn < sim.config.max_turns and sim.config.sharing:
+            sim.expect(listener, talk_queries(listener, speaker, history))  # the next line's, a tick ahead
         yield sim.wait(a, Doing(Phase.TALKING, sim.env.now + sim.tick, talk=talk.id))
     reason = talk.ending or "turn_limit"
     said = [events.Said(*((a.id, b.id) if name == a.name else (b.id, a.id)), text) for name, text in history]
@@ -726,15 +763,20 @@ def talk_on(sim, talk):
     sim.end_talk(talk)
 
 
-def talk_memories(sim, speaker: Agent, listener: Agent, history: list) -> list[tuple[str, str, int, str]]:
-    """What the speaker recalls for its next line, by the paper's focal points: its view of
-    the listener, what the listener is doing and the last four lines; `talk_k` memories for
-    each, in that order, cleaned (`recall.cleaned`: each text once), as (when, text,
-    importance, kind)."""
+def talk_queries(speaker: Agent, listener: Agent, history: list) -> list[str]:
+    """What the speaker recalls by for its next line, the paper's focal points: its view of
+    the listener, what the listener is doing and the last four lines."""
     view = speaker.relationships.get(listener.id, "")
     queries = [f"{listener.name}, {view}" if view else listener.name, f"{listener.name} is {listener.activity}"]
     if history:
         queries.append("\n".join(f"{name}: {line}" for name, line in history[-4:]))
+    return queries
+
+
+def talk_memories(sim, speaker: Agent, queries: list[str]) -> list[tuple[str, str, int, str]]:
+    """What the speaker recalls for its next line (`talk_queries`): `talk_k` memories for
+    each query, in that order, cleaned (`recall.cleaned`: each text once), as (when, text,
+    importance, kind)."""
     hits = [h.memory for found in sim.retrieve_many(speaker, queries, sim.config.talk_k) for h in found]
     kept = cleaned(sim, speaker, hits)
     return [(when, m.text, m.importance, m.kind) for (when, _), m in zip(dated(sim, kept), kept)]
@@ -744,6 +786,8 @@ def look_back(sim, x: Agent, y: Agent, history: list, said: list):
     """One side of a conversation that is over: its lines, a summary, a planning thought
     and a memo remembered (rated in one request), and the view of the other written again
     from memory."""
+    yield sim.recalling(x, [y.name])
+    recalled = recall(sim, x, y.name, sim.config.talk_k)
     notes = yield sim.ask(
         x,
         rq.AfterTalk(
@@ -753,7 +797,7 @@ def look_back(sim, x: Agent, y: Agent, history: list, said: list):
             y.name,
             x.relationships.get(y.id, ""),
             tuple(history),
-            recall(sim, x, y.name, sim.config.talk_k),
+            recalled,
             sim.moment(),
             sim.world.area_of(x.id),
         ),

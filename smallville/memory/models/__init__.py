@@ -9,6 +9,7 @@ A `Simulation` holds one model (`sim.memory`), and its life asks it only this:
     sim.memory.guess(request)                       run-ahead's guess at that answer (sim.copies)
     sim.memory.store(sim, agent, text, kind, rating, links, created, said)
                                                     keep a memory, or not: its id or None
+    sim.memory.expect(sim, agent, queries, stored)  texts retrieved with and stored soon: their embedding may start
     sim.memory.retrieve(sim, agent, query, k)       what comes to mind, best first (`Hit`s)
     sim.memory.retrieve_many(sim, agent, queries, k)  the same for several queries of one moment
     sim.memory.reflect_due(sim, agent)              whether the paper's reflection is due

@@ -69,6 +69,13 @@ class PaperModel:
         bound = self.settings.reflection.max_depth
         return bool(bound) and 1 + max((self.depth(stream, i) for i in cited), default=0) > bound
 
+    def expect(self, sim, agent, queries: list, stored: list) -> None:
+        """`queries` will be retrieved with and `stored` stored (every memory is) soon: what
+        embeds them may start now, in one call (a query only if there is a memory to search)."""
+        texts = stored + (queries if len(agent.stream) else [])
+        if texts:
+            agent.stream.expect(texts)
+
     def retrieve(self, sim, agent, query: str, k: int) -> list:
         return agent.stream.retrieve(query, k=k, now=sim.env.now) if len(agent.stream) else []
 

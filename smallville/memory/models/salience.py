@@ -225,6 +225,14 @@ class SalienceModel:
 
     # ---- retrieval -------------------------------------------------------------------
 
+    def expect(self, sim, agent, queries: list, stored: list) -> None:
+        """`queries` will be retrieved with soon: what embeds them may start now (if they are
+        embedded: the strongest memories are searched, by relevance too). Texts to be
+        `stored` are not: most never reach long-term memory."""
+        s = self.settings
+        if queries and len(agent.stream) and s.top_k_significant and s.relevance:
+            agent.stream.expect(queries)
+
     def retrieve_many(self, sim, agent, queries: list, k: int) -> list[list[Hit]]:
         """`retrieve` for each query (text or its embedding)."""
         return [self.retrieve(sim, agent, query, k) for query in queries]
