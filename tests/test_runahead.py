@@ -200,9 +200,9 @@ def test_run_ahead_needs_no_fork(tmp_path, server, monkeypatch):
 
 def test_run_ahead_with_the_use_embedder_in_its_process_writes_the_in_order_run(tmp_path, server):
     """USE embeds in a process of its own beside the run: the copies' memories go there too
-    and are read when their searches need them. The run writes the in-order run's events, and
-    every text's embedding is the same bits (the copies ask for texts ahead of the run, so the
-    record holds them in another order)."""
+    and are read when their searches need them. The run writes the in-order run's events and
+    its record of embeddings, byte for byte: the copies embed through a cache of their own
+    (a USE row depends on the texts asked with it, and the copies ask others together)."""
     from smallville.embed.record import EmbeddingRecord
 
     in_order = town_hour(tmp_path, server, "in_order", duration=1800, embedder="use", lookahead=0)
@@ -213,6 +213,8 @@ def test_run_ahead_with_the_use_embedder_in_its_process_writes_the_in_order_run(
     texts = [json.loads(line) for line in (in_order.path / "embeddings" / "texts.jsonl").read_text().splitlines()]
     mine, theirs = EmbeddingRecord(ahead.path / "embeddings"), EmbeddingRecord(in_order.path / "embeddings")
     assert texts and all(mine.get(t) is not None and (mine.get(t) == theirs.get(t)).all() for t in texts)
+    for name in ("texts.jsonl", "vectors.f32"):
+        assert (ahead.path / "embeddings" / name).read_bytes() == (in_order.path / "embeddings" / name).read_bytes()
 
 
 def test_resumed_and_forked_model_runs_fetch_ahead_and_write_the_in_order_run(tmp_path, server):

@@ -364,14 +364,14 @@ class MemoryStream:
         c = self.columns
         return Mark(c.count, len(c.table), c.accessed[: c.count].copy())
 
-    def branch(self, mark: Mark | None = None) -> MemoryStream:
+    def branch(self, mark: Mark | None = None, embedder=None) -> MemoryStream:
         """A new stream holding this one's memories as they were at `mark` (default: now),
-        with the same settings and embedder. The two share nothing: what is added to or
-        retrieved from either leaves the other as it was."""
+        with the same settings and embedder (or `embedder`). The two share nothing: what is
+        added to or retrieved from either leaves the other as it was."""
         mark = mark or self.mark()
         n, u = mark.count, mark.rows
         other = MemoryStream(
-            self.dim, self.weights, self.decay, self.embedder, self.index_kind, normalize=self.normalize
+            self.dim, self.weights, self.decay, embedder or self.embedder, self.index_kind, normalize=self.normalize
         )
         other.embedder_name = self.embedder_name
         mine, theirs = self.columns, other.columns

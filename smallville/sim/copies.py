@@ -232,11 +232,12 @@ class Copy:
         from smallville.sim.engine import Simulation
 
         original, snapshot, group = self.dispatch.sim, self.snapshot, self.group
-        streams = {a: original.agents[a].stream.branch(snapshot.marks[a]) for a in sorted(group)}
+        embedder = self.dispatch.copies_embedder()
+        streams = {a: original.agents[a].stream.branch(snapshot.marks[a], embedder) for a in sorted(group)}
         self.sim = Simulation(
             original.scenario,
             original.brain,
-            original.embedder,
+            embedder,
             config=original.config,
             log=Counting(original.scenario.start),
             world=self.dispatch.spare_world(),

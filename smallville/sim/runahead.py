@@ -204,6 +204,7 @@ class RunAheadDispatcher(Dispatcher):
         self.turn = 0  # the copy that runs next
         self.waiting_since = 0.0  # when the run began to wait for its present batch (wall clock)
         self.worlds: list = []  # worlds of copies gone, to be used again
+        self._overlay = None  # what the copies embed with (`copies_embedder`)
         if ahead.lookahead > 0:
             self._note()  # made between steps (before the start, or restored)
             sim.at_each_tick(self._note)
@@ -223,6 +224,16 @@ class RunAheadDispatcher(Dispatcher):
         )
         self._rebase()
         self.ahead.stats["snapshots_cpu_us"] += int(1e6 * (time.thread_time() - cpu))
+
+    def copies_embedder(self):
+        """What the copies embed with: an `Overlay` of the run's cache, made once (the copies
+        share what they embedded; the run's cache is left as if they never asked)."""
+        if self._overlay is None:
+            from smallville.embed.later import Overlay, TextCache
+
+            embedder = self.sim.embedder
+            self._overlay = Overlay(embedder) if isinstance(embedder, TextCache) else embedder
+        return self._overlay
 
     def spare_world(self):
         """A world for a new copy, with no one in it (`set_state` puts its people and the
