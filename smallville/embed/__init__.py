@@ -26,6 +26,8 @@ __all__ = [
     "Later",
     "LexicalEmbedder",
     "LiteLLMEmbedder",
+    "Overlay",
+    "TextCache",
     "UseEmbedder",
     "make_embedder",
 ]
@@ -65,6 +67,25 @@ class CachedEmbedder(TextCache):
 
     def __len__(self) -> int:
         return len(self._rows)
+
+
+class Overlay(CachedEmbedder):
+    """A cache over another (`under`) that leaves it as it was: a text `under` has kept is
+    read from it, any other is asked of `under`'s own embedder and kept here only. Run-ahead's
+    copies embed through one, so the run's rows come only of the run's own calls: a USE row
+    depends on the texts of its call, and the copies ask other texts together (and first)."""
+
+    def __init__(self, under: TextCache) -> None:
+        super().__init__(under.inner)
+        self.under = under
+
+    def known(self, text: str) -> np.ndarray | None:
+        row = self.under.known(text)
+        return super().known(text) if row is None else row
+
+    def close(self) -> None:
+        """Keep what has come (the embedder is `under`'s: it is left open)."""
+        self.coming.take()
 
 
 def make_embedder(

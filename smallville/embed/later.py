@@ -164,26 +164,3 @@ class TextCache(Base):
         needed: a checkpoint waited for everything it refers to)."""
         self.coming.take()
         self.inner.close()
-
-
-class Overlay(TextCache):
-    """A cache over another (`under`) that leaves it as it was: a text `under` has kept is
-    read from it, any other is asked of `under`'s own embedder and kept here only. Run-ahead's
-    copies embed through one, so the run's rows come only of the run's own calls: a USE row
-    depends on the texts of its call, and the copies ask other texts together (and first)."""
-
-    def __init__(self, under: TextCache) -> None:
-        self.under = under
-        self._rows: dict[str, np.ndarray] = {}
-        super().__init__(under.inner, self._keep)
-
-    def known(self, text: str) -> np.ndarray | None:
-        row = self.under.known(text)
-        return self._rows.get(text) if row is None else row
-
-    def _keep(self, texts: list[str], rows: np.ndarray) -> None:
-        self._rows.update(zip(texts, rows))
-
-    def close(self) -> None:
-        """Keep what has come (the embedder is `under`'s: it is left open)."""
-        self.coming.take()

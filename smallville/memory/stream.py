@@ -371,7 +371,12 @@ class MemoryStream:
         mark = mark or self.mark()
         n, u = mark.count, mark.rows
         other = MemoryStream(
-            self.dim, self.weights, self.decay, embedder or self.embedder, self.index_kind, normalize=self.normalize
+            self.dim,
+            self.weights,
+            self.decay,
+            self.embedder if embedder is None else embedder,
+            self.index_kind,
+            normalize=self.normalize,
         )
         other.embedder_name = self.embedder_name
         mine, theirs = self.columns, other.columns

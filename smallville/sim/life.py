@@ -527,8 +527,8 @@ def perceive(sim, agent: Agent):
     def free_now() -> list[str]:
         return [o for o in people if o in new_keys and sim.can_talk(agent, sim.agents[o])]
 
-    likely = free_now() or alerts  # a reaction: its queries embedded with what is seen
-    sim.expect(agent, react_queries(sim, agent, observations, free_now()) if likely else (), [t for _, t in new])
+    free = free_now()  # a reaction is likely: its queries embedded with what is seen
+    sim.expect(agent, react_queries(sim, agent, observations, free) if free or alerts else (), [t for _, t in new])
     if new:
         yield from remember(sim, agent, [text for _, text in new], "observation")
     yield from reflect(sim, agent)

@@ -229,7 +229,7 @@ class RunAheadDispatcher(Dispatcher):
         """What the copies embed with: an `Overlay` of the run's cache, made once (the copies
         share what they embedded; the run's cache is left as if they never asked)."""
         if self._overlay is None:
-            from smallville.embed.later import Overlay, TextCache
+            from smallville.embed import Overlay, TextCache
 
             embedder = self.sim.embedder
             self._overlay = Overlay(embedder) if isinstance(embedder, TextCache) else embedder
