@@ -32,7 +32,7 @@
     Signals caught where they are raised, never shown to a user:
 
     AnswerError(ValueError)      a model's reply is not a valid answer (it is retried)
-    Stopped(KeyboardInterrupt)   Ctrl-C taken at the end of a step (the run ends `interrupted`)
+    Stopped(KeyboardInterrupt)   Ctrl-C or SIGTERM taken at the end of a step (the run ends `interrupted`)
     Differs                      `verify` found the first difference (it becomes `Unreproduced`)
     Truncated                    a followed log became shorter (the page starts the run again)
     Outside(LookupError)         `serve` was asked for a path that is no run under its folder
@@ -181,7 +181,7 @@ class AnswerError(ValueError):
 
 
 class Stopped(KeyboardInterrupt):
-    """Ctrl-C, taken at the end of a step: the run's state is whole."""
+    """Ctrl-C or SIGTERM, taken at the end of a step: the run's state is whole."""
 
 
 class Differs(Exception):

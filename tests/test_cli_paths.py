@@ -81,9 +81,11 @@ def read_until(fd: int, marker: bytes, timeout: float) -> bytes:
     return seen
 
 
-def test_ctrl_c_stops_a_run_with_exit_130_and_keeps_what_it_wrote(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_or_sigterm_stops_a_run_with_exit_130_and_keeps_what_it_wrote(tmp_path, sig):
     """In a terminal, once the progress line shows simulated time (the simulation is
-    running), Ctrl-C (SIGINT): exit 130, the manifest says `interrupted`, the log so far kept."""
+    running), Ctrl-C (SIGINT), or SIGTERM as `kill` and batch schedulers send: exit 130, the
+    manifest says `interrupted`, the log so far kept."""
     import pty
 
     terminal, program_side = pty.openpty()
@@ -111,7 +113,7 @@ def test_ctrl_c_stops_a_run_with_exit_130_and_keeps_what_it_wrote(tmp_path):
     try:
         shown = read_until(terminal, b"simulated 2023-02-1", timeout=300)
         assert b"simulated 2023-02-1" in shown, shown.decode(errors="replace")
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         shown += read_until(terminal, b"\0", timeout=300)  # everything, to the end
         code = proc.wait(timeout=300)
     finally:

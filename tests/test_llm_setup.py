@@ -217,6 +217,35 @@ def test_the_calls_in_flight_grow_while_answers_come_and_halve_on_a_rate_limit(s
     assert ledger.to_dict()["concurrency"] == {"adaptive": True, "limit": 4, "reached": 16, "cuts": 2, "ceiling": 16}
 
 
+def test_calls_that_time_out_halve_the_calls_in_flight_as_a_rate_limit_does(server):
+    """A local server answering one call at a time queues the rest until they time out: the
+    limit comes down as it does for a 429, once for the round, and the retries are answered."""
+    from smallville.brain import Ledger, LLMConfig, make_brain
+    from smallville.brain import requests as rq
+
+    ledger = Ledger()
+    brain = make_brain(
+        LLMConfig(
+            model="openai/local",
+            api_base=server.api_base,
+            backoff=0,
+            timeout=1.0,
+            preflight=False,
+            concurrency_start=8,
+            concurrency_ceiling=8,
+        ),
+        1,
+        ledger=ledger,
+    )
+    (throttle,) = ledger.throttles.values()
+    server.fail("hang", 3)  # three of one round of eight get no answer in time
+    answers = brain.answer([rq.RateImportance(f"a{i}", "Ann", (f"text {i}",)) for i in range(8)])
+    assert all(isinstance(a, rq.Importance) for a in answers) and not answers.fallbacks
+    assert server.injected["hang"] == 3
+    assert (int(throttle.limit), throttle.cuts) == (4, 1)
+    assert ledger.to_dict()["total"]["retries"] == 3
+
+
 def test_a_pinned_concurrency_stays_where_it_is_put(server):
     from smallville.brain import Ledger, LLMConfig, make_brain
     from smallville.brain import requests as rq

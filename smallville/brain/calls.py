@@ -257,7 +257,8 @@ def serve(threads: int) -> None:
     read from stdin as JSON lines `[n, kwargs, price]`, each answered on stdout as
     `[n, reply or failed]` when it is done, `threads` at a time; a line `{"routers": ...}`
     makes the Routers the calls after it may name (`routers_of`)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle, not ours
+    for sig in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C and SIGTERM are the run's to handle, not ours
+        signal.signal(sig, signal.SIG_IGN)
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # anything printed goes to stderr, not the channel
     secrets = json.loads(sys.stdin.readline() or "[]")

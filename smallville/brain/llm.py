@@ -346,8 +346,8 @@ class LLMBrain(Brain):
             if isinstance(reply, Failed):
                 self._account_failed(request, reply)
                 self.ledger.add_time(busy=took, began=began)
-                if reply.reason == "rate_limit" or reply.retry_after is not None:
-                    ticket.rate_limited(reply.deployment)
+                if reply.reason in ("rate_limit", "timeout") or reply.retry_after is not None:
+                    ticket.rate_limited(reply.deployment)  # a timeout too: the server's queue is too long
                 return Attempt(request, reply, None, room, took)
             ticket.answered(reply.deployment)
         self.ledger.add_time(busy=took, began=began)

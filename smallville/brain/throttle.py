@@ -2,9 +2,11 @@
 by additive increase and multiplicative decrease, as TCP finds a link's capacity.
 
 Adaptive, the limit starts at `start` and grows by one with every answer (doubling each
-round of calls) until the first rate limit; from then on by one per round. A 429 or a
-Retry-After halves it, once per round: the other calls of the round that was already in
-flight when it came say nothing new. It stays between 1 and `ceiling`.
+round of calls) until the first rate limit; from then on by one per round. A 429, a
+Retry-After or a call that timed out (as TCP takes a timeout for congestion: a local server
+that answers one call at a time queues the rest until they time out) halves it, once per
+round: the other calls of the round that was already in flight when it came say nothing new.
+It stays between 1 and `ceiling`.
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ class _Ticket:
 class Pool:
     """The calls in flight to a model of several deployments (deployments.py): each deployment
     has a limit of its own, found as a lone server's is (a `Throttle` of each: its answers
-    raise it, its rate limits halve it), and at most the sum of their limits are in flight at
+    raise it, its rate limits and timeouts halve it), and at most the sum of their limits are in flight at
     once. Which deployment a call goes to, litellm's Router decides as it is made, so a
     ticket is told afterwards: `ticket.answered(label)` or `ticket.rate_limited(label)`."""
 
