@@ -8,6 +8,10 @@ comparison are built from the state then. Each goes to the model once, as a run 
 point is to see failures), all at once, and is read as a run reads it: `valid` as sent,
 `repaired` (made to fit by `repair.py`, or a slip of its text mended), or not usable:
 `refused` by the server, `cut` at max_tokens, `invalid` (off its schema) or `no answer`.
+A request that got no answer in time while the others were in flight is sent again alone:
+a local server answering one call at a time queues them, and its row is then what the model
+does alone, with a note of how many calls the server answered in time when sent together
+(the `max_concurrency` to start a run at).
 While the model answers, a day of the town is estimated offline (`estimate`), its
 completions scaled to the sizes this model wrote: what a day would cost at these rates.
 """
@@ -109,9 +113,20 @@ def check_model(
             sent = {pool.submit(brain.attempt, request): request.kind for request, _ in asked}
             day = estimate(scenario, brain.config, duration=DAY, seed=seed, embedder=embedder)  # meanwhile
             for done in as_completed(sent):
-                said(f"  {sent[done]}: answered after {time.perf_counter() - began:.0f} s")
+                came = "no answer in time" if timed_out(done.result()) else "answered"
+                said(f"  {sent[done]}: {came} after {time.perf_counter() - began:.0f} s")
             tries = [future.result() for future in sent]
+        crowded = [i for i, t in enumerate(tries) if timed_out(t)] if len(tries) > 1 else []
+        for i in crowded:
+            said(f"  {tries[i].request.kind}: no answer in time among {len(tries)} sent at once; sending it alone")
+            tries[i] = brain.attempt(tries[i].request)
         rows = [row_of(t, brain) for t in tries]
+        if crowded:
+            notes.append(crowding(len(tries), len(crowded), brain.brain_for(tries[crowded[0]].request.kind).config))
+            for i in crowded:
+                rows[i].note = "; ".join(
+                    filter(None, [f"sent alone after no answer in time among {len(tries)}", rows[i].note])
+                )
         return Check(
             settings.label,
             scenario.name,
@@ -211,6 +226,26 @@ def row_of(attempt, brain) -> Row:
     return row
 
 
+def timed_out(attempt) -> bool:
+    return isinstance(attempt.answer, Failed) and attempt.answer.reason == "timeout"
+
+
+def crowding(sent: int, late: int, settings) -> str:
+    """What a server that answered only some of the requests sent together says of the calls
+    a run should have in flight."""
+    start = (
+        f"Max_concurrency is {settings.max_concurrency}"
+        if settings.max_concurrency
+        else f"A run starts with {settings.concurrency_start} calls in flight and halves them after each "
+        "round that times out"
+    )
+    return (
+        f"the server answered {sent - late} of {sent} requests sent at once within the timeout "
+        f"({settings.timeout:g} s), the others only alone: it answers few calls at a time. {start}; "
+        f"set max_concurrency: {max(1, sent - late)} in the brain settings to keep up with it from the start"
+    )
+
+
 def outcome(failed: Failed) -> str:
     """A failed attempt in a word: refused, cut, invalid or no answer."""
     if failed.reason == "refused":
@@ -233,7 +268,7 @@ def mend(kind: str, failed: Failed, room: int, settings) -> str:
     if outcome(failed) == "cut":
         return f"cut at max_tokens {room}: raise {cut_setting(failed, kind)}"
     if failed.reason == "timeout":
-        return f"no answer within {settings.timeout:g} s: raise timeout (or lower max_concurrency for a busy server)"
+        return f"no answer within {settings.timeout:g} s, sent alone: raise timeout (a slow model or server)"
     if failed.reason in ("connection", "server", "rate_limit"):
         return f"{failed}: check the server, then try again"
     return f"{failed}: {fix_for(failed, kind)}"

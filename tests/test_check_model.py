@@ -148,3 +148,33 @@ def test_the_model_may_come_from_the_settings_file_and_each_kind_is_reported_as_
     assert sorted(answered) == sorted(KINDS)  # a line as each kind comes back, before the table
     bare = smallville("check-model", "--scenario", CAFE_TRIO)
     assert bare.returncode == 2 and "check-model needs a model" in bare.stderr and "Traceback" not in bare.stderr
+
+
+def test_a_kind_that_times_out_among_the_others_is_sent_alone_and_the_calls_in_flight_to_start_at_are_named(tmp_path):
+    """A local server answering one call at a time queues what check-model sends at once: a
+    kind with no answer in time is sent again alone, and its row says what the model does
+    then; a note names the max_concurrency the server kept up with."""
+    with LLMServer(seed=1) as server:
+        server.fail("hang", 1, match="Their last conversation:")  # speak, the first time only
+        server.fail("hang", 1, match="Memories on their core characteristics")  # summarize
+        code, data = check(server, tmp_path, settings="timeout: 1\n", as_json=True)
+        asked = sorted(p["kind"] for p in server.prompts if p["kind"] != "probe")
+    assert code == 0 and data["ok"], data
+    assert asked == sorted([*KINDS, "speak", "summarize"])  # the two, and only they, sent again
+    found = rows(data)
+    for kind in ("speak", "summarize"):
+        assert found[kind]["result"] in ("valid", "repaired")
+        assert found[kind]["note"].startswith("sent alone after no answer in time among 11")
+    (note,) = [n for n in data["notes"] if n.startswith("the server answered")]
+    assert note.startswith("the server answered 9 of 11 requests sent at once within the timeout (1 s)")
+    assert note.endswith("set max_concurrency: 9 in the brain settings to keep up with it from the start")
+
+
+def test_a_kind_with_no_answer_even_alone_is_told_to_raise_the_timeout(tmp_path):
+    with LLMServer(seed=1) as server:
+        server.fail("hang", 2, match="The answers \\(label")  # the judge, at once and alone
+        code, out = check(server, tmp_path, settings="timeout: 1\n")
+    assert code == 1
+    assert cells(out, "judge")[1] == "no answer"
+    assert "judge: no answer within 1 s, sent alone: raise timeout (a slow model or server)" in out.splitlines()
+    assert out.splitlines()[-1].startswith("1 of 11 request kinds are not usable")
