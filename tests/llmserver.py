@@ -87,6 +87,7 @@ class LLMServer:
         prefer: dict | None = None,
         modes=(),
         reasoning: str = "think",
+        serial: bool = False,
     ) -> None:
         assert set(modes) <= set(MODES) and reasoning in REASONING, (modes, reasoning)
         self.modes, self.reasoning = frozenset(modes), reasoning
@@ -98,6 +99,9 @@ class LLMServer:
         self.ignore_modes: set[str] = set()  # response_format types answered as if they were not asked for
         self.prompts: list[dict] = []  # {"kind", "system", "user", "mode"} of every chat request
         self.latency, self.hang = latency, hang
+        # `serial`: chat answers one at a time, as llama.cpp's server and Ollama's by default do,
+        # and a request whose client has gone (timed out) by its turn is dropped, as they drop it
+        self.serial, self.one, self.dropped = serial, threading.Lock(), 0
         self.retry_after: float | None = None  # seconds sent as Retry-After with each 429
         self.queue: list[tuple[str, str]] = []  # (mode, text the prompt must contain)
         self.rate, self.failing, self.rng = 0.0, FAILURES, random.Random(seed)
@@ -218,9 +222,13 @@ class LLMServer:
                         server.embeddings += 1
                         self._send(200, server.embed(body))
                     else:
-                        server.chats += 1
-                        status, out, *headers = server.chat(body)
-                        self._send(status, out, *headers)
+                        with server.one if server.serial else contextlib.nullcontext():
+                            if server.serial and gone(self.connection):
+                                server.dropped += 1
+                                return
+                            server.chats += 1
+                            status, out, *headers = server.chat(body)
+                            self._send(status, out, *headers)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
                 finally:
@@ -438,6 +446,18 @@ class LLMServer:
             "model": body["model"],
             "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)},
         }
+
+
+def gone(conn: socket.socket) -> bool:
+    """Whether the client closed its end (a request it gave up waiting for)."""
+    import select
+
+    if not select.select([conn], [], [], 0)[0]:
+        return False
+    try:
+        return conn.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 def count_tokens(messages: list[dict], model: str) -> int:

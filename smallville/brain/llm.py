@@ -127,7 +127,7 @@ class LLMBrain(Brain):
         """The calls in flight: one limit for a model, one for each deployment of a list."""
         c = self.config
         if not c.deployments:
-            return Throttle(c.concurrency_first, c.concurrency_limit, adaptive=c.adaptive)
+            return Throttle(c.concurrency_first, c.concurrency_limit, adaptive=c.adaptive, window=c.timeout)
         ceiling = max(c.concurrency_start, c.concurrency_ceiling)
         return Pool(
             {
@@ -135,6 +135,7 @@ class LLMBrain(Brain):
                     t.max_concurrency or c.concurrency_start,
                     t.max_concurrency or ceiling,
                     adaptive=t.max_concurrency is None,
+                    window=c.timeout,
                 )
                 for t in self.targets
             }
@@ -346,8 +347,10 @@ class LLMBrain(Brain):
             if isinstance(reply, Failed):
                 self._account_failed(request, reply)
                 self.ledger.add_time(busy=took, began=began)
-                if reply.reason in ("rate_limit", "timeout") or reply.retry_after is not None:
-                    ticket.rate_limited(reply.deployment)  # a timeout too: the server's queue is too long
+                if reply.reason == "timeout":  # the server's queue may be longer than it gets through in time
+                    ticket.timed_out(reply.deployment)
+                elif reply.reason == "rate_limit" or reply.retry_after is not None:
+                    ticket.rate_limited(reply.deployment)
                 return Attempt(request, reply, None, room, took)
             ticket.answered(reply.deployment)
         self.ledger.add_time(busy=took, began=began)

@@ -2,24 +2,30 @@
 by additive increase and multiplicative decrease, as TCP finds a link's capacity.
 
 Adaptive, the limit starts at `start` and grows by one with every answer (doubling each
-round of calls) until the first rate limit; from then on by one per round. A 429, a
-Retry-After or a call that timed out (as TCP takes a timeout for congestion: a local server
-that answers one call at a time queues the rest until they time out) halves it, once per
-round: the other calls of the round that was already in flight when it came say nothing new.
-It stays between 1 and `ceiling`.
+round of calls) until the first rate limit or timeout; from then on by one per round. A 429
+or a Retry-After halves it, once per round: the other calls of the round that was already in
+flight when it came say nothing new. A call that timed out cuts it too, once per round, to
+half of it or half the answers that came in the last `window` seconds (the call's timeout),
+whichever is less: a local server that answers one call at a time queues the others until
+they time out, and the answers of the last timeout's length are as many calls as it gets
+through in one. It stays between 1 and `ceiling`.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections import deque
 
 
 class Throttle:
-    """`with throttle.slot() as ticket:` around each call; then `ticket.answered()` or
-    `ticket.rate_limited()`."""
+    """`with throttle.slot() as ticket:` around each call; then `ticket.answered()`,
+    `ticket.rate_limited()` or `ticket.timed_out()`."""
 
-    def __init__(self, start: int, ceiling: int, adaptive: bool = True) -> None:
+    def __init__(self, start: int, ceiling: int, adaptive: bool = True, window: float = 60.0) -> None:
         self.adaptive = adaptive
+        self.window = window
+        self._answers: deque[float] = deque()  # when the answers of the last `window` seconds came
         self.ceiling = ceiling
         self.limit = float(start if adaptive else ceiling)
         self.reached = int(self.limit)  # the highest limit so far
@@ -47,21 +53,32 @@ class Throttle:
         if not self.adaptive:
             return
         with self._cond:
+            self._answers.append(time.monotonic())
+            self._forget()
             step = 1.0 / self.limit if self._congested else 1.0
             self.limit = min(float(self.ceiling), self.limit + step)
             self.reached = max(self.reached, int(self.limit))
             self._cond.notify_all()
 
-    def _rate_limited(self, started_in: int) -> None:
+    def _rate_limited(self, started_in: int, timed_out: bool = False) -> None:
         if not self.adaptive:
             return
         with self._cond:
             self._congested = True
-            if started_in != self._round:  # this round was halved already
+            if started_in != self._round:  # this round was cut already
                 return
             self._round += 1
             self.cuts += 1
             self.limit = max(1.0, self.limit / 2)
+            if timed_out:
+                self._forget()
+                self.limit = max(1.0, min(self.limit, len(self._answers) / 2))
+
+    def _forget(self) -> None:
+        """Drop the answers older than `window` seconds."""
+        since = time.monotonic() - self.window
+        while self._answers and self._answers[0] < since:
+            self._answers.popleft()
 
     def describe(self) -> dict:
         return {
@@ -91,11 +108,14 @@ class _Ticket:
     def rate_limited(self, label: str | None = None) -> None:
         self.throttle._rate_limited(self.started_in)
 
+    def timed_out(self, label: str | None = None) -> None:
+        self.throttle._rate_limited(self.started_in, timed_out=True)
+
 
 class Pool:
     """The calls in flight to a model of several deployments (deployments.py): each deployment
     has a limit of its own, found as a lone server's is (a `Throttle` of each: its answers
-    raise it, its rate limits and timeouts halve it), and at most the sum of their limits are in flight at
+    raise it, its rate limits and timeouts cut it), and at most the sum of their limits are in flight at
     once. Which deployment a call goes to, litellm's Router decides as it is made, so a
     ticket is told afterwards: `ticket.answered(label)` or `ticket.rate_limited(label)`."""
 
@@ -127,9 +147,9 @@ class Pool:
             with self._cond:
                 self._cond.notify_all()
 
-    def _rate_limited(self, label: str | None, rounds: dict[str, int]) -> None:
+    def _rate_limited(self, label: str | None, rounds: dict[str, int], timed_out: bool = False) -> None:
         if label in self.throttles:
-            self.throttles[label]._rate_limited(rounds[label])
+            self.throttles[label]._rate_limited(rounds[label], timed_out)
 
     def describe(self) -> dict:
         each = {label: t.describe() for label, t in self.throttles.items()}
@@ -160,3 +180,6 @@ class _PoolTicket:
 
     def rate_limited(self, label: str | None = None) -> None:
         self.pool._rate_limited(label, self.rounds)
+
+    def timed_out(self, label: str | None = None) -> None:
+        self.pool._rate_limited(label, self.rounds, timed_out=True)
