@@ -236,8 +236,7 @@ def crowding(sent: int, late: int, settings) -> str:
     start = (
         f"Max_concurrency is {settings.max_concurrency}"
         if settings.max_concurrency
-        else f"A run starts with {settings.concurrency_start} calls in flight and halves them after each "
-        "round that times out"
+        else f"A run starts with {settings.concurrency_start} calls in flight and cuts them when a round times out"
     )
     return (
         f"the server answered {sent - late} of {sent} requests sent at once within the timeout "
