@@ -233,14 +233,14 @@ def timed_out(attempt) -> bool:
 def crowding(sent: int, late: int, settings) -> str:
     """What a server that answered only some of the requests sent together says of the calls
     a run should have in flight."""
-    start = (
-        f"Max_concurrency is {settings.max_concurrency}"
+    now = (
+        f"the brain settings pin max_concurrency at {settings.max_concurrency}"
         if settings.max_concurrency
-        else f"A run starts with {settings.concurrency_start} calls in flight and cuts them when a round times out"
+        else f"a run starts with {settings.concurrency_start} calls in flight and cuts them when a round times out"
     )
     return (
         f"the server answered {sent - late} of {sent} requests sent at once within the timeout "
-        f"({settings.timeout:g} s), the others only alone: it answers few calls at a time. {start}; "
+        f"({settings.timeout:g} s), the others only alone: it answers few calls at a time; {now}: "
         f"set max_concurrency: {max(1, sent - late)} in the brain settings to keep up with it from the start"
     )
 

@@ -176,27 +176,30 @@ def test_a_model_that_cannot_serve_the_run_stops_it_kept_and_resumable(tmp_path,
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "completed"
 
 
-def test_the_calls_in_flight_grow_while_answers_come_and_halve_on_a_rate_limit(server):
+def brain_on(server, **settings):
+    """A model brain on `server` (no preflight, no backoff, and `settings`) and its ledger."""
     from smallville.brain import Ledger, LLMConfig, make_brain
-    from smallville.brain import requests as rq
 
     ledger = Ledger()
-    brain = make_brain(
-        LLMConfig(
-            model="openai/local",
-            api_base=server.api_base,
-            backoff=0,
-            preflight=False,
-            concurrency_start=2,
-            concurrency_ceiling=16,
-        ),
-        1,
-        ledger=ledger,
-    )
+    config = LLMConfig(model="openai/local", api_base=server.api_base, backoff=0, preflight=False, **settings)
+    return make_brain(config, 1, ledger=ledger), ledger
+
+
+def ratings(n: int, tag: str = "text") -> list:
+    """`n` rating requests, each of its own text."""
+    from smallville.brain import requests as rq
+
+    return [rq.RateImportance(f"a{i}", "Ann", (f"{tag} {i}",)) for i in range(n)]
+
+
+def test_the_calls_in_flight_grow_while_answers_come_and_halve_on_a_rate_limit(server):
+    from smallville.brain import requests as rq
+
+    brain, ledger = brain_on(server, concurrency_start=2, concurrency_ceiling=16)
     (throttle,) = ledger.throttles.values()
 
     def batch(n: int, tag: str):
-        return brain.answer([rq.RateImportance(f"a{i}", "Ann", (f"{tag} {i}",)) for i in range(n)])
+        return brain.answer(ratings(n, tag))
 
     assert throttle.limit == 2
     for round_ in range(3):
@@ -221,26 +224,12 @@ def test_a_server_answering_one_call_at_a_time_brings_the_calls_in_flight_down_w
     """A local server that answers one call at a time (llama.cpp's, Ollama's) queues a town's
     round of calls until most time out. The round's timeouts cut the calls in flight to half of
     what the server answered within a timeout, so the retries are answered, none falls back."""
-    from smallville.brain import Ledger, LLMConfig, make_brain
     from smallville.brain import requests as rq
 
     with LLMServer(latency=0.1, serial=True) as server:  # ten answers a second, one at a time
-        ledger = Ledger()
-        brain = make_brain(
-            LLMConfig(
-                model="openai/local",
-                api_base=server.api_base,
-                backoff=0,
-                timeout=1.0,
-                preflight=False,
-                concurrency_start=80,
-                concurrency_ceiling=80,
-            ),
-            1,
-            ledger=ledger,
-        )
+        brain, ledger = brain_on(server, timeout=1.0, concurrency_start=80, concurrency_ceiling=80)
         (throttle,) = ledger.throttles.values()
-        answers = brain.answer([rq.RateImportance(f"a{i}", "Ann", (f"text {i}",)) for i in range(80)])
+        answers = brain.answer(ratings(80))
         brain.close()
     assert all(isinstance(a, rq.Importance) for a in answers) and not answers.fallbacks
     usage = ledger.to_dict()
@@ -250,16 +239,10 @@ def test_a_server_answering_one_call_at_a_time_brings_the_calls_in_flight_down_w
 
 
 def test_a_pinned_concurrency_stays_where_it_is_put(server):
-    from smallville.brain import Ledger, LLMConfig, make_brain
     from smallville.brain import requests as rq
 
-    ledger = Ledger()
-    brain = make_brain(
-        LLMConfig(model="openai/local", api_base=server.api_base, backoff=0, preflight=False, max_concurrency=3),
-        1,
-        ledger=ledger,
-    )
-    brain.answer([rq.RateImportance(f"a{i}", "Ann", (f"text {i}",)) for i in range(12)])
+    brain, ledger = brain_on(server, max_concurrency=3)
+    brain.answer(ratings(12))
     server.fail("429", 1)
     brain.answer([rq.RateImportance("a", "Ann", ("one more",))])
     assert ledger.to_dict()["concurrency"] == {"adaptive": False, "limit": 3, "reached": 3, "cuts": 0, "ceiling": 3}

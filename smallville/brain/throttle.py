@@ -60,7 +60,7 @@ class Throttle:
             self.reached = max(self.reached, int(self.limit))
             self._cond.notify_all()
 
-    def _rate_limited(self, started_in: int, timed_out: bool = False) -> None:
+    def _cut(self, started_in: int, timed_out: bool = False) -> None:
         if not self.adaptive:
             return
         with self._cond:
@@ -106,10 +106,10 @@ class _Ticket:
         self.throttle._answered()
 
     def rate_limited(self, label: str | None = None) -> None:
-        self.throttle._rate_limited(self.started_in)
+        self.throttle._cut(self.started_in)
 
     def timed_out(self, label: str | None = None) -> None:
-        self.throttle._rate_limited(self.started_in, timed_out=True)
+        self.throttle._cut(self.started_in, timed_out=True)
 
 
 class Pool:
@@ -147,9 +147,9 @@ class Pool:
             with self._cond:
                 self._cond.notify_all()
 
-    def _rate_limited(self, label: str | None, rounds: dict[str, int], timed_out: bool = False) -> None:
+    def _cut(self, label: str | None, rounds: dict[str, int], timed_out: bool = False) -> None:
         if label in self.throttles:
-            self.throttles[label]._rate_limited(rounds[label], timed_out)
+            self.throttles[label]._cut(rounds[label], timed_out)
 
     def describe(self) -> dict:
         each = {label: t.describe() for label, t in self.throttles.items()}
@@ -179,7 +179,7 @@ class _PoolTicket:
         self.pool._answered(label)
 
     def rate_limited(self, label: str | None = None) -> None:
-        self.pool._rate_limited(label, self.rounds)
+        self.pool._cut(label, self.rounds)
 
     def timed_out(self, label: str | None = None) -> None:
-        self.pool._rate_limited(label, self.rounds, timed_out=True)
+        self.pool._cut(label, self.rounds, timed_out=True)
